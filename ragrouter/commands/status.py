@@ -1,0 +1,56 @@
+"""`cli.py status`: units done / pending / failed per stage, tokens per stage and model."""
+
+from __future__ import annotations
+
+import json
+
+import click
+from sqlalchemy import text
+
+from ragrouter.commands.common import Ctx, pass_ctx, render_rows
+from ragrouter.db import migrate
+from ragrouter.stages import registry
+from ragrouter.stages.base import Scope
+
+
+def collect(engine, scope: Scope) -> dict:
+    """Status as a dict (the --json output)."""
+    migrate.ensure_current(engine)
+    stages = []
+    with engine.connect() as conn:
+        failures = dict(conn.execute(text(
+            "SELECT stage, COUNT(*) FROM unit_failures GROUP BY stage")).all())
+        for stage in registry.all_stages().values():
+            expected, done = stage.counts(conn, scope)
+            failed = int(failures.get(stage.name, 0))
+            stages.append({"stage": stage.name, "expected": int(expected), "done": int(done),
+                           "pending": int(expected - done), "failed": failed})
+        tokens = [dict(r._mapping) for r in conn.execute(text(
+            "SELECT stage, model, calls, prompt_tokens, completion_tokens, total_tokens "
+            "FROM v_tokens_by_stage ORDER BY stage, model"))]
+    for row in tokens:
+        for key in ("calls", "prompt_tokens", "completion_tokens", "total_tokens"):
+            row[key] = int(row[key] or 0)
+    return {"stages": stages, "tokens": tokens}
+
+
+@click.command("status")
+@click.option("--corpus", help="Only this corpus.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
+@pass_ctx
+def status_command(ctx: Ctx, corpus: str | None, as_json: bool) -> None:
+    """Show units done / pending / failed per stage, and billed tokens per stage and model.
+
+    \b
+    Example:
+      python cli.py status --json
+    """
+    data = collect(ctx.engine(), Scope(corpus=corpus))
+    if as_json:
+        click.echo(json.dumps(data))
+        return
+    cols = ["stage", "expected", "done", "pending", "failed"]
+    click.echo(render_rows(cols, [tuple(s[c] for c in cols) for s in data["stages"]], "table"))
+    click.echo()
+    cols = ["stage", "model", "calls", "prompt_tokens", "completion_tokens", "total_tokens"]
+    click.echo(render_rows(cols, [tuple(t[c] for c in cols) for t in data["tokens"]], "table"))

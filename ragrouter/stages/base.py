@@ -1,0 +1,89 @@
+"""Stages: resumable sets of work units with natural keys (DESIGN.md §1, §3).
+
+A stage knows how many units it *expects* for a scope, which are *done* (their result row
+exists) and how to compute one unit. ``pending = expected − done`` is one anti-join in the
+stage's SQL, so re-running a stage resumes exactly where it stopped. Units run in a thread
+pool (model calls); one writer — the calling thread — commits results in batches, each
+unit's rows in the same transaction as its bookkeeping.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+
+@dataclass
+class Scope:
+    """Which part of the work a command addresses."""
+
+    corpus: str | None = None
+    limit: int | None = None
+    paradigms: list[str] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Unit:
+    """One unit of work: its natural key (as text, for failures and leases) and payload."""
+
+    key: str
+    payload: Any
+
+
+@dataclass
+class Estimate:
+    """What pending work would spend (dry run)."""
+
+    stage: str
+    model: str
+    calls: int = 0
+    cached_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class Stage(ABC):
+    """Base class; subclasses set ``name``/``description`` and implement the hooks."""
+
+    name: str = ""
+    description: str = ""
+    uses_llm: bool = False
+
+    @abstractmethod
+    def counts(self, conn: Connection, scope: Scope) -> tuple[int, int]:
+        """(expected, done) units for the scope."""
+
+    @abstractmethod
+    def pending(self, conn: Connection, scope: Scope) -> list[Unit]:
+        """Units not done yet, in a stable order (``scope.limit`` applied)."""
+
+    def prepare(self, services, scope: Scope) -> None:
+        """Load shared state once before units run (indexes, graphs)."""
+
+    @abstractmethod
+    def compute(self, unit: Unit, services) -> Any:
+        """Compute one unit (runs in a worker thread; may call the gateway)."""
+
+    @abstractmethod
+    def write(self, conn: Connection, unit: Unit, result: Any) -> None:
+        """Persist one unit's result (runs in the writer, inside a transaction)."""
+
+    def estimate(self, conn: Connection, units: list[Unit], services) -> list[Estimate]:
+        """Calls/tokens the given pending units would spend (dry run); default: none."""
+        return []
+
+    def finish(self, conn: Connection, services, scope: Scope) -> None:
+        """Called after the last unit (derived files, summaries)."""
+
+
+STAGES: dict[str, Stage] = {}
+
+
+def register(stage: Stage) -> Stage:
+    """Add a stage instance to the registry (order of registration = pipeline order)."""
+    STAGES[stage.name] = stage
+    return stage

@@ -1,0 +1,16 @@
+"""The pipeline's stages in order. Importing this module registers every stage."""
+
+from __future__ import annotations
+
+import importlib
+
+from ragrouter.stages.base import STAGES, Stage
+
+# Modules that define and register stages, in pipeline order.
+STAGE_MODULES: list[str] = []
+
+
+def all_stages() -> dict[str, Stage]:
+    for module in STAGE_MODULES:
+        importlib.import_module(module)
+    return STAGES

@@ -1,0 +1,47 @@
+"""Shared fixtures: fresh DuckDB stores and a throwaway PostgreSQL cluster on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """One PostgreSQL server for the whole session (Debian binaries, fsync off)."""
+    from ragrouter.db.pgtemp import TempPostgres
+
+    pg = TempPostgres().start()
+    yield pg
+    pg.stop()
+
+
+@pytest.fixture
+def pg_url(pg_cluster) -> str:
+    """A fresh, empty database on the session's PostgreSQL server."""
+    return pg_cluster.create_database("t_" + uuid.uuid4().hex[:12])
+
+
+@pytest.fixture
+def duck_url(tmp_path) -> str:
+    """A fresh DuckDB file URL."""
+    return f"duckdb:///{tmp_path / 'store.duckdb'}"
+
+
+@pytest.fixture
+def store(duck_url):
+    """A migrated DuckDB store; yields its engine and releases the file afterwards."""
+    from ragrouter.db import engine as eng
+    from ragrouter.db import migrate
+
+    engine = eng.make_engine(duck_url)
+    migrate.upgrade(engine)
+    yield engine
+    eng.dispose_all()

@@ -1,0 +1,116 @@
+"""The command line: store URL handling, sql output formats, status, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run_cli(*args: str, env: dict | None = None, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, str(REPO / "cli.py"), *args], capture_output=True,
+                          text=True, env=full_env, cwd=cwd, timeout=120)
+
+
+def test_issue_example_count_chunks_json(tmp_path):
+    env = {"RAGROUTER_DB": f"duckdb:///{tmp_path / 'x.duckdb'}"}
+    assert run_cli("db", "upgrade", env=env).returncode == 0
+    out = run_cli("sql", "select count(*) as n from chunks", "--format", "json", env=env)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == [{"n": 0}]
+    assert run_cli("db", "downgrade", "base", env=env).returncode == 0
+    up = run_cli("db", "upgrade", env=env)
+    assert up.returncode == 0 and "0001" in up.stdout or "head" in up.stdout
+
+
+def test_default_store_is_duckdb_file_in_working_directory(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "RAGROUTER_DB"}
+    out = subprocess.run([sys.executable, str(REPO / "cli.py"), "db", "upgrade"], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "ragrouter.duckdb").exists()
+
+
+def test_sql_formats_and_file(tmp_path):
+    env = {"RAGROUTER_DB": f"duckdb:///{tmp_path / 'x.duckdb'}"}
+    run_cli("db", "upgrade", env=env)
+    csv_out = run_cli("sql", "select 1 as a, 'x' as b", "--format", "csv", env=env)
+    assert csv_out.stdout.strip().splitlines() == ["a,b", "1,x"]
+    table = run_cli("sql", "select 1 as a", env=env)
+    assert "(1 row)" in table.stdout
+    sql_file = tmp_path / "q.sql"
+    sql_file.write_text("select 2 as two;\n")
+    js = run_cli("sql", "-f", str(sql_file), "--format", "json", env=env)
+    assert json.loads(js.stdout) == [{"two": 2}]
+
+
+def test_sql_error_is_one_line_and_nonzero(tmp_path):
+    env = {"RAGROUTER_DB": f"duckdb:///{tmp_path / 'x.duckdb'}"}
+    run_cli("db", "upgrade", env=env)
+    out = run_cli("sql", "select * from no_such_table", env=env)
+    assert out.returncode != 0
+    assert "Traceback" not in out.stderr
+    assert "no_such_table" in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_status_json_zeros_on_empty_store(tmp_path):
+    env = {"RAGROUTER_DB": f"duckdb:///{tmp_path / 'x.duckdb'}"}
+    out = run_cli("status", "--json", env=env)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["tokens"] == []
+    assert all(s["done"] == 0 and s["failed"] == 0 for s in data["stages"])
+
+
+def test_sql_against_postgres(pg_url):
+    env = {"RAGROUTER_DB": pg_url}
+    assert run_cli("db", "upgrade", env=env).returncode == 0
+    out = run_cli("sql", "select count(*) as n from chunks", "--format", "json", env=env)
+    assert json.loads(out.stdout) == [{"n": 0}]
+    assert run_cli("db", "downgrade", "base", env=env).returncode == 0
+    assert run_cli("db", "upgrade", env=env).returncode == 0
+
+
+def test_bad_config_names_the_file_and_setting(tmp_path):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("roles:\n  judge: nowhere\n")
+    out = run_cli("--config", str(cfg), "--db", f"duckdb:///{tmp_path / 'x.duckdb'}", "status",
+                  env={"RAGROUTER_CONFIG": ""})
+    # status does not need the config; a command that does reads it:
+    from ragrouter.config import Config, ConfigError
+
+    with pytest.raises(ConfigError, match=r"bad.yaml.*roles.judge.*nowhere"):
+        Config.load(cfg)
+    assert out.returncode == 0
+
+
+def test_locked_duckdb_file_gives_one_line_with_pid(tmp_path):
+    path = tmp_path / "locked.duckdb"
+    env = {"RAGROUTER_DB": f"duckdb:///{path}"}
+    run_cli("db", "upgrade", env=env)
+    holder = subprocess.Popen([sys.executable, "-c",
+                               f"import duckdb, time; c = duckdb.connect({str(path)!r}); "
+                               "print('ready', flush=True); time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        for args in (["status"], ["sql", "select 1"], ["db", "current"], ["db", "upgrade"]):
+            out = run_cli(*args, env=env)
+            assert out.returncode == 2, (args, out.stderr)
+            lines = out.stderr.strip().splitlines()
+            assert len(lines) == 1, out.stderr
+            assert f"locked by process {holder.pid}" in lines[0]
+            assert "Traceback" not in out.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+    time.sleep(0.2)
+    assert run_cli("status", env=env).returncode == 0
