@@ -82,14 +82,21 @@ def test_sql_against_postgres(pg_url):
 def test_bad_config_names_the_file_and_setting(tmp_path):
     cfg = tmp_path / "bad.yaml"
     cfg.write_text("roles:\n  judge: nowhere\n")
-    out = run_cli("--config", str(cfg), "--db", f"duckdb:///{tmp_path / 'x.duckdb'}", "status",
-                  env={"RAGROUTER_CONFIG": ""})
-    # status does not need the config; a command that does reads it:
+    out = run_cli("--config", str(cfg), "--db", f"duckdb:///{tmp_path / 'x.duckdb'}", "status")
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "bad.yaml" in lines[0] and "roles.judge" in lines[0] and "nowhere" in lines[0]
+    assert not (tmp_path / "x.duckdb").exists() or "Traceback" not in out.stderr
+
+
+def test_api_key_in_config_is_refused(tmp_path):
     from ragrouter.config import Config, ConfigError
 
-    with pytest.raises(ConfigError, match=r"bad.yaml.*roles.judge.*nowhere"):
-        Config.load(cfg)
-    assert out.returncode == 0
+    cfg = tmp_path / "k.yaml"
+    cfg.write_text("backends:\n  openai:\n    api_key: sk-secret\n")
+    with pytest.raises(ConfigError, match=r"backends.openai.api_key") as err:
+        Config.load(cfg, env={})
+    assert "sk-secret" not in str(err.value)
 
 
 def test_locked_duckdb_file_gives_one_line_with_pid(tmp_path):

@@ -45,7 +45,7 @@ def status_command(ctx: Ctx, corpus: str | None, as_json: bool) -> None:
     Example:
       python cli.py status --json
     """
-    data = collect(ctx.engine(), Scope(corpus=corpus))
+    data = collect(ctx.engine(), Scope(corpus=corpus, config=ctx.config))
     if as_json:
         click.echo(json.dumps(data))
         return

@@ -120,3 +120,22 @@ def session_scope(url_or_engine: str | Engine | None = None) -> Iterator[Session
         raise
     finally:
         session.close()
+
+
+_LOCKS: dict[int, "threading.RLock"] = {}
+_LOCKS_GUARD = __import__("threading").Lock()
+
+
+def write_lock(engine: Engine):
+    """The process-wide lock serialising use of an engine's connection.
+
+    A DuckDB store has one connection per process (StaticPool): every thread that touches it
+    — the stage writer, the gateway's ledger — takes this lock around its transaction.
+    PostgreSQL engines get a lock too (cheap), so callers need not care which store it is."""
+    import threading
+
+    with _LOCKS_GUARD:
+        lock = _LOCKS.get(id(engine))
+        if lock is None:
+            lock = _LOCKS[id(engine)] = threading.RLock()
+        return lock

@@ -24,6 +24,8 @@ class Scope:
     limit: int | None = None
     paradigms: list[str] = field(default_factory=list)
     models: list[str] = field(default_factory=list)
+    config: Any = None
+    """The loaded Config (stages key their units by model names and hyperparameters)."""
 
 
 @dataclass
@@ -87,3 +89,7 @@ def register(stage: Stage) -> Stage:
     """Add a stage instance to the registry (order of registration = pipeline order)."""
     STAGES[stage.name] = stage
     return stage
+
+
+class ScopeError(ValueError):
+    """The command's scope names something that is not in the store."""

@@ -1,0 +1,45 @@
+"""`cli.py export`: the benchmark's data as Parquet files (pandas / Hugging Face datasets)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ragrouter.commands.common import Ctx, fail, pass_ctx
+from ragrouter.db import migrate
+
+
+@click.command("export")
+@click.argument("out_dir", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["parquet"]), default="parquet", show_default=True,
+              help="File format.")
+@click.option("--trace/--no-trace", "with_trace", default=True, show_default=True,
+              help="Keep the paradigm runs' trace column (JSON text; the largest column).")
+@click.option("--only", multiple=True,
+              help="Export only this file (repeatable): corpora, queries, paradigm_runs, judgments, "
+                   "answer_scores, oracle_labels, router_dataset.")
+@pass_ctx
+def export_command(ctx: Ctx, out_dir: Path, fmt: str, with_trace: bool, only: tuple[str, ...]) -> None:
+    """Export queries, paradigm runs, judgments, answer scores, oracle labels, the router
+    dataset and the corpus profile as one Parquet file each, plus manifest.json.
+
+    JSON columns (trace, config, retrieved chunk ids, …) are written as JSON text.
+
+    \b
+    Examples:
+      python cli.py export --format parquet exports/run1
+      python -c "import pandas as pd; print(pd.read_parquet('exports/run1/router_dataset.parquet'))"
+    """
+    from ragrouter.report.export import ExportError, export_parquet
+
+    engine = ctx.engine()
+    migrate.ensure_current(engine)
+    try:
+        counts = export_parquet(engine, out_dir, with_trace=with_trace, only=list(only) or None)
+    except ExportError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"{out_dir}: {exc.strerror or exc}")
+    for name, n in counts.items():
+        click.echo(f"{out_dir / (name + '.parquet')}: {n} rows")

@@ -1,0 +1,81 @@
+"""`cli.py run`: run pipeline stages resumably (or estimate their cost with --dry-run)."""
+
+from __future__ import annotations
+
+import click
+
+from ragrouter.commands.common import Ctx, fail, pass_ctx, register_user_error, render_rows
+from ragrouter.db import migrate
+from ragrouter.stages import registry
+from ragrouter.stages.base import Scope, ScopeError
+from ragrouter.stages.runner import dry_run, run_stage
+from ragrouter.stages.services import Services
+
+register_user_error(ScopeError)
+
+
+@click.command("run")
+@click.option("--stage", "stages", multiple=True, metavar="STAGE",
+              help="Stage to run (repeatable; default: every stage in pipeline order).")
+@click.option("--corpus", help="Only this corpus.")
+@click.option("--paradigm", "paradigms", multiple=True, help="Only these paradigms (answer stage).")
+@click.option("--model", "models", multiple=True, help="Only these generator backends (answer stage).")
+@click.option("--limit", type=int, help="At most N units per stage (a slice, for trials).")
+@click.option("--dry-run", is_flag=True, help="Print the calls and tokens pending work would spend, "
+              "minus what the cache holds; spend nothing.")
+@click.option("--workers", type=int, help="Threads per stage (default: the backend's concurrency).")
+@click.option("--quiet", is_flag=True, help="No progress bars.")
+@pass_ctx
+def run_command(ctx: Ctx, stages: tuple[str, ...], corpus: str | None, paradigms: tuple[str, ...],
+                models: tuple[str, ...], limit: int | None, dry_run_: bool = False, workers: int | None = None,
+                quiet: bool = False, **kw) -> None:
+    """Run stages; stop any time and run again: finished units are never redone.
+
+    \b
+    Examples:
+      python cli.py run --stage chunk --stage embed --corpus medical
+      python cli.py run --stage extract --corpus medical --limit 20 --dry-run
+    """
+
+
+def _run(ctx: Ctx, stages, corpus, paradigms, models, limit, dry, workers, quiet) -> None:
+    available = registry.all_stages()
+    names = list(stages) or list(available)
+    unknown = [s for s in names if s not in available]
+    if unknown:
+        fail(f"unknown stage(s) {', '.join(unknown)} (stages: {', '.join(available)})")
+    config = ctx.config
+    engine = ctx.engine()
+    migrate.ensure_current(engine)
+    scope = Scope(corpus=corpus, limit=limit, paradigms=list(paradigms), models=list(models), config=config)
+    services = Services(config, engine)
+    selected = [available[n] for n in available if n in names]
+    try:
+        if dry:
+            rows = [(e.stage, e.model, e.calls, e.cached_calls, e.calls - e.cached_calls, e.prompt_tokens,
+                     e.completion_tokens) for e in dry_run(selected, services, scope)]
+            click.echo(render_rows(["stage", "model", "calls", "cached", "to_call", "prompt_tokens",
+                                    "max_completion_tokens"], rows, "table"))
+            click.echo("(stages whose inputs do not exist yet are estimated once their inputs exist)")
+            return
+        failed = 0
+        for stage in selected:
+            rep = run_stage(stage, services, scope, workers=workers, progress=not quiet)
+            failed += rep.failed
+            click.echo(f"{stage.name}: {rep.done} done, {rep.failed} failed of {rep.pending} pending "
+                       f"({rep.seconds:.1f}s)")
+            for err in rep.errors[:5]:
+                click.echo(f"  failed {err}", err=True)
+        if failed:
+            click.echo(f"{failed} unit(s) failed and were recorded with their reason; run again to retry them",
+                       err=True)
+    finally:
+        services.finish()
+
+
+# click passes --dry-run as dry_run; keep the body out of the decorated function for clarity.
+def _callback(ctx, stages, corpus, paradigms, models, limit, dry_run, workers, quiet):  # noqa: PLR0913
+    _run(ctx, stages, corpus, paradigms, models, limit, dry_run, workers, quiet)
+
+
+run_command.callback = pass_ctx(_callback)

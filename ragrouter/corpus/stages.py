@@ -1,0 +1,271 @@
+"""Corpus stages: chunk → extract → embed → metrics (paper App. A.1, A.3, Algorithm 1).
+
+Each stage's units and "done" test are SQL over the store, so any stage can be stopped and
+re-run: it resumes where it stopped and repeats no model call.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sqlalchemy import text
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.engine import Connection
+
+from ragrouter.corpus import extract as ex
+from ragrouter.corpus import storeio
+from ragrouter.corpus.chunking import chunk_text
+from ragrouter.db import models
+from ragrouter.llm import tokens
+from ragrouter.stages.base import Estimate, Scope, Stage, Unit, register
+
+
+def _corpus_filter(conn: Connection, scope: Scope, alias: str = "d") -> tuple[str, dict]:
+    if not scope.corpus:
+        return "", {}
+    ids = [cid for cid, _ in storeio.corpus_ids(conn, scope.corpus)]
+    return f" AND {alias}.corpus_id = :corpus_id", {"corpus_id": ids[0]}
+
+
+def _limit(scope: Scope) -> str:
+    return f" LIMIT {int(scope.limit)}" if scope.limit else ""
+
+
+class ChunkStage(Stage):
+    name = "chunk"
+    description = "cut documents into 512-token windows with 100 overlap (cl100k_base)"
+
+    def _key(self, services_or_config) -> str:
+        cfg = getattr(services_or_config, "config", services_or_config)
+        return storeio.chunker_key(cfg)
+
+    def counts(self, conn, scope):
+        cond, params = _corpus_filter(conn, scope)
+        key = self._key(scope.config)
+        row = conn.execute(text(
+            "SELECT COUNT(*), COUNT(DISTINCT c.document_id) FROM documents d LEFT JOIN chunks c "
+            f"ON c.document_id = d.id AND c.chunker = :k WHERE 1=1{cond}"), {"k": key, **params}).one()
+        expected = conn.execute(text(f"SELECT COUNT(*) FROM documents d WHERE 1=1{cond}"), params).scalar()
+        return int(expected), int(row[1])
+
+    def pending(self, conn, scope):
+        cond, params = _corpus_filter(conn, scope)
+        key = self._key(scope.config)
+        rows = conn.execute(text(
+            "SELECT d.id, d.corpus_id FROM documents d WHERE NOT EXISTS (SELECT 1 FROM chunks c "
+            f"WHERE c.document_id = d.id AND c.chunker = :k){cond} ORDER BY d.id{_limit(scope)}"),
+            {"k": key, **params}).all()
+        return [Unit(f"doc:{r[0]}", {"document_id": int(r[0]), "corpus_id": int(r[1]), "chunker": key}) for r in rows]
+
+    def compute(self, unit, services):
+        with services.db_lock, services.engine.connect() as conn:
+            title, body = conn.execute(text("SELECT title, text FROM documents WHERE id = :i"),
+                                       {"i": unit.payload["document_id"]}).one()
+        cfg = services.config
+        return chunk_text(title or "", body, window=int(cfg.get("chunking.window")),
+                          overlap=int(cfg.get("chunking.overlap")))
+
+    def write(self, conn, unit, result):
+        p = unit.payload
+        rows = [{"document_id": p["document_id"], "corpus_id": p["corpus_id"], "chunker": p["chunker"],
+                 "chunk_index": c.index, "text": c.text, "n_tokens": c.token_count,
+                 "token_start": c.token_start, "token_end": c.token_end,
+                 "char_start": c.char_start, "char_end": c.char_end} for c in result]
+        for i in range(0, len(rows), 500):
+            conn.execute(insert(models.Chunk).values(rows[i:i + 500]).on_conflict_do_nothing(
+                index_elements=["document_id", "chunker", "chunk_index"]))
+
+
+class ExtractStage(Stage):
+    name = "extract"
+    description = "LLM triple extraction per chunk → entities and triples (the knowledge graph)"
+    uses_llm = True
+
+    def backend_name(self, services):
+        return services.config.role("extractor")
+
+    def _where(self, conn, scope, key):
+        cond, params = _corpus_filter(conn, scope, "c")
+        return (f"FROM chunks c WHERE NOT EXISTS (SELECT 1 FROM chunk_extractions e WHERE e.chunk_id = c.id "
+                f"AND e.extractor = :x){cond}", {"x": key, **params})
+
+    def counts(self, conn, scope):
+        key = storeio.extractor_key(scope.config)
+        cond, params = _corpus_filter(conn, scope, "c")
+        expected = conn.execute(text(f"SELECT COUNT(*) FROM chunks c WHERE 1=1{cond}"), params).scalar()
+        done = conn.execute(text("SELECT COUNT(*) FROM chunk_extractions e JOIN chunks c ON c.id = e.chunk_id "
+                                 f"WHERE e.extractor = :x{cond}"), {"x": key, **params}).scalar()
+        return int(expected), int(done)
+
+    def pending(self, conn, scope):
+        key = storeio.extractor_key(scope.config)
+        where, params = self._where(conn, scope, key)
+        rows = conn.execute(text(f"SELECT c.id, c.corpus_id, c.text {where} ORDER BY c.id{_limit(scope)}"), params).all()
+        return [Unit(f"chunk:{r[0]}:{key}", {"chunk_id": int(r[0]), "corpus_id": int(r[1]), "text": r[2],
+                                            "extractor": key}) for r in rows]
+
+    def _call_kwargs(self, services):
+        cfg = services.config
+        return dict(temperature=float(cfg.get("extraction.temperature")),
+                    max_tokens=int(cfg.get("extraction.max_tokens")), json_schema=ex.SCHEMA,
+                    stage="extract", phase="construction",
+                    timeout_s=None)
+
+    def compute(self, unit, services):
+        res = services.gateway.chat("extractor", ex.messages(unit.payload["text"]), **self._call_kwargs(services))
+        return {"triples": ex.clean_triples(res.data), "call_id": res.call_id}
+
+    def write(self, conn, unit, result):
+        p = unit.payload
+        triples = result["triples"]
+        names = sorted({t[0] for t in triples} | {t[2] for t in triples})
+        ids: dict[str, int] = {}
+        if names:
+            conn.execute(insert(models.Entity).values(
+                [{"corpus_id": p["corpus_id"], "extractor": p["extractor"], "name": n} for n in names]
+            ).on_conflict_do_nothing(index_elements=["corpus_id", "extractor", "name"]))
+            for i in range(0, len(names), 500):
+                part = names[i:i + 500]
+                rows = conn.execute(
+                    models.Entity.__table__.select()
+                    .with_only_columns(models.Entity.id, models.Entity.name)
+                    .where(models.Entity.corpus_id == p["corpus_id"], models.Entity.extractor == p["extractor"],
+                           models.Entity.name.in_(part))).all()
+                ids.update({r[1]: int(r[0]) for r in rows})
+            conn.execute(insert(models.Triple).values(
+                [{"corpus_id": p["corpus_id"], "chunk_id": p["chunk_id"], "extractor": p["extractor"],
+                  "subject_id": ids[s], "relation": r, "object_id": ids[o]} for s, r, o in triples]
+            ).on_conflict_do_nothing(index_elements=["chunk_id", "extractor", "subject_id", "relation", "object_id"]))
+        conn.execute(insert(models.ChunkExtraction).values(
+            chunk_id=p["chunk_id"], extractor=p["extractor"], n_triples=len(triples), llm_call_id=result["call_id"],
+        ).on_conflict_do_nothing(index_elements=["chunk_id", "extractor"]))
+
+    def estimate(self, conn, units, services):
+        gw = services.gateway
+        kw = self._call_kwargs(services)
+        est = Estimate(stage=self.name, model=storeio.model_key(services.config, "extractor"))
+        for unit in units:
+            msgs = ex.messages(unit.payload["text"])
+            est.calls += 1
+            if gw.is_cached("extractor", msgs, **kw):
+                est.cached_calls += 1
+                continue
+            p, c = gw.estimate_tokens(msgs, kw["max_tokens"])
+            est.prompt_tokens += p
+            est.completion_tokens += c
+        return [est]
+
+
+class EmbedStage(Stage):
+    name = "embed"
+    description = "embed chunks and graph entities (L2-normalised vectors; FAISS indexes derive from them)"
+    uses_llm = True
+    KINDS = (("chunk", "chunks", "text"), ("entity", "entities", "name"))
+
+    def backend_name(self, services):
+        return services.config.role("embedder")
+
+    def _sql(self, conn, scope, kind, table):
+        cond, params = _corpus_filter(conn, scope, "o")
+        return (f"FROM {table} o WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.owner_kind = :k "
+                f"AND v.owner_id = o.id AND v.embedder = :e){cond}", params)
+
+    def counts(self, conn, scope):
+        emb = storeio.model_key(scope.config, "embedder")
+        expected = done = 0
+        for kind, table, _col in self.KINDS:
+            cond, params = _corpus_filter(conn, scope, "o")
+            expected += conn.execute(text(f"SELECT COUNT(*) FROM {table} o WHERE 1=1{cond}"), params).scalar()
+            where, params = self._sql(conn, scope, kind, table)
+            done_missing = conn.execute(text(f"SELECT COUNT(*) {where}"), {"k": kind, "e": emb, **params}).scalar()
+            done -= done_missing
+        return int(expected), int(expected + done)
+
+    def pending(self, conn, scope):
+        cfg = scope.config
+        emb = storeio.model_key(cfg, "embedder")
+        batch = int(cfg.backend(cfg.role("embedder")).get("batch_size", 32))
+        units = []
+        for kind, table, col in self.KINDS:
+            where, params = self._sql(conn, scope, kind, table)
+            rows = conn.execute(text(f"SELECT o.id, o.{col} {where} ORDER BY o.id{_limit(scope)}"),
+                                {"k": kind, "e": emb, **params}).all()
+            for i in range(0, len(rows), batch):
+                part = rows[i:i + batch]
+                units.append(Unit(f"{kind}:{part[0][0]}-{part[-1][0]}:{emb}",
+                                  {"kind": kind, "ids": [int(r[0]) for r in part],
+                                   "texts": [r[1] for r in part], "embedder": emb}))
+        return units
+
+    def compute(self, unit, services):
+        return services.gateway.embed("embedder", unit.payload["texts"], stage="embed", phase=unit.payload["kind"])
+
+    def write(self, conn, unit, result):
+        p = unit.payload
+        mat = np.ascontiguousarray(result, dtype=np.float32)
+        rows = [{"owner_kind": p["kind"], "owner_id": oid, "embedder": p["embedder"], "dim": int(mat.shape[1]),
+                 "data": mat[i].tobytes()} for i, oid in enumerate(p["ids"])]
+        conn.execute(insert(models.Vector).values(rows).on_conflict_do_nothing(
+            index_elements=["owner_kind", "owner_id", "embedder"]))
+
+    def estimate(self, conn, units, services):
+        est = Estimate(stage=self.name, model=storeio.model_key(services.config, "embedder"))
+        for unit in units:
+            est.calls += 1
+            est.prompt_tokens += sum(tokens.count(t) for t in unit.payload["texts"])
+        return [est]
+
+
+class MetricsStage(Stage):
+    name = "metrics"
+    description = "corpus indicators: graph structure (LCC, density, clustering, …) and embedding space (TwoNN, hubness, dispersion)"
+
+    def _variant(self, config) -> str:
+        return f"{storeio.extractor_key(config)}|{storeio.model_key(config, 'embedder')}"
+
+    def counts(self, conn, scope):
+        variant = self._variant(scope.config)
+        corpora = [cid for cid, _ in storeio.corpus_ids(conn, scope.corpus)]
+        done = 0
+        for cid in corpora:
+            done += bool(conn.execute(text("SELECT 1 FROM corpus_metrics WHERE corpus_id = :c AND variant = :v "
+                                           "AND metric = 'hubness'"), {"c": cid, "v": variant}).first())
+        return len(corpora), done
+
+    def pending(self, conn, scope):
+        cfg = scope.config
+        variant = self._variant(cfg)
+        out = []
+        for cid, name in storeio.corpus_ids(conn, scope.corpus):
+            have = conn.execute(text("SELECT 1 FROM corpus_metrics WHERE corpus_id = :c AND variant = :v "
+                                     "AND metric = 'hubness'"), {"c": cid, "v": variant}).first()
+            n_chunks = conn.execute(text("SELECT COUNT(*) FROM chunks WHERE corpus_id = :c"), {"c": cid}).scalar()
+            if not have and n_chunks:
+                out.append(Unit(f"corpus:{name}:{variant}", {"corpus_id": cid, "variant": variant}))
+        return out
+
+    def compute(self, unit, services):
+        from ragrouter.corpus import indicators
+        from ragrouter.graph.kg import KnowledgeGraph
+
+        cfg = services.config
+        cid = unit.payload["corpus_id"]
+        with services.db_lock, services.engine.connect() as conn:
+            triples = storeio.load_triples(conn, cid, storeio.extractor_key(cfg))
+            _ids, vecs = storeio.load_vectors(conn, "chunk", None, storeio.model_key(cfg, "embedder"), cid)
+        if len(vecs) < 3:
+            raise RuntimeError(f"corpus {cid}: fewer than 3 chunk vectors — run the embed stage first")
+        metrics = dict(indicators.structural(KnowledgeGraph.from_triples(triples)))
+        metrics.update(indicators.semantic(vecs))
+        return metrics
+
+    def write(self, conn, unit, result):
+        rows = [{"corpus_id": unit.payload["corpus_id"], "metric": k, "variant": unit.payload["variant"],
+                 "value": (None if v is None or (isinstance(v, float) and not np.isfinite(v)) else float(v))}
+                for k, v in result.items()]
+        stmt = insert(models.CorpusMetric).values(rows)
+        conn.execute(stmt.on_conflict_do_update(index_elements=["corpus_id", "metric", "variant"],
+                                                set_={"value": stmt.excluded.value}))
+
+
+for _stage in (ChunkStage(), ExtractStage(), EmbedStage(), MetricsStage()):
+    register(_stage)

@@ -1,0 +1,68 @@
+"""Reading corpus artefacts back out of the store (vectors, triples, chunks) as arrays."""
+
+from __future__ import annotations
+
+import numpy as np
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
+
+def chunker_key(config) -> str:
+    return f"cl100k:{int(config.get('chunking.window'))}:{int(config.get('chunking.overlap'))}"
+
+
+def model_key(config, role: str) -> str:
+    """The store key of the model behind a role (embedder / extractor): its model name."""
+    return str(config.backend(config.role(role))["model"])
+
+
+def extractor_key(config) -> str:
+    from ragrouter.corpus.extract import PROMPT_VERSION
+
+    return f"{model_key(config, 'extractor')}|{PROMPT_VERSION}"
+
+
+def load_vectors(conn: Connection, owner_kind: str, ids: list[int] | None, embedder: str,
+                 corpus_id: int | None = None) -> tuple[list[int], np.ndarray]:
+    """(owner ids, float32 matrix) for the given owners (or every owner of the corpus)."""
+    if ids is None:
+        table = {"chunk": "chunks", "entity": "entities"}[owner_kind]
+        rows = conn.execute(text(
+            f"SELECT v.owner_id, v.dim, v.data FROM vectors v JOIN {table} o ON o.id = v.owner_id "
+            "WHERE v.owner_kind = :k AND v.embedder = :e AND o.corpus_id = :c ORDER BY v.owner_id"),
+            {"k": owner_kind, "e": embedder, "c": corpus_id}).all()
+    else:
+        rows = []
+        for i in range(0, len(ids), 1000):
+            part = ids[i:i + 1000]
+            rows += conn.execute(text(
+                "SELECT owner_id, dim, data FROM vectors WHERE owner_kind = :k AND embedder = :e "
+                f"AND owner_id IN ({','.join(str(int(x)) for x in part)})"),
+                {"k": owner_kind, "e": embedder}).all()
+        rows.sort(key=lambda r: r[0])
+    if not rows:
+        return [], np.zeros((0, 0), dtype=np.float32)
+    dim = int(rows[0][1])
+    mat = np.frombuffer(b"".join(bytes(r[2]) for r in rows), dtype=np.float32).reshape(len(rows), dim)
+    return [int(r[0]) for r in rows], mat.copy()
+
+
+def load_triples(conn: Connection, corpus_id: int, extractor: str) -> list[tuple[str, str, str, int]]:
+    """(subject name, relation, object name, chunk id) of a corpus, in id order."""
+    rows = conn.execute(text(
+        "SELECT s.name, t.relation, o.name, t.chunk_id FROM triples t "
+        "JOIN entities s ON s.id = t.subject_id JOIN entities o ON o.id = t.object_id "
+        "WHERE t.corpus_id = :c AND t.extractor = :x ORDER BY t.id"), {"c": corpus_id, "x": extractor}).all()
+    return [(r[0], r[1], r[2], int(r[3])) for r in rows]
+
+
+def corpus_ids(conn: Connection, name: str | None) -> list[tuple[int, str]]:
+    if name:
+        rows = conn.execute(text("SELECT id, name FROM corpora WHERE name = :n"), {"n": name}).all()
+        if not rows:
+            from ragrouter.stages.base import ScopeError
+
+            raise ScopeError(f"corpus '{name}' is not in the store (ingest it first: python cli.py ingest --corpus {name} …)")
+    else:
+        rows = conn.execute(text("SELECT id, name FROM corpora ORDER BY id")).all()
+    return [(int(r[0]), r[1]) for r in rows]

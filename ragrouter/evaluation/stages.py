@@ -1,0 +1,206 @@
+"""Evaluation stages: judge (LLM-as-a-judge, k samples) and score (semantic F1, coverage,
+faithfulness) over paradigm runs of accepted queries (paper §3.4, App. C)."""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+from sqlalchemy.dialects.postgresql import insert
+
+from ragrouter.corpus import storeio
+from ragrouter.db import models
+from ragrouter.evaluation import judge as jd
+from ragrouter.stages.base import Estimate, Scope, Stage, Unit, register
+
+# Faithfulness is computed for NaiveRAG and GraphRAG only (paper App. C.1): hybrid and
+# iterative contexts mix sources and rounds, which biases the direct calculation.
+FAITHFULNESS_PARADIGMS = ("naive", "graph")
+
+
+def _run_filter(conn, scope: Scope) -> tuple[str, dict]:
+    cond, params = "", {}
+    if scope.corpus:
+        cid = storeio.corpus_ids(conn, scope.corpus)[0][0]
+        cond += " AND q.corpus_id = :cid"
+        params["cid"] = cid
+    if scope.paradigms:
+        cond += " AND r.paradigm IN (" + ",".join(f"'{p}'" for p in scope.paradigms if p.isidentifier()) + ")"
+    return cond, params
+
+
+class JudgeStage(Stage):
+    name = "judge"
+    description = "LLM-as-a-judge: correct / incorrect / incomplete per run (k samples, majority in SQL)"
+    uses_llm = True
+
+    def backend_name(self, services):
+        return services.config.role("judge")
+
+    def _judge(self, config) -> str:
+        return str(config.role("judge"))
+
+    def _samples(self, config) -> int:
+        return max(1, int(config.get("judge.samples", 1)))
+
+    def _pending_rows(self, conn, scope):
+        cond, params = _run_filter(conn, scope)
+        k = self._samples(scope.config)
+        return conn.execute(text(
+            "SELECT r.id, q.question, q.answer, r.answer FROM paradigm_runs r JOIN queries q ON q.id = r.query_id "
+            f"WHERE q.status = 'accepted'{cond} AND (SELECT COUNT(*) FROM judgments j WHERE j.run_id = r.id "
+            f"AND j.judge = :judge AND j.sample_index < {k}) < {k} ORDER BY r.id"
+            + (f" LIMIT {int(scope.limit)}" if scope.limit else "")),
+            {"judge": self._judge(scope.config), **params}).all()
+
+    def counts(self, conn, scope):
+        cond, params = _run_filter(conn, scope)
+        k = self._samples(scope.config)
+        expected = conn.execute(text("SELECT COUNT(*) FROM paradigm_runs r JOIN queries q ON q.id = r.query_id "
+                                     f"WHERE q.status = 'accepted'{cond}"), params).scalar()
+        done = conn.execute(text(
+            "SELECT COUNT(*) FROM paradigm_runs r JOIN queries q ON q.id = r.query_id "
+            f"WHERE q.status = 'accepted'{cond} AND (SELECT COUNT(*) FROM judgments j WHERE j.run_id = r.id "
+            f"AND j.judge = :judge AND j.sample_index < {k}) >= {k}"),
+            {"judge": self._judge(scope.config), **params}).scalar()
+        return int(expected), int(done)
+
+    def pending(self, conn, scope):
+        judge = self._judge(scope.config)
+        return [Unit(f"run:{r[0]}:{judge}", {"run_id": int(r[0]), "question": r[1], "gold": r[2], "answer": r[3],
+                                             "judge": judge, "k": self._samples(scope.config)})
+                for r in self._pending_rows(conn, scope)]
+
+    def _kwargs(self, config, sample: int) -> dict:
+        return dict(temperature=float(config.get("judge.temperature")), max_tokens=300,
+                    json_schema=jd.SCHEMA, stage="judge", phase="judge", sample=sample)
+
+    def compute(self, unit, services):
+        p = unit.payload
+        out = []
+        for i in range(p["k"]):
+            res = services.gateway.chat("judge", jd.messages(p["question"], p["gold"], p["answer"]),
+                                        **self._kwargs(services.config, i))
+            label, reason = jd.parse_label(res.data)
+            out.append((i, label, reason, res.call_id))
+        return out
+
+    def write(self, conn, unit, result):
+        p = unit.payload
+        rows = [{"run_id": p["run_id"], "judge": p["judge"], "sample_index": i, "label": label, "reason": reason,
+                 "is_calibration": False, "llm_call_id": call_id} for i, label, reason, call_id in result]
+        conn.execute(insert(models.Judgment).values(rows).on_conflict_do_nothing(
+            index_elements=["run_id", "judge", "sample_index"]))
+
+    def estimate(self, conn, units, services):
+        gw = services.gateway
+        est = Estimate(stage=self.name, model=str(services.config.backend(self._judge(services.config))["model"]))
+        for unit in units:
+            p = unit.payload
+            for i in range(p["k"]):
+                msgs = jd.messages(p["question"], p["gold"], p["answer"])
+                kw = self._kwargs(services.config, i)
+                est.calls += 1
+                if gw.is_cached("judge", msgs, **kw):
+                    est.cached_calls += 1
+                else:
+                    pt, ct = gw.estimate_tokens(msgs, kw["max_tokens"])
+                    est.prompt_tokens += pt
+                    est.completion_tokens += ct
+        return [est]
+
+
+class ScoreStage(Stage):
+    name = "score"
+    description = "semantic F1 (BERTScore), soft coverage, faithfulness hard/soft per run"
+    BATCH = 32
+
+    def _scorer_name(self, config) -> str:
+        return f"bertscore:{config.get('scoring.encoder')}:L{int(config.get('scoring.bertscore_layers'))}"
+
+    def _sql(self, conn, scope):
+        cond, params = _run_filter(conn, scope)
+        return ("FROM paradigm_runs r JOIN queries q ON q.id = r.query_id WHERE q.status = 'accepted'"
+                f"{cond} AND NOT EXISTS (SELECT 1 FROM answer_scores s WHERE s.run_id = r.id "
+                "AND s.metric = 'semantic_f1' AND s.scorer = :scorer)",
+                {"scorer": self._scorer_name(scope.config), **params})
+
+    def counts(self, conn, scope):
+        cond, params = _run_filter(conn, scope)
+        expected = conn.execute(text("SELECT COUNT(*) FROM paradigm_runs r JOIN queries q ON q.id = r.query_id "
+                                     f"WHERE q.status = 'accepted'{cond}"), params).scalar()
+        where, params = self._sql(conn, scope)
+        missing = conn.execute(text(f"SELECT COUNT(*) {where}"), params).scalar()
+        return int(expected), int(expected - missing)
+
+    def pending(self, conn, scope):
+        where, params = self._sql(conn, scope)
+        rows = conn.execute(text(f"SELECT r.id, r.paradigm, r.answer, q.answer, r.retrieved_chunk_ids {where} "
+                                 "ORDER BY r.id" + (f" LIMIT {int(scope.limit)}" if scope.limit else "")),
+                            params).all()
+        scorer = self._scorer_name(scope.config)
+        units = []
+        for i in range(0, len(rows), self.BATCH):
+            part = rows[i:i + self.BATCH]
+            units.append(Unit(f"runs:{part[0][0]}-{part[-1][0]}:{scorer}",
+                              {"scorer": scorer, "runs": [
+                                  {"run_id": int(r[0]), "paradigm": r[1], "answer": r[2], "gold": r[3],
+                                   "chunk_ids": _json_list(r[4])} for r in part]}))
+        return units
+
+    def prepare(self, services, scope):
+        services.memo("score-models", lambda: _score_models(services.config))
+
+    def compute(self, unit, services):
+        from ragrouter.evaluation import metrics
+
+        sem, enc = services.memo("score-models", lambda: _score_models(services.config))
+        runs = unit.payload["runs"]
+        tau = float(services.config.get("scoring.faithfulness_tau"))
+        answers = [r["answer"] for r in runs]
+        golds = [r["gold"] for r in runs]
+        f1 = sem.score(answers, golds)
+        cov = metrics.soft_coverage_batch(answers, golds, enc)
+        faith_idx = [i for i, r in enumerate(runs) if r["paradigm"] in FAITHFULNESS_PARADIGMS]
+        faith: dict[int, tuple[float, float]] = {}
+        if faith_idx:
+            ids = sorted({c for i in faith_idx for c in runs[i]["chunk_ids"]})
+            with services.db_lock, services.engine.connect() as conn:
+                texts = dict(conn.execute(text(
+                    f"SELECT id, text FROM chunks WHERE id IN ({','.join(str(int(c)) for c in ids) or 'NULL'})")).all())
+            ctx = [[texts[c] for c in runs[i]["chunk_ids"] if c in texts] for i in faith_idx]
+            for i, hs in zip(faith_idx, metrics.faithfulness_batch([answers[i] for i in faith_idx], ctx, enc, tau=tau)):
+                faith[i] = hs
+        out = []
+        for i, r in enumerate(runs):
+            hard, soft = faith.get(i, (None, None))
+            out.append((r["run_id"], {"semantic_f1": f1[i], "coverage": cov[i], "faith_hard": hard, "faith_soft": soft}))
+        return out
+
+    def write(self, conn, unit, result):
+        scorer = unit.payload["scorer"]
+        rows = [{"run_id": rid, "metric": m, "scorer": scorer, "value": (None if v is None else float(v))}
+                for rid, scores in result for m, v in scores.items()]
+        stmt = insert(models.AnswerScore).values(rows)
+        conn.execute(stmt.on_conflict_do_update(index_elements=["run_id", "metric", "scorer"],
+                                                set_={"value": stmt.excluded.value}))
+
+
+def _json_list(value) -> list[int]:
+    import json
+
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = json.loads(value)
+    return [int(v) for v in value]
+
+
+def _score_models(config):
+    from ragrouter.evaluation.metrics import SemanticF1
+    from ragrouter.llm.encoder import get_encoder
+
+    enc = get_encoder(str(config.get("scoring.encoder")))
+    return SemanticF1(model_path=enc.model_path, num_layers=int(config.get("scoring.bertscore_layers"))), enc
+
+
+for _stage in (JudgeStage(), ScoreStage()):
+    register(_stage)

@@ -1,0 +1,840 @@
+"""Dataset loaders: dataset files → :class:`~ragrouter.ingest.records.Dataset`.
+
+``LOADERS`` maps a format name to a function ``(paths) -> Dataset``. Every loader takes the
+files of one dataset in any order and decides **by content** which file is the corpus and
+which holds the questions: it looks at the first record of each file (a JSON object, the first
+element of a JSON array, or the first line of a JSONL file). Corpus files are processed before
+question files, each group in the order given, so the result does not depend on the order of
+the paths (only the order of documents within several corpus files does).
+
+Reading: a file whose name ends in ``.jsonl``/``.ndjson``/``.jsonlines`` is streamed line by
+line; any other file is read once and parsed as JSON, and if that fails with "extra data" while
+its first line is a JSON value on its own, it is taken as JSONL (QuALITY's official files have
+no suffix). A UTF-8 byte-order mark is accepted. Anything malformed raises one
+:class:`~ragrouter.ingest.records.LoaderError` naming the file, the record and the problem:
+invalid UTF-8 (with the byte offset), text that is not JSON, missing keys, wrong types, empty
+documents, unpaired surrogates, duplicate document or question ids, unknown question types.
+
+Formats (see each loader's docstring for the details and decisions):
+
+=================  =========================================================================
+graphrag-bench     GraphRAG-Bench corpus ``{corpus_name, context}`` (or a list) + questions
+musique            MuSiQue records with ``paragraphs`` (+ optional HippoRAG ``{title,text}``)
+quality            QuALITY jsonl (official v1 nested ``questions`` or the flat example layout)
+squality           SQuALITY jsonl ``{metadata, document, questions[responses]}``
+cuad               ``contracts.json`` + ``clause_qa.jsonl`` of the shared CUAD subset
+ragrouter          the paper's release: ``Corpus.json`` + ``Question.json`` (JSON or JSONL)
+2wikimultihopqa    HippoRAG ``{title,text}`` corpus + 2WikiMultihopQA typed questions
+jsonl              one JSONL of documents ``{id,title?,text}`` + optionally one of questions
+=================  =========================================================================
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import json
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from ragrouter.ingest.records import QTYPES, Dataset, Document, LoaderError, Question
+
+JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonlines")
+
+#: GraphRAG-Bench ``question_type`` → query type; Creative Generation is dropped (paper §3.2).
+GRAPHRAG_QTYPES = {
+    "Fact Retrieval": "factual",
+    "Complex Reasoning": "reasoning",
+    "Contextual Summarize": "summary",
+}
+GRAPHRAG_DROPPED = {"Creative Generation": "creative_generation"}
+
+#: RAGRouter-Bench ``type`` → query type. Our own names are accepted too.
+RAGROUTER_QTYPES = {
+    "single_hop": "factual",
+    "multi_hop": "reasoning",
+    "summary": "summary",
+    "factual": "factual",
+    "reasoning": "reasoning",
+}
+
+#: 2WikiMultihopQA question types; all of them need several facts, so all are 'reasoning'.
+TWOWIKI_QTYPES = {
+    "compositional": "reasoning",
+    "comparison": "reasoning",
+    "bridge_comparison": "reasoning",
+    "inference": "reasoning",
+}
+
+#: QuALITY multiple-choice questions ask about one article: 'factual' (single document).
+QUALITY_QTYPE = "factual"
+
+#: SQuALITY: every question ("What is the plot of the story?" and the four character/setting
+#: questions) is answered by 4 human reference summaries of 76-493 words written over the whole
+#: story — question-focused summarisation by construction — so all are 'summary'.
+SQUALITY_QTYPE = "summary"
+
+#: CUAD clause questions ask for spans of one contract: 'factual'.
+CUAD_QTYPE = "factual"
+
+_HOPS = re.compile(r"(?:^|_)(\d+)hop")
+
+
+# --------------------------------------------------------------------------- reading files
+
+
+def _jtype(value: Any) -> str:
+    """The JSON name of a decoded value's type."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {str: "string", list: "array", dict: "object"}.get(type(value), type(value).__name__)
+
+
+_TNAMES = {str: "a string", int: "an integer", bool: "a boolean", list: "an array", dict: "an object",
+           float: "a number"}
+
+
+def _id_hint(value: Any) -> str | None:
+    if isinstance(value, dict):
+        for key in ("id", "doc_id", "corpus_name", "set_unique_id", "unique_id", "article_id"):
+            v = value.get(key)
+            if isinstance(v, (str, int)) and not isinstance(v, bool):
+                return str(v)
+    return None
+
+
+def _label(where: str, rid: str | None) -> str:
+    return where if rid is None else f"{where} (id {rid!r})"
+
+
+def _has_bad_unicode(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _utf8_error(path: Path, data: bytes, base: int, exc: UnicodeDecodeError) -> LoaderError:
+    """Invalid UTF-8 in a JSON file: give the byte offset and, if possible, the record."""
+    offset = base + exc.start
+    line = data.count(b"\n", 0, offset) + 1
+    record = f"line {line}"
+    try:  # decode leniently to find which record holds the bad bytes (error path only)
+        value = json.loads(data[base:].decode("utf-8", "surrogateescape"))
+        items = enumerate(value) if isinstance(value, list) else [(None, value)]
+        for i, item in items:
+            if _has_bad_unicode(item):
+                where = "top-level object" if i is None else f"record [{i}]"
+                record = _label(where, _id_hint(item))
+                break
+    except (ValueError, RecursionError):
+        pass
+    return LoaderError(
+        path, record,
+        f"invalid UTF-8 at byte offset {offset} (line {line}): {exc.reason} (byte 0x{data[offset]:02x})",
+    )
+
+
+def _jsonl_lines(path: Path, lines: Iterable[tuple[int, int, bytes]]) -> Iterator[tuple[str, Any]]:
+    """Decode and parse JSONL lines given as (line number, byte offset, raw bytes)."""
+    for lineno, start, raw in lines:
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            bad = raw[exc.start]
+            raise LoaderError(
+                path, f"line {lineno}",
+                f"invalid UTF-8 at byte offset {start + exc.start}: {exc.reason} (byte 0x{bad:02x})",
+            ) from None
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise LoaderError(
+                path, f"line {lineno}", f"not valid JSON at column {exc.colno}: {exc.msg}"
+            ) from None
+        yield f"line {lineno}", value
+
+
+def _stream_jsonl(path: Path) -> Iterator[tuple[str, Any]]:
+    def raw_lines():
+        with path.open("rb") as fh:
+            offset = 0
+            for lineno, raw in enumerate(fh, 1):
+                start = offset
+                offset += len(raw)
+                if lineno == 1 and raw.startswith(codecs.BOM_UTF8):
+                    raw, start = raw[3:], start + 3
+                yield lineno, start, raw
+
+    yield from _jsonl_lines(path, raw_lines())
+
+
+def _read_json(path: Path) -> Iterator[tuple[str, Any]]:
+    data = path.read_bytes()
+    base = 3 if data.startswith(codecs.BOM_UTF8) else 0
+    try:
+        text = data[base:].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _utf8_error(path, data, base, exc) from None
+    if not text.strip():
+        raise LoaderError(path, None, "file is empty")
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        first = text.split("\n", 1)[0]
+        if exc.msg == "Extra data" and _parses(first):  # JSON Lines under another name
+            lines, pos = [], base
+            for lineno, line in enumerate(text.split("\n"), 1):
+                lines.append((lineno, pos, line.encode("utf-8")))
+                pos += len(lines[-1][2]) + 1
+            yield from _jsonl_lines(path, lines)
+            return
+        raise LoaderError(
+            path, f"line {exc.lineno} column {exc.colno}", f"not valid JSON: {exc.msg}"
+        ) from None
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            yield f"record [{i}]", item
+    else:
+        yield "top-level object", value
+
+
+def _parses(line: str) -> bool:
+    try:
+        json.loads(line)
+    except ValueError:
+        return False
+    return bool(line.strip())
+
+
+class _Source:
+    """One input file; its first record is read ahead to classify the file."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        if not self.path.exists():
+            raise LoaderError(self.path, None, "no such file")
+        if not self.path.is_file():
+            raise LoaderError(self.path, None, "not a regular file")
+        if self.path.name.lower().endswith(JSONL_SUFFIXES):
+            self._it = _stream_jsonl(self.path)
+        else:
+            self._it = _read_json(self.path)
+        self.first = next(self._it, None)
+        if self.first is None:
+            raise LoaderError(self.path, None, "no records (empty file or empty array)")
+
+    def __iter__(self) -> Iterator[_Rec]:
+        where, value = self.first
+        yield _Rec(self.path, where, value)
+        for where, value in self._it:
+            yield _Rec(self.path, where, value)
+
+
+class _Rec:
+    """A JSON object at a known place in a file, with typed accessors that raise LoaderError."""
+
+    def __init__(self, path: Path, where: str, value: Any):
+        self.path = path
+        self.where = where
+        self.rid: str | None = None
+        if not isinstance(value, dict):
+            raise LoaderError(path, _label(where, None), f"expected a JSON object, got {_jtype(value)}")
+        self.d: dict = value
+
+    @property
+    def label(self) -> str:
+        return _label(self.where, self.rid)
+
+    @property
+    def at(self) -> str:
+        return f"{self.path}: {self.label}"
+
+    def error(self, problem: str) -> LoaderError:
+        return LoaderError(self.path, self.label, problem)
+
+    def child(self, key: str, index: int | None = None) -> _Rec:
+        """The nested object ``self[key]`` or ``self[key][index]`` as a record."""
+        where = f"{self.label} {key}" if index is None else f"{self.label} {key}[{index}]"
+        value = self.d[key] if index is None else self.d[key][index]
+        return _Rec(self.path, where, value)
+
+    def get(self, key: str, types: type | tuple[type, ...], *, required: bool = True,
+            default: Any = None) -> Any:
+        if key not in self.d:
+            if required:
+                raise self.error(f"missing key {key!r}")
+            return default
+        value = self.d[key]
+        types = types if isinstance(types, tuple) else (types,)
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            want = " or ".join(_TNAMES.get(t, t.__name__) for t in types)
+            raise self.error(f"key {key!r} must be {want}, got {_jtype(value)}")
+        return value
+
+    def string(self, key: str, *, required: bool = True, default: str = "",
+               nonempty: bool = False, what: str | None = None) -> str:
+        value = self.get(key, str, required=required, default=default)
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise self.error(
+                f"key {key!r} holds an unpaired surrogate at character {exc.start} (not valid Unicode)"
+            ) from None
+        if nonempty and not value.strip():
+            raise self.error(f"{what or repr(key)} is empty")
+        return value
+
+    def ident(self, key: str) -> str:
+        """The record's id (a string or integer, kept as a string); sets :attr:`rid`."""
+        value = self.get(key, (str, int))
+        rid = str(value)
+        if not rid.strip():
+            raise self.error(f"key {key!r} (the id) is empty")
+        self.rid = rid
+        return rid
+
+    def strings(self, key: str, *, required: bool = True) -> list[str]:
+        value = self.get(key, list, required=required, default=[])
+        for i, item in enumerate(value):
+            if not isinstance(item, str):
+                raise self.error(f"key {key!r}[{i}] must be a string, got {_jtype(item)}")
+        return list(value)
+
+    def rest(self, *consumed: str) -> dict:
+        """The keys not consumed by the loader, for ``meta``."""
+        return {k: v for k, v in self.d.items() if k not in consumed}
+
+
+class _Ids:
+    """Detects duplicate ids, remembering where each was first seen."""
+
+    def __init__(self, what: str):
+        self.what = what
+        self.seen: dict[str, str] = {}
+
+    def add(self, rec: _Rec, rid: str) -> None:
+        if rid in self.seen:
+            raise rec.error(f"duplicate {self.what} id {rid!r} (first seen at {self.seen[rid]})")
+        self.seen[rid] = rec.at
+
+    def __contains__(self, rid: str) -> bool:
+        return rid in self.seen
+
+
+class _Builder:
+    """Accumulates documents, questions and drop counts with id checks."""
+
+    def __init__(self) -> None:
+        self.documents: list[Document] = []
+        self.questions: list[Question] = []
+        self.dropped: Counter[str] = Counter()
+        self.doc_ids = _Ids("document")
+        self.q_ids = _Ids("question")
+        self._by_content: dict[tuple[str, str], str] = {}
+
+    def document(self, rec: _Rec, doc: Document) -> None:
+        self.doc_ids.add(rec, doc.external_id)
+        self.documents.append(doc)
+
+    def paragraph(self, rec: _Rec, title: str, text: str, meta: dict | None = None) -> str:
+        """Add a (title, text) passage once; return its content-hash id."""
+        key = (title, text)
+        if key in self._by_content:
+            self.dropped["duplicate_paragraph"] += 1
+            return self._by_content[key]
+        did = content_id(title, text)
+        self.document(rec, Document(did, title, text, meta or {}))
+        self._by_content[key] = did
+        return did
+
+    def question(self, rec: _Rec, q: Question) -> None:
+        assert q.qtype in QTYPES, q.qtype
+        self.q_ids.add(rec, q.external_id)
+        self.questions.append(q)
+
+    def check_supporting(self, rec: _Rec, ids: list[str]) -> None:
+        """With a corpus loaded, every supporting id must name one of its documents."""
+        if not self.documents:
+            return
+        for did in ids:
+            if did not in self.doc_ids:
+                raise rec.error(f"supporting document id {did!r} is not in the corpus files")
+
+    def result(self) -> Dataset:
+        return Dataset(self.documents, self.questions, dict(sorted(self.dropped.items())))
+
+
+def content_id(title: str, text: str) -> str:
+    """Stable id for a passage that has none: the first 16 hex digits of sha1(title NUL text)."""
+    return hashlib.sha1(f"{title}\x00{text}".encode()).hexdigest()[:16]
+
+
+def _classify(paths: Iterable[str | Path], decide: Callable[[Any], str | None],
+              expect: str) -> tuple[list[_Source], list[_Source]]:
+    """Open every file and split them into (corpus files, question files) by their first record.
+
+    ``decide(first_value)`` returns "corpus", "questions" or None; ``expect`` describes the
+    keys that tell them apart, for the error message.
+    """
+    paths = list(paths)
+    if not paths:
+        raise ValueError("no input files given")
+    corpora, questions = [], []
+    for path in paths:
+        src = _Source(path)
+        where, value = src.first
+        if not isinstance(value, dict):
+            raise LoaderError(src.path, where, f"expected a JSON object, got {_jtype(value)}")
+        kind = decide(value)
+        if kind is None:
+            raise LoaderError(
+                src.path, _label(where, _id_hint(value)),
+                f"cannot tell whether this is a corpus or a questions file: first record has keys "
+                f"{sorted(value)}; expected {expect}",
+            )
+        (corpora if kind == "corpus" else questions).append(src)
+    return corpora, questions
+
+
+def _by_keys(corpus_keys: tuple[str, ...], question_keys: tuple[str, ...]):
+    def decide(value: dict) -> str | None:
+        if any(k in value for k in question_keys):
+            return "questions"
+        if any(k in value for k in corpus_keys):
+            return "corpus"
+        return None
+
+    return decide
+
+
+def _qtype(rec: _Rec, key: str, mapping: dict[str, str], dropped: dict[str, str] | None = None
+           ) -> str | None:
+    """Map the dataset's question type; None means "drop" (counted by the caller)."""
+    raw = rec.get(key, str)
+    if dropped and raw in dropped:
+        return None
+    if raw not in mapping:
+        known = sorted(set(mapping) | set(dropped or ()))
+        raise rec.error(f"unknown question type {raw!r} in key {key!r} (expected one of {known})")
+    return mapping[raw]
+
+
+def _evidence(rec: _Rec, key: str) -> list[str]:
+    """Evidence given as a string, a list of strings or a list of [s, r, o] triples."""
+    value = rec.get(key, (str, list), required=False, default=[])
+    if isinstance(value, str):
+        return [value] if value.strip() else []
+    out = []
+    for i, item in enumerate(value):
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, list) and all(isinstance(x, str) for x in item):
+            out.append(" | ".join(item))
+        else:
+            raise rec.error(f"key {key!r}[{i}] must be a string or a list of strings, got {_jtype(item)}")
+    return out
+
+
+# --------------------------------------------------------------------------- formats
+
+
+def load_graphrag_bench(paths: list[Path]) -> Dataset:
+    """GraphRAG-Bench (``medical.json`` + ``medical_questions.json``; also the novel split).
+
+    Corpus file: one object ``{corpus_name, context}`` or a list of them. Each is ONE document
+    with id ``corpus_name``, an EMPTY title (GraphRAG-Bench names the corpus, not its
+    documents; the name is kept in ``meta['corpus_name']``) and text ``context``.
+    Questions file: a list of ``{id, question, answer, question_type, evidence, source, …}``;
+    Fact Retrieval → factual, Complex Reasoning → reasoning, Contextual Summarize → summary,
+    Creative Generation is dropped (``dropped['creative_generation']``, as in the paper).
+    ``evidence`` (string or list) is kept; ``supporting_doc_ids`` is ``[source]`` when
+    ``source`` names a loaded corpus document, else empty. Other keys go to ``meta``.
+    A file is a corpus if its first record has ``context``/``corpus_name``, questions if it
+    has ``question``.
+    """
+    corpora, qfiles = _classify(paths, _by_keys(("context", "corpus_name"), ("question",)),
+                                "'context'/'corpus_name' (corpus) or 'question' (questions)")
+    b = _Builder()
+    for src in corpora:
+        for rec in src:
+            name = rec.ident("corpus_name")
+            text = rec.string("context", nonempty=True, what="document text 'context'")
+            meta = {"corpus_name": name, **rec.rest("corpus_name", "context")}
+            b.document(rec, Document(name, "", text, meta))
+    for src in qfiles:
+        for rec in src:
+            qid = rec.ident("id")
+            question = rec.string("question", nonempty=True)
+            answer = rec.string("answer", nonempty=True)
+            qtype = _qtype(rec, "question_type", GRAPHRAG_QTYPES, GRAPHRAG_DROPPED)
+            evidence = _evidence(rec, "evidence")
+            source = rec.string("source", required=False)
+            if qtype is None:
+                b.q_ids.add(rec, qid)
+                b.dropped[GRAPHRAG_DROPPED[rec.d["question_type"]]] += 1
+                continue
+            supporting = [source] if source and source in b.doc_ids else []
+            meta = rec.rest("id", "question", "answer", "evidence")
+            b.question(rec, Question(qid, question, answer, qtype, None, supporting, evidence, meta))
+    return b.result()
+
+
+def _hipporag_passage(rec: _Rec, b: _Builder) -> None:
+    """A ``{title, text}`` passage of a HippoRAG corpus file (content-hash id, deduplicated)."""
+    title = rec.string("title")
+    text = rec.string("text", nonempty=True, what="document text 'text'")
+    b.paragraph(rec, title, text, rec.rest("title", "text"))
+
+
+def load_musique(paths: list[Path]) -> Dataset:
+    """MuSiQue records ``{id, paragraphs[{idx,title,paragraph_text,is_supporting}], question,
+    answer, answerable, question_decomposition?, answer_aliases?}`` (JSON list or JSONL).
+
+    Documents are the paragraphs, deduplicated by (title, text) (repeats are counted in
+    ``dropped['duplicate_paragraph']``); a paragraph's id is :func:`content_id` of it.
+    Questions are 'reasoning' with ``hops`` read from the id prefix (``2hop__…`` → 2,
+    ``3hop1__…`` → 3); ``supporting_doc_ids``/``evidence`` are the ids/texts of the
+    ``is_supporting`` paragraphs. Unanswerable records (``answerable: false``, MuSiQue-Full) are
+    dropped with their paragraphs (``dropped['unanswerable']``). A HippoRAG corpus file of
+    ``{title, text}`` passages may be given too; it is merged into the same deduplicated corpus.
+    """
+    corpora, qfiles = _classify(paths, _by_keys(("text",), ("paragraphs", "question")),
+                                "'paragraphs' (MuSiQue records) or 'title'+'text' (corpus)")
+    b = _Builder()
+    for src in corpora:
+        for rec in src:
+            _hipporag_passage(rec, b)
+    for src in qfiles:
+        for rec in src:
+            qid = rec.ident("id")
+            m = _HOPS.search(qid)
+            if not m:
+                raise rec.error(f"cannot read the hop count from id {qid!r} "
+                                "(expected a prefix like '2hop__' or '3hop1__')")
+            question = rec.string("question", nonempty=True)
+            answer = rec.string("answer", nonempty=True)
+            answerable = rec.get("answerable", bool, required=False, default=True)
+            paragraphs = rec.get("paragraphs", list)
+            if not answerable:
+                b.q_ids.add(rec, qid)
+                b.dropped["unanswerable"] += 1
+                continue
+            supporting, evidence = [], []
+            for j in range(len(paragraphs)):
+                p = rec.child("paragraphs", j)
+                p.get("idx", int, required=False)
+                title = p.string("title")
+                text = p.string("paragraph_text", nonempty=True, what="paragraph text 'paragraph_text'")
+                is_sup = p.get("is_supporting", bool, required=False, default=False)
+                did = b.paragraph(p, title, text)
+                if is_sup and did not in supporting:
+                    supporting.append(did)
+                    evidence.append(text)
+            meta = rec.rest("id", "question", "answer", "answerable", "paragraphs")
+            b.question(rec, Question(qid, question, answer, "reasoning", int(m.group(1)),
+                                     supporting, evidence, meta))
+    return b.result()
+
+
+def _quality_questions(rec: _Rec, set_id: str) -> Iterator[tuple[_Rec | None, str, str, list[str], int | None, dict]]:
+    """Yield (record for errors, question id, question, options, gold label, meta) per question."""
+    if "questions" in rec.d:  # official QuALITY v1.x layout
+        rec.get("questions", list)
+        for n in range(len(rec.d["questions"])):
+            q = rec.child("questions", n)
+            qid = str(q.get("question_unique_id", (str, int), required=False, default=f"{set_id}_q{n + 1}"))
+            q.rid = qid
+            question = q.string("question", nonempty=True)
+            options = q.strings("options")
+            gold = q.get("gold_label", int, required=False)
+            meta = q.rest("question", "options", "gold_label", "question_unique_id")
+            yield q, qid, question, options, gold, meta
+        return
+    if "question1" not in rec.d:
+        raise rec.error("missing key 'questions' (official layout) or 'question1' (flat layout)")
+    n = 1
+    while f"question{n}" in rec.d:
+        key = f"question{n}"
+        question = rec.string(key, nonempty=True)
+        options, k = [], 1
+        while f"{key}option{k}" in rec.d:
+            options.append(rec.string(f"{key}option{k}"))
+            k += 1
+        gold = rec.get(f"{key}_gold_label", int, required=False)
+        meta = {k2[len(key) + 1:]: v for k2, v in rec.d.items()
+                if k2.startswith(key + "_") and k2 != f"{key}_gold_label"}
+        yield None, f"{set_id}_q{n}", question, options, gold, meta
+        n += 1
+
+
+def load_quality(paths: list[Path]) -> Dataset:
+    """QuALITY jsonl: one record per (article, question set).
+
+    Accepts the official v1 layout (``questions: [{question, options, gold_label,
+    question_unique_id, …}]``, ``set_unique_id``) and the flat layout of
+    ``official_quality_example.jsonl`` (``question1``, ``question1option1``…,
+    ``question1_gold_label``, ``unique_id``; its ``article`` is a list of HTML lines, joined
+    as they are — no HTML stripping). Documents: one per ``article_id`` (title, article text;
+    the same article in several records must have the same text). Questions: 'factual'
+    (:data:`QUALITY_QTYPE`), answer = the text of the gold option (``gold_label`` is 1-based);
+    options and gold label in ``meta``; questions without a gold label (test split) are dropped
+    (``dropped['no_gold_label']``). A record repeated verbatim (same set id, same content) is
+    skipped (``dropped['duplicate_record']``); the same set id with other content is an error.
+    Every file is a questions-and-articles file (no separate corpus).
+    """
+    paths = list(paths)
+    if not paths:
+        raise ValueError("no input files given")
+    b = _Builder()
+    articles: dict[str, tuple[str, str, str]] = {}
+    sets: dict[str, tuple[str, str]] = {}
+    for path in paths:
+        for rec in _Source(path):
+            set_key = "set_unique_id" if "set_unique_id" in rec.d else "unique_id"
+            set_id = rec.ident(set_key)
+            digest = hashlib.sha1(json.dumps(rec.d, sort_keys=True, ensure_ascii=False,
+                                             default=str).encode("utf-8", "surrogatepass")).hexdigest()
+            if set_id in sets:
+                if sets[set_id][0] == digest:
+                    b.dropped["duplicate_record"] += 1
+                    continue
+                raise rec.error(f"duplicate question-set id {set_id!r} with different content "
+                                f"(first seen at {sets[set_id][1]})")
+            sets[set_id] = (digest, rec.at)
+            article_id = str(rec.get("article_id", (str, int)))
+            title = rec.string("title", required=False)
+            if isinstance(rec.d.get("article"), list):  # example layout: the HTML, line by line
+                rec.strings("article")
+                rec.d["article"] = "".join(rec.d["article"])
+            text = rec.string("article", nonempty=True, what="document text 'article'")
+            if article_id in articles:
+                if articles[article_id][:2] != (title, text):
+                    raise rec.error(f"article_id {article_id!r} has a different title or text than at "
+                                    f"{articles[article_id][2]}")
+            else:
+                articles[article_id] = (title, text, rec.at)
+                meta = {k: rec.d[k] for k in ("author", "year", "source", "topic", "url", "license")
+                        if k in rec.d}
+                b.document(rec, Document(article_id, title, text, meta))
+            for qrec, qid, question, options, gold, meta in _quality_questions(rec, set_id):
+                err = qrec or rec
+                if not options:
+                    raise err.error(f"question {qid!r} has no options")
+                if gold is None:
+                    b.q_ids.add(err, qid)
+                    b.dropped["no_gold_label"] += 1
+                    continue
+                if not 1 <= gold <= len(options):
+                    raise err.error(f"question {qid!r}: gold_label {gold} is not in 1..{len(options)}")
+                meta = {"options": options, "gold_label": gold, "article_id": article_id,
+                        "set_unique_id": set_id, **meta}
+                b.question(err, Question(qid, question, options[gold - 1], QUALITY_QTYPE, None,
+                                         [article_id], [], meta))
+    return b.result()
+
+
+def load_squality(paths: list[Path]) -> Dataset:
+    """SQuALITY jsonl ``{metadata{passage_id,uid,license}, document, questions[{question_text,
+    question_number, responses[{response_text,…}]}]}``.
+
+    One document per story (id ``passage_id``, empty title: SQuALITY gives none; the text opens
+    with the story's title anyway). Question id ``<passage_id>_q<question_number>``; answer =
+    the first response; all reference responses in ``meta['responses']``. All questions are
+    'summary' (:data:`SQUALITY_QTYPE` explains why). Every file is a stories-and-questions file.
+    """
+    paths = list(paths)
+    if not paths:
+        raise ValueError("no input files given")
+    b = _Builder()
+    for path in paths:
+        for rec in _Source(path):
+            rec.get("metadata", dict)
+            md = rec.child("metadata")
+            pid = md.ident("passage_id")
+            rec.rid = pid
+            text = rec.string("document", nonempty=True, what="document text 'document'")
+            b.document(rec, Document(pid, "", text, md.rest("passage_id")))
+            rec.get("questions", list)
+            for n in range(len(rec.d["questions"])):
+                q = rec.child("questions", n)
+                number = q.get("question_number", int)
+                qid = q.rid = f"{pid}_q{number}"
+                question = q.string("question_text", nonempty=True)
+                q.get("responses", list)
+                responses = []
+                for j in range(len(q.d["responses"])):
+                    r = q.child("responses", j)
+                    responses.append(r.string("response_text", nonempty=True))
+                if not responses:
+                    raise q.error("no responses (no reference answer)")
+                meta = {"question_number": number, "responses": responses,
+                        **q.rest("question_text", "question_number", "responses")}
+                b.question(q, Question(qid, question, responses[0], SQUALITY_QTYPE, None,
+                                       [pid], [], meta))
+    return b.result()
+
+
+def load_cuad(paths: list[Path]) -> Dataset:
+    """The shared CUAD subset: ``contracts.json`` ``[{doc_id, title, text, …}]`` and
+    ``clause_qa.jsonl`` ``{doc_id, category, question, answer_format, answer, evidence_spans}``.
+
+    Documents: id ``doc_id``. Questions: 'factual', id ``<doc_id>::<category>``, the question
+    text verbatim (CUAD's category description), ``supporting_doc_ids = [doc_id]`` (which must be
+    in the corpus when one is given), ``evidence`` = the annotated spans. Where CUAD left the
+    normalised ``answer`` blank (30 of 1,445 records, mostly dates), the answer is the annotated
+    spans joined by newlines — CUAD's own QA task answers with those spans — and
+    ``meta['answer_from'] = 'evidence_spans'`` says so.
+    A file is the corpus if its first record has ``text``, questions if it has ``question``.
+    """
+    corpora, qfiles = _classify(paths, _by_keys(("text",), ("question",)),
+                                "'text' (contracts) or 'question' (clause QA)")
+    b = _Builder()
+    for src in corpora:
+        for rec in src:
+            did = rec.ident("doc_id")
+            title = rec.string("title", required=False)
+            text = rec.string("text", nonempty=True, what="document text 'text'")
+            b.document(rec, Document(did, title, text, rec.rest("doc_id", "title", "text")))
+    for src in qfiles:
+        for rec in src:
+            did = rec.string("doc_id", nonempty=True)
+            category = rec.string("category", nonempty=True)
+            qid = rec.rid = f"{did}::{category}"
+            question = rec.string("question", nonempty=True)
+            answer = rec.string("answer")
+            evidence = rec.strings("evidence_spans", required=False)
+            b.check_supporting(rec, [did])
+            meta = {"doc_id": did, **rec.rest("doc_id", "question", "answer", "evidence_spans")}
+            if not answer.strip():  # CUAD left the normalised answer blank: the spans answer it
+                answer = "\n".join(s for s in evidence if s.strip())
+                if not answer:
+                    raise rec.error("'answer' and 'evidence_spans' are both empty")
+                meta["answer_from"] = "evidence_spans"
+            b.question(rec, Question(qid, question, answer, CUAD_QTYPE, None, [did], evidence, meta))
+    return b.result()
+
+
+def _generic_document(rec: _Rec, b: _Builder) -> None:
+    did = rec.ident("id")
+    title = rec.string("title", required=False)
+    key = "text" if "text" in rec.d or "context" not in rec.d else "context"
+    if key not in rec.d:
+        raise rec.error("missing key 'text' (or 'context')")
+    text = rec.string(key, nonempty=True, what=f"document text {key!r}")
+    b.document(rec, Document(did, title, text, rec.rest("id", "title", "text", "context")))
+
+
+def _generic_question(rec: _Rec, b: _Builder) -> None:
+    qid = rec.ident("id")
+    question = rec.string("question", nonempty=True)
+    answer = rec.string("answer", nonempty=True)
+    qtype = _qtype(rec, "type", RAGROUTER_QTYPES)
+    hops = rec.get("hops", int, required=False)
+    supporting = rec.strings("supporting_doc_ids", required=False)
+    evidence = _evidence(rec, "evidence")
+    b.check_supporting(rec, supporting)
+    meta = rec.rest("id", "question", "answer", "hops", "supporting_doc_ids", "evidence")
+    b.question(rec, Question(qid, question, answer, qtype, hops, supporting, evidence, meta))
+
+
+_GENERIC = (_by_keys(("text", "context"), ("question",)),
+            "'text'/'context' (documents) or 'question' (questions)")
+
+
+def load_ragrouter(paths: list[Path]) -> Dataset:
+    """The paper's release: ``Corpus.json`` ``[{id, title?, text | context}]`` and
+    ``Question.json`` ``[{id, question, answer, type, …}]`` (JSON arrays or JSONL; any number of
+    each, e.g. the ``all_{train,val,test}.jsonl`` splits alone).
+
+    ``type``: single_hop → factual, multi_hop → reasoning, summary → summary (our own names are
+    accepted as well). Optional ``hops``, ``supporting_doc_ids`` (checked against the corpus
+    when one is given) and ``evidence``; other keys (``label``, ``domain``…) go to ``meta``.
+    """
+    corpora, qfiles = _classify(paths, *_GENERIC)
+    b = _Builder()
+    for src in corpora:
+        for rec in src:
+            _generic_document(rec, b)
+    for src in qfiles:
+        for rec in src:
+            _generic_question(rec, b)
+    return b.result()
+
+
+def load_jsonl(paths: list[Path]) -> Dataset:
+    """Generic: one JSONL file of documents ``{id, title?, text}`` and optionally one JSONL file
+    of questions ``{id, question, answer, type}`` (types as in :func:`load_ragrouter`)."""
+    paths = list(paths)
+    corpora, qfiles = _classify(paths, *_GENERIC)
+    if len(corpora) != 1:
+        names = ", ".join(str(s.path) for s in corpora) or ", ".join(str(p) for p in paths)
+        raise LoaderError(names, None, f"format 'jsonl' needs exactly one documents file, got {len(corpora)}")
+    if len(qfiles) > 1:
+        raise LoaderError(", ".join(str(s.path) for s in qfiles), None,
+                          "format 'jsonl' takes at most one questions file")
+    b = _Builder()
+    for rec in corpora[0]:
+        _generic_document(rec, b)
+    for src in qfiles:
+        for rec in src:
+            _generic_question(rec, b)
+    return b.result()
+
+
+def load_2wikimultihopqa(paths: list[Path]) -> Dataset:
+    """HippoRAG-style 2WikiMultihopQA: corpus ``[{title, text}]`` + questions ``[{id,
+    question, answer, question_type, evidence, …}]``.
+
+    Passages get :func:`content_id` ids and are deduplicated by (title, text). All four
+    question types (compositional, comparison, bridge_comparison, inference) are 'reasoning';
+    ``evidence`` triples become ``"subject | relation | object"`` strings; ``hops`` is None and
+    ``supporting_doc_ids`` empty (this release links questions to triples, not passages).
+    """
+    corpora, qfiles = _classify(paths, _by_keys(("text",), ("question",)),
+                                "'title'+'text' (corpus) or 'question' (questions)")
+    b = _Builder()
+    for src in corpora:
+        for rec in src:
+            _hipporag_passage(rec, b)
+    for src in qfiles:
+        for rec in src:
+            qid = rec.ident("id")
+            question = rec.string("question", nonempty=True)
+            answer = rec.string("answer", nonempty=True)
+            qtype = _qtype(rec, "question_type", TWOWIKI_QTYPES)
+            evidence = _evidence(rec, "evidence")
+            meta = rec.rest("id", "question", "answer", "evidence")
+            b.question(rec, Question(qid, question, answer, qtype, None, [], evidence, meta))
+    return b.result()
+
+
+LOADERS: dict[str, Callable[[list[Path]], Dataset]] = {
+    "graphrag-bench": load_graphrag_bench,
+    "musique": load_musique,
+    "quality": load_quality,
+    "squality": load_squality,
+    "cuad": load_cuad,
+    "ragrouter": load_ragrouter,
+    "2wikimultihopqa": load_2wikimultihopqa,
+    "jsonl": load_jsonl,
+}
+
+
+def load(fmt: str, paths: Iterable[str | Path]) -> Dataset:
+    """Load ``paths`` with the loader registered as ``fmt``."""
+    try:
+        loader = LOADERS[fmt]
+    except KeyError:
+        raise ValueError(f"unknown dataset format {fmt!r} (known: {', '.join(LOADERS)})") from None
+    return loader([Path(p) for p in paths])

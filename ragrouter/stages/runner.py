@@ -1,0 +1,196 @@
+"""Runs stages: pending units through a thread pool, one writer committing in batches.
+
+Each unit's result rows are written in one transaction with its bookkeeping (the unit's
+failure record is cleared in the same transaction). Model calls are committed to the
+ledger by the gateway as they return, so a killed worker never pays for them twice. A
+unit that raises is recorded in ``unit_failures`` with its reason and retried next run.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+
+from sqlalchemy import delete, func
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from tqdm import tqdm
+
+from ragrouter.db import models
+from ragrouter.stages.base import Estimate, Scope, Stage, Unit
+from ragrouter.stages.services import Services
+
+
+@dataclass
+class StageReport:
+    stage: str
+    pending: int = 0
+    done: int = 0
+    failed: int = 0
+    errors: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    retaken: int = 0
+    """Units this worker leased after another worker's lease expired (PostgreSQL)."""
+    lost: int = 0
+    """Units whose lease expired before this worker finished them (another completes them)."""
+
+
+def _short(exc: BaseException) -> str:
+    text = f"{exc.__class__.__name__}: {exc}"
+    return text.splitlines()[0][:1000] if text else exc.__class__.__name__
+
+
+def record_failure(conn, stage: str, key: str, error: str) -> None:
+    stmt = pg_insert(models.UnitFailure).values(stage=stage, unit_key=key, error=error, attempts=1)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=["stage", "unit_key"],
+        set_={"error": stmt.excluded.error, "attempts": models.UnitFailure.attempts + 1,
+              "updated_at": func.now()})
+    conn.execute(stmt)
+
+
+def clear_failures(conn, stage: str, keys: list[str]) -> None:
+    if keys:
+        conn.execute(delete(models.UnitFailure).where(models.UnitFailure.stage == stage,
+                                                      models.UnitFailure.unit_key.in_(keys)))
+
+
+def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | None = None,
+              batch_size: int | None = None, progress: bool = True) -> StageReport:
+    """Run every pending unit of ``stage`` for ``scope``; return what happened."""
+    started = time.monotonic()
+    engine = services.engine
+    report = StageReport(stage.name)
+    with services.db_lock, engine.connect() as conn:
+        units = stage.pending(conn, scope)
+    report.pending = len(units)
+    if not units:
+        with services.db_lock, engine.begin() as conn:
+            stage.finish(conn, services, scope)
+        report.seconds = time.monotonic() - started
+        return report
+    stage.prepare(services, scope)
+    workers = workers or stage_workers(stage, services)
+    batch_size = batch_size or int(services.config.get("worker.batch_size", 50))
+    leases = None
+    bar = tqdm(total=len(units), desc=stage.name, unit="unit", disable=not progress, dynamic_ncols=True)
+    buffer: list[tuple[Unit, object, BaseException | None]] = []
+    last_flush = time.monotonic()
+
+    def flush() -> None:
+        nonlocal last_flush
+        if not buffer:
+            return
+        with services.db_lock, engine.begin() as conn:
+            ok_keys = []
+            for unit, result, exc in buffer:
+                if leases is not None and not leases.complete(conn, unit.key, failed=exc is not None):
+                    report.lost += 1  # lease expired and another worker took the unit over
+                    continue
+                if exc is None:
+                    stage.write(conn, unit, result)
+                    ok_keys.append(unit.key)
+                else:
+                    record_failure(conn, stage.name, unit.key, _short(exc))
+            clear_failures(conn, stage.name, ok_keys)
+        buffer.clear()
+        last_flush = time.monotonic()
+
+    def tokens_postfix() -> dict:
+        gw = services.__dict__.get("gateway")
+        post = {"failed": report.failed}
+        if gw is not None and hasattr(gw, "stats"):
+            stats = gw.stats()
+            post["tok"] = stats.get("billed_tokens", 0)
+        return post
+
+    leases = None
+    if engine.dialect.name == "postgresql":
+        from ragrouter.stages.leases import LeaseManager
+
+        leases = LeaseManager(engine, stage.name, int(services.config.get("worker.lease_seconds", 600)))
+        leases.register([u.key for u in units])
+    by_key = {u.key: u for u in units}
+    queue = list(units) if leases is None else []
+
+    def next_unit() -> Unit | None:
+        if leases is None:
+            return queue.pop(0) if queue else None
+        if not queue:
+            queue.extend(by_key[k] for k in leases.claim(max(1, workers)) if k in by_key)
+        return queue.pop(0) if queue else None
+
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix=stage.name) as pool:
+        running: dict[Future, Unit] = {}
+
+        def submit_next() -> bool:
+            unit = next_unit()
+            if unit is None:
+                return False
+            running[pool.submit(stage.compute, unit, services)] = unit
+            return True
+
+        for _ in range(max(1, workers) * 2):
+            if not submit_next():
+                break
+        try:
+            while running:
+                done, _ = wait(list(running), timeout=2.0, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    unit = running.pop(fut)
+                    exc = fut.exception()
+                    if exc is None:
+                        buffer.append((unit, fut.result(), None))
+                        report.done += 1
+                    else:
+                        if not isinstance(exc, Exception):
+                            raise exc
+                        buffer.append((unit, None, exc))
+                        report.failed += 1
+                        if len(report.errors) < 20:
+                            report.errors.append(f"{unit.key}: {_short(exc)}")
+                    bar.update(1)
+                    submit_next()
+                if done:
+                    bar.set_postfix(tokens_postfix(), refresh=False)
+                if len(buffer) >= batch_size or (buffer and time.monotonic() - last_flush > 5.0):
+                    flush()
+            flush()
+        finally:
+            # On Ctrl-C: keep what finished, drop what did not (it stays pending).
+            for fut in running:
+                fut.cancel()
+            if leases is not None:
+                leases.release([u.key for u in running.values()] + [u.key for u in queue])
+                report.retaken = leases.retaken
+            bar.close()
+    with services.db_lock, engine.begin() as conn:
+        stage.finish(conn, services, scope)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def stage_workers(stage: Stage, services: Services) -> int:
+    """Threads for a stage: its model backend's concurrency, else 1."""
+    backend = getattr(stage, "backend_name", None)
+    if callable(backend):
+        backend = backend(services)
+    if backend:
+        try:
+            return int(services.config.backend(backend).get("concurrency", 1) or 1)
+        except Exception:  # noqa: BLE001 - a role that is unset means no model work
+            return 1
+    return 1
+
+
+def dry_run(stages: list[Stage], services: Services, scope: Scope) -> list[Estimate]:
+    """What the pending work of ``stages`` would spend, minus what the cache holds."""
+    estimates: list[Estimate] = []
+    for stage in stages:
+        with services.db_lock, services.engine.connect() as conn:
+            units = stage.pending(conn, scope)
+            if units:
+                estimates.extend(stage.estimate(conn, units, services))
+            else:
+                estimates.append(Estimate(stage=stage.name, model="-"))
+    return estimates

@@ -1,0 +1,62 @@
+"""What stages share inside one worker process: config, store, gateway, encoders, caches.
+
+Built lazily, so a stage that needs no model never starts one.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+from functools import cached_property
+
+from sqlalchemy import insert, update
+from sqlalchemy.engine import Engine
+
+from ragrouter.config import Config
+from ragrouter.db import models
+from ragrouter.db.engine import write_lock
+
+
+class Services:
+    """Per-process shared resources for stages."""
+
+    def __init__(self, config: Config, engine: Engine, command: str | None = None) -> None:
+        self.config = config
+        self.engine = engine
+        self.command = command or " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv))
+        self._lock = threading.RLock()
+        self.cache: dict = {}
+
+    @property
+    def db_lock(self):
+        return write_lock(self.engine)
+
+    @cached_property
+    def worker_run_id(self) -> int:
+        with self.db_lock, self.engine.begin() as conn:
+            return conn.execute(insert(models.WorkerRun).values(
+                host=socket.gethostname(), pid=os.getpid(), command=self.command[:2000],
+            ).returning(models.WorkerRun.id)).scalar_one()
+
+    def finish(self) -> None:
+        if "worker_run_id" in self.__dict__:
+            from sqlalchemy import func
+
+            with self.db_lock, self.engine.begin() as conn:
+                conn.execute(update(models.WorkerRun).where(models.WorkerRun.id == self.worker_run_id)
+                             .values(finished_at=func.now()))
+
+    @cached_property
+    def gateway(self):
+        from ragrouter.llm.gateway import Gateway
+
+        return Gateway(self.config, self.engine, worker_run_id=self.worker_run_id)
+
+    def memo(self, key, factory):
+        """A process-wide memo (e.g. a corpus index built once for all units)."""
+        with self._lock:
+            if key not in self.cache:
+                self.cache[key] = factory()
+            return self.cache[key]

@@ -1,0 +1,541 @@
+"""A scripted fake OpenAI-compatible HTTP server for tests and benchmarks.
+
+Usage::
+
+    with FakeOpenAI(responder=lambda req: "Paris", latency_s=0.05, fault_rate=0.3, seed=1) as srv:
+        client = openai.OpenAI(base_url=srv.base_url, api_key="test", max_retries=0)
+        ...
+        srv.stats()   # {'total': .., 'by_path': {..}, 'by_fault': {..}, ...}
+
+It binds to 127.0.0.1 on a free port and serves from a background thread, one thread per
+connection (stdlib ``ThreadingHTTPServer``), so concurrent requests overlap their latency.
+
+Endpoints:
+    ``POST /v1/chat/completions`` — the assistant content comes from ``responder(request_json)``:
+        a ``str`` is sent as is, a ``dict``/``list`` as its JSON text. The default,
+        :func:`default_responder`, echoes the last user message (as ``{"echo": ...}`` in
+        ``json_object`` mode, or a schema-shaped object in ``json_schema`` mode).
+        ``max_tokens``/``max_completion_tokens`` cut the reply (``finish_reason="length"``).
+        ``stream=true`` is refused (400).
+    ``POST /v1/embeddings`` — deterministic unit vectors seeded by the sha256 of each input
+        (``embedding_dim`` wide, or the request's ``dimensions``), as floats or base64.
+    ``GET /v1/models`` — the configured model ids.
+
+Usage accounting (unless ``omit_usage=True``), with ``ragrouter.llm.tokens.count`` (cl100k):
+    chat: ``prompt_tokens`` = sum of ``count(text)`` over all messages' text (string content,
+    or the ``text`` parts of list content), ``completion_tokens`` = ``count(content)``;
+    embeddings: ``prompt_tokens`` = ``total_tokens`` = sum of ``count(input)``.
+
+Faults (``FAULTS``), injected on POST requests:
+    ``rate_limit``     HTTP 429 with ``Retry-After`` (seconds, rounded up) and ``retry-after-ms``;
+    ``server_error``   HTTP 500;
+    ``timeout``        the reply is delayed by ``timeout_fault_s`` (set the client's timeout lower);
+    ``malformed_json`` a json-mode chat reply whose content is not valid JSON;
+    ``empty_content``  a chat reply with ``content == ""``.
+A request gets a fault either from ``fault_plan`` (a sequence of fault names or ``None``,
+consumed one per POST request, in arrival order) or, once the plan is used up, with probability
+``fault_rate`` from a ``random.Random(seed)``: each POST draws two numbers (fault or not; which
+one among the enabled ``faults`` that apply to this request — ``malformed_json`` only to json-mode
+chat, ``empty_content`` only to chat). The sequence of draws is deterministic; with concurrent
+requests, which request gets which draw follows arrival order.
+
+Counters: ``total`` requests, ``by_path``, ``by_fault``, ``responder_errors``,
+``peak_in_flight`` (most POST requests handled at once); ``requests`` keeps each request
+(method, path, JSON body, fault) for assertions.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+import random
+import socket
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import numpy as np
+
+from ragrouter.llm import tokens
+
+FAULTS = ("rate_limit", "server_error", "timeout", "malformed_json", "empty_content")
+CHAT_ONLY_FAULTS = frozenset({"malformed_json", "empty_content"})
+
+Responder = Callable[[dict], "str | dict | list"]
+
+
+# --------------------------------------------------------------------------- request helpers
+
+
+def message_text(message: dict) -> str:
+    """The text of one chat message (string content, or the ``text`` parts of list content)."""
+    content = message.get("content")
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part.get("text", "") for part in content if isinstance(part, dict) and part.get("type", "text") == "text"
+        )
+    return str(content)
+
+
+def last_user_text(request: dict) -> str:
+    """Text of the last ``user`` message of a chat request ("" when there is none)."""
+    for message in reversed(request.get("messages") or []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            return message_text(message)
+    return ""
+
+
+def json_mode(request: dict) -> str | None:
+    """``"json_object"``, ``"json_schema"`` or ``None`` from the request's ``response_format``."""
+    fmt = request.get("response_format")
+    if isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema"):
+        return fmt["type"]
+    return None
+
+
+def instance_from_schema(schema: dict, text: str) -> Any:
+    """A small value that satisfies a (simple) JSON schema; strings are filled with ``text``."""
+    if not isinstance(schema, dict):
+        return text
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("enum"):
+        return schema["enum"][0]
+    for key in ("anyOf", "oneOf", "allOf"):
+        if schema.get(key):
+            return instance_from_schema(schema[key][0], text)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object" or (kind is None and "properties" in schema):
+        props = schema.get("properties") or {}
+        return {name: instance_from_schema(sub, text) for name, sub in props.items()}
+    if kind == "array":
+        n = int(schema.get("minItems", 0))
+        return [instance_from_schema(schema.get("items") or {}, text) for _ in range(n)]
+    if kind == "integer":
+        return int(schema.get("minimum", 0))
+    if kind == "number":
+        return float(schema.get("minimum", 0))
+    if kind == "boolean":
+        return False
+    if kind == "null":
+        return None
+    return text
+
+
+def default_responder(request: dict) -> str | dict:
+    """Deterministic echo of the last user message.
+
+    Plain mode: ``"echo: <text>"``; ``json_object``: ``{"echo": "<text>"}``; ``json_schema``:
+    an instance of the schema with every string set to the text.
+    """
+    text = last_user_text(request)
+    mode = json_mode(request)
+    if mode == "json_object":
+        return {"echo": text}
+    if mode == "json_schema":
+        schema = (request["response_format"].get("json_schema") or {}).get("schema") or {}
+        return instance_from_schema(schema, text)
+    return f"echo: {text}"
+
+
+def fake_embedding(text: str, dim: int) -> np.ndarray:
+    """Unit float32 vector seeded by sha256(text): same text → same vector."""
+    seed = int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "little")
+    vec = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
+    return vec / np.linalg.norm(vec)
+
+
+def _malformed(content: str) -> str:
+    """``content`` made into text that ``json.loads`` rejects (a truncated object)."""
+    stripped = content.rstrip()
+    bad = stripped[:-1] if stripped.endswith(("}", "]")) and len(stripped) > 1 else "{" + stripped
+    try:
+        json.loads(bad)
+    except ValueError:
+        return bad
+    return '{"malformed": '
+
+
+def _error_body(message: str, kind: str, code: str | None = None) -> dict:
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+# --------------------------------------------------------------------------- server
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = 128
+    allow_reuse_address = True
+
+    def __init__(self, addr, handler, fake: FakeOpenAI):
+        self.fake = fake
+        self.open_sockets: set[socket.socket] = set()
+        self.sockets_lock = threading.Lock()
+        super().__init__(addr, handler)
+
+    def get_request(self):
+        sock, addr = super().get_request()
+        with self.sockets_lock:
+            self.open_sockets.add(sock)
+        return sock, addr
+
+    def shutdown_request(self, request):
+        with self.sockets_lock:
+            self.open_sockets.discard(request)
+        super().shutdown_request(request)
+
+    def handle_error(self, request, client_address):  # quiet: clients that gave up are expected
+        pass
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "FakeOpenAI/1.0"
+    disable_nagle_algorithm = True  # headers and body are separate writes: avoid a 40 ms stall
+
+    def log_message(self, format, *args):  # noqa: A002 - stdlib signature
+        pass
+
+    def _send(self, status: int, body: dict, headers: dict | None = None) -> None:
+        data = json.dumps(body).encode("utf-8")
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            self.close_connection = True
+
+    def do_GET(self):  # noqa: N802 - stdlib name
+        status, body, headers = self.server.fake._handle_get(self.path)
+        self._send(status, body, headers)
+
+    def do_POST(self):  # noqa: N802 - stdlib name
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        status, body, headers = self.server.fake._handle_post(self.path, raw)
+        self._send(status, body, headers)
+
+
+class FakeOpenAI:
+    """Scripted OpenAI-compatible server (see the module docstring).
+
+    Args:
+        responder: ``request_json -> str | dict`` giving the assistant content.
+        latency_s: fixed delay before every POST reply.
+        fault_rate: probability that a POST request gets a fault (after ``fault_plan``).
+        faults: the enabled fault kinds (subset of :data:`FAULTS`).
+        seed: seed of the fault RNG.
+        fault_plan: faults (or ``None``) for the first POST requests, in order.
+        timeout_fault_s: how long a ``timeout`` fault holds the reply.
+        retry_after_s: the delay a ``rate_limit`` fault asks for.
+        embedding_dim: width of the fake embeddings (a request's ``dimensions`` overrides it).
+        omit_usage: leave ``usage`` out of replies (clients must count tokens themselves).
+        models: ids listed by ``GET /v1/models``.
+    """
+
+    def __init__(
+        self,
+        responder: Responder | None = None,
+        *,
+        latency_s: float = 0.0,
+        fault_rate: float = 0.0,
+        faults: Iterable[str] = FAULTS,
+        seed: int = 0,
+        fault_plan: Sequence[str | None] | None = None,
+        timeout_fault_s: float = 5.0,
+        retry_after_s: float = 0.05,
+        embedding_dim: int = 64,
+        omit_usage: bool = False,
+        models: Sequence[str] = ("fake-model",),
+    ):
+        self.faults = tuple(faults)
+        for name in list(self.faults) + [f for f in (fault_plan or []) if f is not None]:
+            if name not in FAULTS:
+                raise ValueError(f"FakeOpenAI: unknown fault {name!r} (known: {', '.join(FAULTS)})")
+        if not 0.0 <= fault_rate <= 1.0:
+            raise ValueError(f"FakeOpenAI: fault_rate must be in [0, 1], got {fault_rate}")
+        if latency_s < 0 or timeout_fault_s < 0 or retry_after_s < 0:
+            raise ValueError("FakeOpenAI: latency_s, timeout_fault_s and retry_after_s must be >= 0")
+        if embedding_dim < 1:
+            raise ValueError(f"FakeOpenAI: embedding_dim must be >= 1, got {embedding_dim}")
+        self.responder = responder or default_responder
+        self.latency_s = float(latency_s)
+        self.fault_rate = float(fault_rate)
+        self.seed = seed
+        self.timeout_fault_s = float(timeout_fault_s)
+        self.retry_after_s = float(retry_after_s)
+        self.embedding_dim = int(embedding_dim)
+        self.omit_usage = bool(omit_usage)
+        self.models = tuple(models)
+        self._plan = list(fault_plan or [])
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._httpd: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._ids = 0
+        self.total = 0
+        self.by_path: Counter[str] = Counter()
+        self.by_fault: Counter[str] = Counter()
+        self.responder_errors = 0
+        self.in_flight = 0  # POST requests being handled right now
+        self.peak_in_flight = 0  # the most POST requests handled at once
+        self.requests: list[dict] = []
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> FakeOpenAI:
+        if self._httpd is not None:
+            return self
+        tokens.count("warm up")  # load the tokenizer once, before request threads race for it
+        self._stop.clear()
+        self._httpd = _Server(("127.0.0.1", 0), _Handler, self)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="FakeOpenAI", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        httpd, self._httpd = self._httpd, None
+        if httpd is None:
+            return
+        self._stop.set()  # wakes handlers sleeping in latency / timeout faults
+        httpd.shutdown()
+        with httpd.sockets_lock:
+            socks = list(httpd.open_sockets)
+        for sock in socks:  # unblock keep-alive connections waiting for a next request
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> FakeOpenAI:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("FakeOpenAI is not running (use start() or a with block)")
+        return self._httpd.server_address[1]
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/v1`` — pass to ``openai.OpenAI(base_url=...)``."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    # ------------------------------------------------------------------ counters
+
+    def stats(self) -> dict:
+        """A snapshot of the counters."""
+        with self._lock:
+            return {
+                "total": self.total,
+                "by_path": dict(self.by_path),
+                "by_fault": dict(self.by_fault),
+                "responder_errors": self.responder_errors,
+                "peak_in_flight": self.peak_in_flight,
+            }
+
+    def reset(self) -> None:
+        """Zero the counters and forget recorded requests (the RNG and plan are untouched)."""
+        with self._lock:
+            self.total = 0
+            self.by_path.clear()
+            self.by_fault.clear()
+            self.responder_errors = 0
+            self.peak_in_flight = self.in_flight
+            self.requests.clear()
+
+    def _record(self, method: str, path: str, body: Any) -> dict:
+        entry = {"method": method, "path": path, "body": body, "fault": None}
+        with self._lock:
+            self.total += 1
+            self.by_path[path] += 1
+            self.requests.append(entry)
+        return entry
+
+    def _pick_fault(self, applicable: Sequence[str]) -> str | None:
+        with self._lock:
+            if self._plan:
+                fault = self._plan.pop(0)
+            else:
+                draw, which = self._rng.random(), self._rng.random()
+                enabled = [f for f in self.faults if f in applicable]
+                fault = enabled[int(which * len(enabled))] if draw < self.fault_rate and enabled else None
+            if fault is not None and fault not in applicable:
+                fault = None  # e.g. a chat-only fault planned for an embeddings request
+            if fault is not None:
+                self.by_fault[fault] += 1
+            return fault
+
+    def _next_id(self) -> int:
+        with self._lock:
+            self._ids += 1
+            return self._ids
+
+    # ------------------------------------------------------------------ handlers
+
+    def _handle_get(self, path: str):
+        path = path.split("?", 1)[0].rstrip("/")
+        self._record("GET", path, None)
+        if path == "/v1/models":
+            data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]
+            return 200, {"object": "list", "data": data}, {}
+        return 404, _error_body(f"no route GET {path}", "invalid_request_error", "not_found"), {}
+
+    def _handle_post(self, path: str, raw: bytes):
+        with self._lock:
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            return self._handle_post_inner(path, raw)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def _handle_post_inner(self, path: str, raw: bytes):
+        path = path.split("?", 1)[0].rstrip("/")
+        try:
+            body = json.loads(raw.decode("utf-8")) if raw else None
+        except (UnicodeDecodeError, ValueError):
+            body = None
+        entry = self._record("POST", path, body)
+        if path not in ("/v1/chat/completions", "/v1/embeddings"):
+            return 404, _error_body(f"no route POST {path}", "invalid_request_error", "not_found"), {}
+        if not isinstance(body, dict):
+            return 400, _error_body("request body is not a JSON object", "invalid_request_error"), {}
+        chat = path == "/v1/chat/completions"
+        problem = self._validate_chat(body) if chat else self._validate_embeddings(body)
+        if problem:
+            return 400, _error_body(problem, "invalid_request_error"), {}
+        applicable = [f for f in FAULTS if chat or f not in CHAT_ONLY_FAULTS]
+        if chat and json_mode(body) is None:
+            applicable.remove("malformed_json")
+        fault = self._pick_fault(applicable)
+        entry["fault"] = fault
+        if self.latency_s:
+            self._stop.wait(self.latency_s)
+        if fault == "rate_limit":
+            headers = {
+                "Retry-After": str(max(1, math.ceil(self.retry_after_s))) if self.retry_after_s else "0",
+                "retry-after-ms": str(int(round(self.retry_after_s * 1000))),
+            }
+            return 429, _error_body("Rate limit reached (fake)", "requests", "rate_limit_exceeded"), headers
+        if fault == "server_error":
+            return 500, _error_body("The server had an error (fake)", "server_error"), {}
+        if fault == "timeout":
+            self._stop.wait(self.timeout_fault_s)
+        if chat:
+            return self._chat(body, fault)
+        return self._embeddings(body)
+
+    @staticmethod
+    def _validate_chat(body: dict) -> str | None:
+        if not body.get("model"):
+            return "chat request without 'model'"
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            return "chat request without a non-empty 'messages' list"
+        if body.get("stream"):
+            return "FakeOpenAI does not support stream=true"
+        return None
+
+    @staticmethod
+    def _validate_embeddings(body: dict) -> str | None:
+        if not body.get("model"):
+            return "embeddings request without 'model'"
+        if body.get("input") in (None, "", []):
+            return "embeddings request without 'input'"
+        dims = body.get("dimensions")
+        if dims is not None and (not isinstance(dims, int) or dims < 1):
+            return f"embeddings request with invalid 'dimensions': {dims!r}"
+        return None
+
+    def _chat(self, body: dict, fault: str | None):
+        try:
+            reply = self.responder(body)
+        except Exception as exc:  # noqa: BLE001 - a broken responder must be visible to the test
+            with self._lock:
+                self.responder_errors += 1
+            return 500, _error_body(f"responder raised {type(exc).__name__}: {exc}", "server_error"), {}
+        content = reply if isinstance(reply, str) else json.dumps(reply)
+        finish = "stop"
+        limit = body.get("max_completion_tokens") or body.get("max_tokens")
+        if isinstance(limit, int) and limit > 0:
+            ids = tokens.encoding().encode(content, disallowed_special=())
+            if len(ids) > limit:
+                content, finish = tokens.encoding().decode(ids[:limit]), "length"
+        if fault == "malformed_json":
+            content = _malformed(content)
+        elif fault == "empty_content":
+            content = ""
+        out = {
+            "id": f"chatcmpl-fake-{self._next_id()}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body["model"],
+            "system_fingerprint": "fake",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content, "refusal": None},
+                    "finish_reason": finish,
+                    "logprobs": None,
+                }
+            ],
+        }
+        if not self.omit_usage:
+            prompt = sum(tokens.count(message_text(m)) for m in body["messages"] if isinstance(m, dict))
+            completion = tokens.count(content)
+            out["usage"] = {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            }
+        return 200, out, {}
+
+    def _embeddings(self, body: dict):
+        raw = body["input"]
+        if isinstance(raw, str):
+            texts = [raw]
+        elif raw and all(isinstance(x, int) for x in raw):  # one pre-tokenised input
+            texts = [" ".join(map(str, raw))]
+        else:
+            texts = [x if isinstance(x, str) else " ".join(map(str, x)) for x in raw]
+        dim = body.get("dimensions") or self.embedding_dim
+        b64 = body.get("encoding_format") == "base64"
+        data = []
+        for i, text in enumerate(texts):
+            vec = fake_embedding(text, dim)
+            emb = base64.b64encode(vec.astype("<f4").tobytes()).decode("ascii") if b64 else vec.tolist()
+            data.append({"object": "embedding", "index": i, "embedding": emb})
+        out = {"object": "list", "data": data, "model": body["model"]}
+        if not self.omit_usage:
+            n = sum(tokens.count(t) for t in texts)
+            out["usage"] = {"prompt_tokens": n, "total_tokens": n}
+        return 200, out, {}
