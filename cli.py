@@ -14,7 +14,9 @@ import click  # noqa: E402
 
 from ragrouter.commands import common  # noqa: E402
 from ragrouter.commands.db import db_group  # noqa: E402
+from ragrouter.commands.export import export_command  # noqa: E402
 from ragrouter.commands.ingest import ingest_command  # noqa: E402
+from ragrouter.commands.report import report_command  # noqa: E402
 from ragrouter.commands.run import run_command  # noqa: E402
 from ragrouter.commands.sql import sql_command  # noqa: E402
 from ragrouter.commands.status import status_command  # noqa: E402
@@ -40,6 +42,8 @@ def cli(click_ctx: click.Context, db_url: str, config_path: str | None) -> None:
 cli.add_command(db_group)
 cli.add_command(ingest_command)
 cli.add_command(run_command)
+cli.add_command(report_command)
+cli.add_command(export_command)
 cli.add_command(sql_command)
 cli.add_command(status_command)
 

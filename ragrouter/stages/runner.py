@@ -189,8 +189,9 @@ def dry_run(stages: list[Stage], services: Services, scope: Scope) -> list[Estim
     for stage in stages:
         with services.db_lock, services.engine.connect() as conn:
             units = stage.pending(conn, scope)
-            if units:
-                estimates.extend(stage.estimate(conn, units, services))
-            else:
-                estimates.append(Estimate(stage=stage.name, model="-"))
+        # The connection is closed first: cache look-ups use the store too.
+        if units:
+            estimates.extend(stage.estimate(None, units, services))
+        else:
+            estimates.append(Estimate(stage=stage.name, model="-"))
     return estimates

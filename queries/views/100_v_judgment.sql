@@ -1,0 +1,31 @@
+-- One LLM-as-a-judge label per (paradigm run, judge model): the majority label over that
+-- judge's samples (judgments.sample_index). A tie is broken toward the WORSE label
+-- (incorrect < incomplete < correct; an unknown label ranks below all three), so a split
+-- verdict is never counted as correct. agreement = share of the samples that gave the
+-- chosen label (1.0 for a single sample). Calibration judgments are left out.
+-- The judge is a column, not a setting: downstream views group by it.
+CREATE VIEW v_judgment AS
+SELECT run_id,
+       judge,
+       label,
+       CAST(n_samples AS INTEGER) AS n_samples,
+       CAST(n_label AS INTEGER) AS n_agree,
+       CAST(n_label AS DOUBLE PRECISION) / CAST(n_samples AS DOUBLE PRECISION) AS agreement
+FROM (
+    SELECT run_id, judge, label, n_label,
+           SUM(n_label) OVER (PARTITION BY run_id, judge) AS n_samples,
+           ROW_NUMBER() OVER (
+               PARTITION BY run_id, judge
+               ORDER BY n_label DESC,
+                        CASE label WHEN 'incorrect' THEN 1 WHEN 'incomplete' THEN 2
+                                   WHEN 'correct' THEN 3 ELSE 0 END,
+                        label
+           ) AS rk
+    FROM (
+        SELECT run_id, judge, label, COUNT(*) AS n_label
+        FROM judgments
+        WHERE NOT is_calibration
+        GROUP BY run_id, judge, label
+    ) AS per_label
+) AS ranked
+WHERE rk = 1

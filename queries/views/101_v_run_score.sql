@@ -1,0 +1,16 @@
+-- The quality metrics of one paradigm run in one row (NULL = not scored / not applicable).
+-- When several scorers (encoders) scored the same (run, metric), the alphabetically first
+-- scorer's value is used, so a run never mixes encoders within one metric.
+CREATE VIEW v_run_score AS
+SELECT run_id,
+       MAX(CASE WHEN metric = 'semantic_f1' THEN value END) AS semantic_f1,
+       MAX(CASE WHEN metric = 'coverage' THEN value END) AS coverage,
+       MAX(CASE WHEN metric = 'faith_hard' THEN value END) AS faith_hard,
+       MAX(CASE WHEN metric = 'faith_soft' THEN value END) AS faith_soft
+FROM (
+    SELECT run_id, metric, value,
+           ROW_NUMBER() OVER (PARTITION BY run_id, metric ORDER BY scorer) AS rk
+    FROM answer_scores
+) AS ranked
+WHERE rk = 1
+GROUP BY run_id

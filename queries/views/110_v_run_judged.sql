@@ -1,0 +1,32 @@
+-- The evaluated outcome of every current run of an ACCEPTED query, once per judge model:
+-- the majority label (v_judgment), correct as 0/1, consumed tokens and the quality scores.
+-- A run not yet judged by a judge has no row for that judge. Base of the paper's tables.
+CREATE VIEW v_run_judged AS
+SELECT l.run_id,
+       l.query_id,
+       l.corpus_id,
+       l.corpus,
+       l.qtype,
+       l.hops,
+       l.paradigm,
+       l.generator,
+       l.config_hash,
+       j.judge,
+       j.label,
+       CASE WHEN j.label = 'correct' THEN 1 ELSE 0 END AS correct,
+       j.n_samples,
+       j.agreement,
+       l.total_tokens,
+       l.context_tokens,
+       l.ret_in_tokens,
+       l.ret_out_tokens,
+       l.gen_in_tokens,
+       l.gen_out_tokens,
+       s.semantic_f1,
+       s.coverage,
+       s.faith_hard,
+       s.faith_soft
+FROM v_run_latest l
+JOIN v_judgment j ON j.run_id = l.run_id
+LEFT JOIN v_run_score s ON s.run_id = l.run_id
+WHERE l.query_status = 'accepted'

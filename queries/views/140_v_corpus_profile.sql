@@ -1,0 +1,58 @@
+-- Paper Tables 8 and 9: one row per corpus with its structural indicators (knowledge graph:
+-- nodes, edges, density, relation types, average degree, components, LCC ratio, clustering)
+-- and semantic indicators (embedding space: TwoNN intrinsic dimension, hubness, cosine
+-- distance to the centroid: mean/std/min/max), plus documents, chunks, tokens and accepted
+-- queries. When a metric was measured for several variants (embedders / extractors), the
+-- most recently written value is shown. n_chunks counts all chunkers (n_chunkers of them).
+CREATE VIEW v_corpus_profile AS
+SELECT c.id AS corpus_id,
+       c.name AS corpus,
+       COALESCE(d.n_documents, 0) AS n_documents,
+       COALESCE(d.total_tokens, 0) AS total_tokens,
+       d.avg_doc_tokens,
+       COALESCE(k.n_chunks, 0) AS n_chunks,
+       COALESCE(k.n_chunkers, 0) AS n_chunkers,
+       COALESCE(qa.n_queries, 0) AS n_queries,
+       m.nodes, m.edges, m.density, m.relation_types, m.avg_degree, m.components,
+       m.lcc_ratio, m.clustering,
+       m.intrinsic_dim, m.hubness, m.dist_mean, m.dist_std, m.dist_min, m.dist_max
+FROM corpora c
+LEFT JOIN (
+    SELECT corpus_id, CAST(COUNT(*) AS INTEGER) AS n_documents,
+           CAST(SUM(n_tokens) AS BIGINT) AS total_tokens,
+           CAST(AVG(n_tokens) AS DOUBLE PRECISION) AS avg_doc_tokens
+    FROM documents GROUP BY corpus_id
+) AS d ON d.corpus_id = c.id
+LEFT JOIN (
+    SELECT corpus_id, CAST(COUNT(*) AS INTEGER) AS n_chunks,
+           CAST(COUNT(DISTINCT chunker) AS INTEGER) AS n_chunkers
+    FROM chunks GROUP BY corpus_id
+) AS k ON k.corpus_id = c.id
+LEFT JOIN (
+    SELECT corpus_id, CAST(COUNT(*) AS INTEGER) AS n_queries
+    FROM queries WHERE status = 'accepted' GROUP BY corpus_id
+) AS qa ON qa.corpus_id = c.id
+LEFT JOIN (
+    SELECT corpus_id,
+           MAX(CASE WHEN metric = 'nodes' THEN value END) AS nodes,
+           MAX(CASE WHEN metric = 'edges' THEN value END) AS edges,
+           MAX(CASE WHEN metric = 'density' THEN value END) AS density,
+           MAX(CASE WHEN metric = 'relation_types' THEN value END) AS relation_types,
+           MAX(CASE WHEN metric = 'avg_degree' THEN value END) AS avg_degree,
+           MAX(CASE WHEN metric = 'components' THEN value END) AS components,
+           MAX(CASE WHEN metric = 'lcc_ratio' THEN value END) AS lcc_ratio,
+           MAX(CASE WHEN metric = 'clustering' THEN value END) AS clustering,
+           MAX(CASE WHEN metric = 'intrinsic_dim' THEN value END) AS intrinsic_dim,
+           MAX(CASE WHEN metric = 'hubness' THEN value END) AS hubness,
+           MAX(CASE WHEN metric = 'dist_mean' THEN value END) AS dist_mean,
+           MAX(CASE WHEN metric = 'dist_std' THEN value END) AS dist_std,
+           MAX(CASE WHEN metric = 'dist_min' THEN value END) AS dist_min,
+           MAX(CASE WHEN metric = 'dist_max' THEN value END) AS dist_max
+    FROM (
+        SELECT corpus_id, metric, value,
+               ROW_NUMBER() OVER (PARTITION BY corpus_id, metric ORDER BY created_at DESC, id DESC) AS rk
+        FROM corpus_metrics
+    ) AS latest
+    WHERE rk = 1
+    GROUP BY corpus_id
+) AS m ON m.corpus_id = c.id

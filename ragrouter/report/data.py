@@ -1,0 +1,128 @@
+"""Reading the store's views into pandas, and the router dataset pivoted for any paradigm set."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pandas as pd
+from sqlalchemy import Engine, text
+
+from ragrouter.routers.dataset import DEFAULT_PARADIGMS, INDICATORS
+
+# Tables whose row counts tell which stage has produced data (report's "stages" section).
+STAGE_TABLES: dict[str, str] = {
+    "ingest": "documents",
+    "chunk": "chunks",
+    "embed": "vectors",
+    "extract": "chunk_extractions",
+    "metrics": "corpus_metrics",
+    "querygen": "queries",
+    "validate": "query_checks",
+    "answer": "paradigm_runs",
+    "judge": "judgments",
+    "score": "answer_scores",
+    "routers": "router_predictions",
+}
+
+
+def _plain(value):
+    if isinstance(value, Decimal):
+        return float(value)
+    return value
+
+
+def read_sql(engine: Engine, sql: str, params: dict | None = None) -> pd.DataFrame:
+    """Rows of one SELECT as a DataFrame (Decimal → float, so DuckDB and PostgreSQL agree)."""
+    with engine.connect() as conn:
+        result = conn.execute(text(sql), params or {})
+        columns = list(result.keys())
+        rows = [tuple(_plain(v) for v in row) for row in result.all()]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def read_view(engine: Engine, name: str, order_by: str | None = None) -> pd.DataFrame:
+    """All rows of one view (or table), optionally ordered."""
+    sql = f"SELECT * FROM {name}" + (f" ORDER BY {order_by}" if order_by else "")
+    return read_sql(engine, sql)
+
+
+def stage_counts(engine: Engine) -> dict[str, int]:
+    """Rows per stage's result table, e.g. ``{'judge': 0, …}``."""
+    counts = {}
+    with engine.connect() as conn:
+        for stage, table in STAGE_TABLES.items():
+            counts[stage] = int(conn.execute(text(f"SELECT COUNT(*) FROM {table}")).scalar_one())
+    return counts
+
+
+def judges(engine: Engine) -> pd.DataFrame:
+    """Judge models with the number of runs each judged (most first, then by name)."""
+    return read_sql(engine, "SELECT judge, COUNT(*) AS n_runs FROM v_judgment GROUP BY judge "
+                            "ORDER BY COUNT(*) DESC, judge")
+
+
+def choose_judge(engine: Engine, preferred: str | None = None) -> str | None:
+    """The judge whose labels the figures use: ``preferred`` (the configured judge) when it has
+    judged anything, else the judge with the most judged runs; None when nothing is judged."""
+    found = judges(engine)
+    if found.empty:
+        return None
+    if preferred is not None and preferred in set(found["judge"]):
+        return preferred
+    return str(found["judge"].iloc[0])
+
+
+def paradigm_order(names) -> list[str]:
+    """The default paradigms in the paper's order, then any other paradigm alphabetically."""
+    names = set(names)
+    return [p for p in DEFAULT_PARADIGMS if p in names] + sorted(names - set(DEFAULT_PARADIGMS))
+
+
+def router_dataset(engine: Engine, judge: str | None = None, generator: str | None = None,
+                   complete: bool = False) -> pd.DataFrame:
+    """The router dataset (ragrouter.routers.dataset's shape) for whatever paradigms ran.
+
+    Pivots ``v_router_outcomes`` so that every paradigm present gets ``correct__p``,
+    ``tokens__p`` and ``f1__p`` (paper order first), with the oracle label of
+    ``v_oracle_label`` and the corpus indicators of ``v_corpus_profile``. ``judge`` /
+    ``generator`` filter the rows (the router library wants one row per (query, generator), so
+    pass a judge when several exist). A paradigm that did not run, was not judged or has no F1
+    yet is NaN; ``complete=True`` keeps only the rows without any NaN outcome (what
+    ``validate_router_dataset`` accepts).
+    """
+    where, params = [], {}
+    if judge is not None:
+        where.append("judge = :judge")
+        params["judge"] = judge
+    if generator is not None:
+        where.append("generator = :generator")
+        params["generator"] = generator
+    cond = (" WHERE " + " AND ".join(where)) if where else ""
+    outcomes = read_sql(engine, "SELECT query_id, generator, judge, paradigm, correct, tokens, f1 "
+                                "FROM v_router_outcomes" + cond, params)
+    labels = read_sql(
+        engine,
+        "SELECT o.query_id, o.corpus, o.generator, o.judge, q.qtype AS query_type, q.question AS query_text, "
+        "p.lcc_ratio, p.density, p.clustering, p.intrinsic_dim, p.hubness, p.dist_mean AS avg_distance, o.label "
+        "FROM v_oracle_label o JOIN queries q ON q.id = o.query_id "
+        "LEFT JOIN v_corpus_profile p ON p.corpus_id = o.corpus_id"
+        + (" WHERE " + " AND ".join("o." + w for w in where) if where else ""),
+        params,
+    )
+    base_cols = ["query_id", "corpus", "generator", "judge", "query_type", "query_text", *INDICATORS, "label"]
+    if outcomes.empty:
+        return pd.DataFrame(columns=base_cols)
+    paradigms = paradigm_order(outcomes["paradigm"].unique())
+    keys = ["query_id", "generator", "judge"]
+    # One row per (query, generator, judge, paradigm) in the view, so unstack cannot collide.
+    wide = outcomes.set_index(keys + ["paradigm"])[["correct", "tokens", "f1"]].unstack("paradigm")
+    flat = pd.DataFrame(index=wide.index)
+    for prefix in ("correct", "tokens", "f1"):
+        for p in paradigms:
+            flat[f"{prefix}__{p}"] = pd.to_numeric(wide[(prefix, p)], errors="coerce")
+    out = labels.merge(flat.reset_index(), on=keys, how="inner")
+    if complete:
+        needed = [f"{k}__{p}" for p in paradigms for k in ("correct", "tokens", "f1")]
+        out = out.dropna(subset=needed).reset_index(drop=True)
+    out = out.sort_values(keys, kind="stable").reset_index(drop=True)
+    return out[base_cols + [c for c in out.columns if c not in base_cols]]

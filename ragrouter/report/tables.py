@@ -1,0 +1,256 @@
+"""The paper's tables as Markdown, built from the view frames (one function per table).
+
+Each ``table_*`` function takes the rows of its view (a DataFrame, as read by
+:mod:`ragrouter.report.data`) and returns Markdown; the number formats are the ``fmt_*``
+helpers, so a test can format a view's value and find it in the report.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from ragrouter.report.data import paradigm_order
+
+QTYPE_ORDER = ("factual", "reasoning", "summary")
+QTYPE_SHORT = {"factual": "Fac.", "reasoning": "Rea.", "summary": "Sum.", "all": "Avg."}
+DASH = "-"
+
+
+# ---------------------------------------------------------------------------------------------
+# Formats
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA
+
+
+def fmt_pct(value) -> str:
+    """A percentage with one decimal ('-' when undefined)."""
+    return DASH if _missing(value) else f"{float(value):.1f}"
+
+
+def fmt_score(value) -> str:
+    """A score in [0, 1] with three decimals."""
+    return DASH if _missing(value) else f"{float(value):.3f}"
+
+
+def fmt_int(value) -> str:
+    """A count or a token number, rounded, with thousands separators."""
+    return DASH if _missing(value) else f"{float(value):,.0f}"
+
+
+def fmt_millions(value) -> str:
+    """Tokens in millions with three decimals (paper Table 16 prints millions)."""
+    return DASH if _missing(value) else f"{float(value) / 1e6:.3f}"
+
+
+def fmt_float(value, digits: int = 3) -> str:
+    return DASH if _missing(value) else f"{float(value):.{digits}f}"
+
+
+def fmt_sci(value) -> str:
+    return DASH if _missing(value) else f"{float(value):.2e}"
+
+
+def md_table(headers: list[str], rows: list[list[str]], align: list[str] | None = None) -> str:
+    """A GitHub Markdown table; ``align`` holds 'l' or 'r' per column (default: first left)."""
+    align = align or ["l"] + ["r"] * (len(headers) - 1)
+    esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
+    lines = ["| " + " | ".join(esc(h) for h in headers) + " |",
+             "| " + " | ".join("---:" if a == "r" else ":---" for a in align) + " |"]
+    lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def qtype_order(values) -> list[str]:
+    """Query types in the paper's order, unknown ones after, 'all' last."""
+    values = [v for v in dict.fromkeys(values) if v is not None]
+    known = [q for q in QTYPE_ORDER if q in values]
+    rest = sorted(v for v in values if v not in QTYPE_ORDER and v != "all")
+    return known + rest + (["all"] if "all" in values else [])
+
+
+def _rank_marks(values: dict[str, float]) -> dict[str, str]:
+    """'**' for the best value(s), '*' for the second best, by descending value; no marks when
+    fewer than two distinct values exist (nothing to tell apart)."""
+    finite = sorted({v for v in values.values() if not _missing(v)}, reverse=True)
+    if len(finite) < 2:
+        return {key: "" for key in values}
+    marks = {}
+    for key, v in values.items():
+        if _missing(v):
+            marks[key] = ""
+        elif v == finite[0]:
+            marks[key] = "**"
+        elif v == finite[1]:
+            marks[key] = "*"
+        else:
+            marks[key] = ""
+    return marks
+
+
+def _blocks(df: pd.DataFrame, keys: list[str]):
+    """Groups of ``df`` by ``keys`` in sorted order (None keys sort last)."""
+    if df.empty:
+        return
+    for key, part in df.groupby(keys, dropna=False, sort=True):
+        yield (key if isinstance(key, tuple) else (key,)), part
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables
+
+
+def table_accuracy(acc: pd.DataFrame) -> str:
+    """Table 2: % correct per query type and overall, and average tokens, per paradigm and
+    corpus; one block per (generator, judge). Best per column in bold, second in italics."""
+    out = []
+    for (generator, judge), part in _blocks(acc, ["generator", "judge"]):
+        corpora = sorted(part["corpus"].unique())
+        qtypes = qtype_order(part["qtype"])
+        paradigms = paradigm_order(part["paradigm"].unique())
+        cell = {(r.corpus, r.paradigm, r.qtype): r for r in part.itertuples(index=False)}
+        headers = ["Paradigm"]
+        for c in corpora:
+            headers += [f"{c} {QTYPE_SHORT.get(q, q)}" for q in qtypes] + [f"{c} Tok."]
+        marks = {}
+        for c in corpora:
+            for q in qtypes:
+                vals = {p: cell[(c, p, q)].correct_pct for p in paradigms if (c, p, q) in cell}
+                for p, m in _rank_marks(vals).items():
+                    marks[(c, p, q)] = m
+        rows = []
+        for p in paradigms:
+            row = [p]
+            for c in corpora:
+                for q in qtypes:
+                    r = cell.get((c, p, q))
+                    m = marks.get((c, p, q), "")
+                    row.append(f"{m}{fmt_pct(r.correct_pct)}{m}" if r is not None else DASH)
+                tot = cell.get((c, p, "all"))
+                row.append(fmt_int(tot.avg_tokens) if tot is not None else DASH)
+            rows.append(row)
+        out.append(f"**Generator `{generator}`, judge `{judge}`** (% correct; Tok. = average tokens "
+                   "consumed per query; best in bold, second in italics)\n\n" + md_table(headers, rows))
+    return "\n\n".join(out)
+
+
+def table_breakdown(bd: pd.DataFrame) -> str:
+    """Table 13: correct / incorrect / incomplete (no answer) % per paradigm and query type."""
+    out = []
+    for (generator, judge), part in _blocks(bd, ["generator", "judge"]):
+        corpora = sorted(part["corpus"].unique())
+        cell = {(r.corpus, r.paradigm, r.qtype): r for r in part.itertuples(index=False)}
+        headers = ["Paradigm", "Type"] + [f"{c} {k}" for c in corpora for k in ("Cor", "Inc", "No-A")]
+        rows = []
+        for p in paradigm_order(part["paradigm"].unique()):
+            for q in qtype_order(part.loc[part["paradigm"] == p, "qtype"]):
+                row = [p, q]
+                for c in corpora:
+                    r = cell.get((c, p, q))
+                    row += ([fmt_pct(r.correct_pct), fmt_pct(r.incorrect_pct), fmt_pct(r.incomplete_pct)]
+                            if r is not None else [DASH] * 3)
+                rows.append(row)
+        out.append(f"**Generator `{generator}`, judge `{judge}`** (% of judged runs)\n\n"
+                   + md_table(headers, rows, ["l", "l"] + ["r"] * (len(headers) - 2)))
+    return "\n\n".join(out)
+
+
+def table_quality(q: pd.DataFrame) -> str:
+    """Table 15: mean semantic F1, coverage, faithfulness and LLM-judge correct %."""
+    if q.empty:
+        return ""
+    headers = ["Corpus", "Generator", "Paradigm", "Judge", "N", "Sem-F1", "COV", "Faith-H", "Faith-S", "LLM-Cor%"]
+    rows = []
+    order = {p: i for i, p in enumerate(paradigm_order(q["paradigm"].unique()))}
+    q = q.assign(_o=q["paradigm"].map(order)).sort_values(["corpus", "generator", "_o", "judge"], na_position="last")
+    for r in q.itertuples(index=False):
+        rows.append([r.corpus, r.generator, r.paradigm, r.judge if not _missing(r.judge) else DASH,
+                     fmt_int(r.n_runs), fmt_score(r.semantic_f1), fmt_score(r.coverage),
+                     fmt_score(r.faith_hard), fmt_score(r.faith_soft), fmt_pct(r.correct_pct)])
+    return md_table(headers, rows, ["l", "l", "l", "l"] + ["r"] * 6)
+
+
+def table_tokens(t: pd.DataFrame) -> str:
+    """Table 16: tokens in millions (Avg-Ctx in tokens) per corpus, paradigm and generator."""
+    if t.empty:
+        return ""
+    headers = ["Corpus", "Paradigm", "Generator", "N", "Avg-Ctx", "Ret-In", "Ret-Out", "Gen-In", "Gen-Out",
+               "Total", "Graph build", "Build/query"]
+    order = {p: i for i, p in enumerate(paradigm_order(t["paradigm"].unique()))}
+    t = t.assign(_o=t["paradigm"].map(order)).sort_values(["corpus", "_o", "generator"])
+    rows = [[r.corpus, r.paradigm, r.generator, fmt_int(r.n), fmt_int(r.avg_context_tokens),
+             fmt_millions(r.ret_in), fmt_millions(r.ret_out), fmt_millions(r.gen_in), fmt_millions(r.gen_out),
+             fmt_millions(r.total), fmt_millions(r.graph_build_tokens), fmt_int(r.graph_build_per_query)]
+            for r in t.itertuples(index=False)]
+    return md_table(headers, rows, ["l", "l", "l"] + ["r"] * 9)
+
+
+STRUCTURAL_COLUMNS = [("nodes", "Nodes", fmt_int), ("edges", "Edges", fmt_int), ("density", "Density", fmt_sci),
+                      ("relation_types", "Rel. Types", fmt_int), ("avg_degree", "Avg. Deg.", lambda v: fmt_float(v, 2)),
+                      ("components", "Comp.", fmt_int), ("lcc_ratio", "LCC Ratio", fmt_score),
+                      ("clustering", "Cluster. Coeff.", lambda v: fmt_float(v, 4))]
+SEMANTIC_COLUMNS = [("n_chunks", "Chunks", fmt_int), ("intrinsic_dim", "Int. Dim.", lambda v: fmt_float(v, 2)),
+                    ("hubness", "Hubness", lambda v: fmt_float(v, 2)), ("dist_mean", "Avg. Dist.", fmt_score),
+                    ("dist_std", "Std. Dist.", fmt_score), ("dist_min", "Min. Dist.", fmt_score),
+                    ("dist_max", "Max. Dist.", fmt_score)]
+CORPUS_COLUMNS = [("n_documents", "Docs", fmt_int), ("total_tokens", "Tokens", fmt_int),
+                  ("avg_doc_tokens", "Avg. Doc Tokens", lambda v: fmt_float(v, 1)),
+                  ("n_chunks", "Chunks", fmt_int), ("n_queries", "Accepted queries", fmt_int)]
+
+
+def table_profile(prof: pd.DataFrame, columns) -> str:
+    """Tables 8 / 9 (and a corpus summary): one row per corpus, the given columns."""
+    if prof.empty:
+        return ""
+    rows = [[r["corpus"]] + [f(r[c]) for c, _, f in columns] for _, r in prof.sort_values("corpus").iterrows()]
+    return md_table(["Corpus"] + [h for _, h, _ in columns], rows)
+
+
+def table_validation(v: pd.DataFrame) -> str:
+    """Table 6: generated / passed / pass rate per corpus and type, and rejection reasons."""
+    if v.empty:
+        return ""
+    rows = []
+    for corpus, part in v.groupby("corpus", sort=True):
+        by_type = {r.qtype: r for r in part.itertuples(index=False)}
+        order = ["factual", *sorted(k for k in by_type if k.endswith("-hop")), "reasoning", "summary"]
+        order += sorted(k for k in by_type if k not in order and k != "all") + ["all"]
+        for q in [k for k in order if k in by_type]:
+            r = by_type[q]
+            rows.append([corpus, q, fmt_int(r.generated), fmt_int(r.passed), fmt_pct(r.pass_rate_pct),
+                         fmt_int(r.pending), r.rejection_reasons if not _missing(r.rejection_reasons) else DASH])
+    return md_table(["Corpus", "Type", "Gen.", "Pass", "Rate %", "Pending", "Failed checks (rejected)"], rows,
+                    ["l", "l", "r", "r", "r", "r", "l"])
+
+
+def table_oracle(oracle: pd.DataFrame) -> str:
+    """Oracle label distribution: queries per label, per corpus and query type."""
+    out = []
+    for (generator, judge), part in _blocks(oracle, ["generator", "judge"]):
+        labels = paradigm_order(set(part["label"]) - {"cannot_answer"})
+        labels += ["cannot_answer"] if "cannot_answer" in set(part["label"]) else []
+        both = pd.concat([part, part.assign(qtype="all")], ignore_index=True)
+        counts = both.groupby(["corpus", "qtype", "label"]).size()
+        rows = []
+        for corpus in sorted(part["corpus"].unique()):
+            for q in qtype_order(both.loc[both["corpus"] == corpus, "qtype"]):
+                n = [int(counts.get((corpus, q, lab), 0)) for lab in labels]
+                rows.append([corpus, q] + [fmt_int(v) for v in n] + [fmt_int(sum(n))])
+        out.append(f"**Generator `{generator}`, judge `{judge}`** (queries per oracle label)\n\n"
+                   + md_table(["Corpus", "Type", *labels, "Total"], rows, ["l", "l"] + ["r"] * (len(labels) + 1)))
+    return "\n\n".join(out)
+
+
+def table_routers(scores: pd.DataFrame) -> str:
+    """Router scores (paper Table 3 columns R.A, C.R and tokens; F1/MRR live in MLflow)."""
+    if scores.empty:
+        return ""
+    s = scores.sort_values(["dataset", "generator", "judge", "features", "router", "encoder"], na_position="last")
+    rows = [[r.router, r.features, r.encoder, r.generator, r.dataset, r.judge if not _missing(r.judge) else DASH,
+             fmt_int(r.n), fmt_pct(r.routing_accuracy), fmt_pct(r.correct_rate), fmt_int(r.avg_tokens)]
+            for r in s.itertuples(index=False)]
+    return md_table(["Router", "Features", "Encoder", "Generator", "Dataset", "Judge", "N", "R.A %", "C.R %",
+                     "Tokens"], rows, ["l"] * 6 + ["r"] * 4)
