@@ -81,6 +81,9 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
         nonlocal last_flush
         if not buffer:
             return
+        gateway = services.__dict__.get("gateway")
+        if gateway is not None and hasattr(gateway, "flush"):
+            gateway.flush()  # ledger rows first: results link to them
         with services.db_lock, engine.begin() as conn:
             ok_keys = []
             for unit, result, exc in buffer:

@@ -41,6 +41,10 @@ class Services:
             ).returning(models.WorkerRun.id)).scalar_one()
 
     def finish(self) -> None:
+        """Flush and close the gateway (its ledger rows, its DuckDB connection), stamp the run."""
+        gateway = self.__dict__.pop("gateway", None)
+        if gateway is not None:
+            gateway.close()
         if "worker_run_id" in self.__dict__:
             from sqlalchemy import func
 

@@ -1,0 +1,1 @@
+"""Knowledge graph (``kg``) and Personalized PageRank (``ppr``)."""

@@ -1,0 +1,1049 @@
+"""The LLM gateway: every chat and embedding call of ragrouter passes through here.
+
+``Gateway(config, engine)`` resolves a role or backend name to a backend (``backends.py``),
+serves a request from the ledger when the same request was answered before, and otherwise
+makes it — under the backend's concurrency limit, with its timeout and our own retry loop —
+and writes it to the ledger (``llm_calls``) or, when it fails for good, to ``llm_failures``.
+Only :class:`GatewayError` (with a ``.reason``) ever leaves :meth:`Gateway.chat` and
+:meth:`Gateway.embed`.
+
+Cache key
+    sha256 of the canonical JSON of: key version, call kind (``chat``/``embedding``), the
+    backend's *model* name, the messages (or embedding inputs), temperature, max_tokens, the
+    response format (structured-output mode + JSON schema) and the sample index (chat), or the
+    ``dimensions`` setting (embeddings). The backend *name*, the timeout, stage and phase are
+    not in the key: the same model behind two backend names shares its cache, and a request
+    asked by two stages is paid once. ``sample`` lets a caller ask the same thing k times
+    (k different keys, e.g. repeated judging); everything else equal, only it changes the key.
+    Embeddings are keyed per batch of ``batch_size`` inputs.
+
+Ledger rows and durability
+    A successful reply is one ``llm_calls`` row (messages as sent, params, response text,
+    parsed JSON or float32 vector bytes, prompt/completion tokens with their source, latency
+    of the successful attempt, attempts, stage, phase, worker_run_id). Unusable replies (empty,
+    unparseable or schema-violating JSON) and requests that still fail after the retries are
+    *not* cached: they become ``llm_failures`` rows (reason, attempts, the bad reply and its
+    billed tokens when one arrived) and the next run asks again.
+
+    All rows go through one writer thread per gateway that commits whatever is queued as one
+    multi-row transaction (group commit). DuckDB commits cost 10–60 ms here, far more than a
+    row, so committing each call on its own would cap a worker near 40 calls/s. Two modes:
+
+    * ``sync`` (default on PostgreSQL): ``chat()`` returns after its row is committed; ids come
+      from ``RETURNING``; a row another process inserted first is found and its id returned.
+    * ``async`` (default on DuckDB, one process per file): ids are drawn ahead from the
+      ``llm_calls_id_seq`` sequence, ``chat()`` returns as soon as the row is queued, and the
+      result is served from memory until committed. The writer lingers up to ``LINGER_S``
+      (0.1 s) for more rows, so a commit carries tens of rows. Guarantee: a row is committed
+      within ``LINGER_S`` plus one commit of being queued (well under a second);
+      :meth:`Gateway.flush` commits at once and blocks until every row queued before it is
+      committed; :meth:`Gateway.close` (also run at interpreter exit and when an unclosed
+      gateway is garbage-collected) flushes. A hard kill loses at most the rows of that window
+      — those calls are paid again by the next run, nothing else is lost or corrupted. Callers
+      that store ``call_id`` in their own rows must call ``flush()`` before committing them,
+      so a unit never references an unwritten ledger row.
+
+    Choose with ``Gateway(..., ledger_commit='sync'|'async')`` or the ``gateway.ledger_commit``
+    setting.
+
+    On a DuckDB file the gateway opens its *own* connection to the same database (DuckDB shares
+    one database instance between the connections of a process, with MVCC transactions), so
+    its background commits never interleave with transactions on the store engine's single
+    connection; one lock serialises the gateway's own use of its connection. It is closed by
+    :meth:`Gateway.close` (the file lock is held until then). An in-memory DuckDB has no
+    second connection: there the gateway uses the engine itself under
+    :func:`ragrouter.db.engine.write_lock`, like every other user of that engine.
+
+Tokens
+    From the endpoint's ``usage`` when it reports both counts (``token_source='usage'``), else
+    cl100k_base counts of the message texts as sent and of the reply (``'tiktoken'``); a local
+    encoder counts with its own tokenizer (``'encoder'``). *Billed* tokens of a run are the rows
+    whose ``worker_run_id`` is that run; *consumed* tokens are the tokens of every row a unit
+    used, cached or not (``ChatResult`` carries them either way; ``cached`` says which).
+
+Retries
+    Up to ``retries`` (default 3) more attempts on HTTP 429, 5xx, timeouts, connection errors
+    and malformed HTTP bodies, sleeping ``uniform(0, min(cap, base·2^i))`` (full jitter, base
+    0.5 s, cap 20 s) or the server's ``Retry-After``/``retry-after-ms`` capped at ``cap``.
+    Other 4xx fail at once. The sleep function and the RNG are injectable for tests.
+
+Secrets
+    Keys live only in the environment; error texts are passed through
+    :func:`backends.redact` (the key's value, ``Bearer …``, ``Authorization:``/``api_key=``
+    and ``sk-…``) before they are logged, stored or raised.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import contextlib
+import dataclasses
+import hashlib
+import json
+import logging
+import random
+import threading
+import time
+import weakref
+from concurrent.futures import Future
+from typing import Any, Callable
+
+import numpy as np
+from sqlalchemy import bindparam, select, text
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.engine import Engine
+
+from ragrouter.db.engine import write_lock
+from ragrouter.db.models import LLMCall, LLMFailure
+from ragrouter.llm import tokens
+from ragrouter.llm.backends import (
+    Backend,
+    BackendError,
+    ChatReply,
+    GatewayError,
+    make_backend,
+    redact,
+)
+from ragrouter.llm.jsonparse import JSONParseError, parse_reply, schema_instructions
+
+__all__ = [
+    "Gateway",
+    "GatewayError",
+    "ChatResult",
+    "engine_lock",
+    "chat_key",
+    "embed_key",
+    "request_hash",
+    "message_tokens",
+]
+
+log = logging.getLogger("ragrouter.llm.gateway")
+
+CACHE_KEY_VERSION = 1
+ROLE_NAMES = ("extractor", "judge", "query_generator", "embedder")
+BACKOFF_BASE_S = 0.5
+BACKOFF_CAP_S = 20.0
+ID_BLOCK = 256
+WRITER_MAX_BATCH = 500
+WRITER_MAX_QUEUE = 20_000
+WRITE_RETRIES = 3
+LINGER_S = 0.1  # async mode: how long the writer waits for more rows before a commit
+LINGER_ROWS = 64  # ... unless this many are queued
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclasses.dataclass(frozen=True)
+class ChatResult:
+    """One chat reply. ``prompt_tokens``/``completion_tokens`` are what the call consumed (the
+    stored cost on a cache hit); ``cached`` is True when this call paid nothing (served from the
+    ledger, from memory, or by another thread's identical request in flight); ``latency_s`` is
+    the wall time of this gateway call; ``call_id`` is the ``llm_calls.id`` of the row."""
+
+    text: str
+    data: Any
+    prompt_tokens: int
+    completion_tokens: int
+    cached: bool
+    call_id: int
+    latency_s: float
+    token_source: str = "usage"
+    attempts: int = 1
+    request_hash: str = ""
+
+
+@dataclasses.dataclass
+class _Record:
+    """What a ledger row holds about a reply (shared by chat and embeddings)."""
+
+    id: int | None
+    text: str | None
+    data: Any
+    vectors: bytes | None
+    prompt_tokens: int
+    completion_tokens: int
+    token_source: str
+    latency_s: float
+    attempts: int
+
+
+# --------------------------------------------------------------------------- keys
+
+
+def canonical_json(obj: Any) -> str:
+    """Deterministic JSON (sorted keys, no spaces, UTF-8 kept)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def request_hash(key: dict) -> str:
+    """sha256 hex of the canonical JSON of a key made by :func:`chat_key`/:func:`embed_key`."""
+    return hashlib.sha256(canonical_json(key).encode("utf-8")).hexdigest()
+
+
+def chat_key(model: str, messages: list[dict], *, temperature: float, max_tokens: int,
+             structured: str | None, json_schema: dict | None, sample: int = 0) -> dict:
+    """The cache-key payload of a chat request (see the module docstring)."""
+    return {
+        "v": CACHE_KEY_VERSION,
+        "kind": "chat",
+        "model": model,
+        "messages": messages,
+        "temperature": float(temperature),
+        "max_tokens": int(max_tokens),
+        "response_format": None if json_schema is None else {"mode": structured, "schema": json_schema},
+        "sample": int(sample),
+    }
+
+
+def embed_key(model: str, inputs: list[str], *, dimensions: int | None = None) -> dict:
+    """The cache-key payload of one embedding batch."""
+    return {"v": CACHE_KEY_VERSION, "kind": "embedding", "model": model, "inputs": inputs,
+            "dimensions": dimensions}
+
+
+def _message_text(message: dict) -> str:
+    content = message.get("content")
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type", "text") == "text")
+    return str(content)
+
+
+def message_tokens(messages: list[dict]) -> int:
+    """cl100k_base tokens of the messages' text (no chat-template overhead)."""
+    return sum(tokens.count(_message_text(m)) for m in messages)
+
+
+# --------------------------------------------------------------------------- shared per engine
+
+_SHARED: "weakref.WeakKeyDictionary[Engine, _Shared]" = weakref.WeakKeyDictionary()
+_REGISTRY_LOCK = threading.Lock()
+
+
+def _is_duckdb(engine: Engine) -> bool:
+    return engine.dialect.name.startswith("duckdb")
+
+
+def engine_lock(engine: Engine):
+    """The process-wide lock serialising use of an engine's connection
+    (:func:`ragrouter.db.engine.write_lock`); the gateway needs it only for an in-memory DuckDB."""
+    return write_lock(engine)
+
+
+def _gateway_connection(engine: Engine):
+    """(engine for the gateway's own DB traffic, lock serialising it, whether we own it)."""
+    if not _is_duckdb(engine):
+        return engine, contextlib.nullcontext(), False
+    database = engine.url.database
+    if not database or database == ":memory:":
+        return engine, engine_lock(engine), False
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import StaticPool
+
+    return create_engine(engine.url, poolclass=StaticPool), threading.RLock(), True
+
+
+def _hash64(h: str) -> int:
+    try:
+        return int(h[:16], 16)
+    except ValueError:
+        return int.from_bytes(hashlib.sha256(h.encode()).digest()[:8], "big")
+
+
+class _HashIndex:
+    """Which request hashes the ledger may hold, kept in memory (DuckDB only: one process
+    owns the file, so this process sees every insert). A miss needs no database round trip,
+    which matters because a lookup would otherwise wait behind the writer's commits."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loaded = False
+        self._arr = np.empty(0, dtype=np.uint64)
+        self._new: set[int] = set()
+
+    def ensure_loaded(self, engine: Engine, lock) -> None:
+        if self._loaded:
+            return
+        with self._lock:
+            if self._loaded:
+                return
+            with lock, engine.connect() as conn:
+                hashes = conn.execute(select(LLMCall.request_hash)).scalars().all()
+            self._arr = np.unique(np.fromiter((_hash64(h) for h in hashes), dtype=np.uint64, count=len(hashes)))
+            self._loaded = True
+
+    def maybe(self, h: str) -> bool:
+        v = _hash64(h)
+        if v in self._new:
+            return True
+        i = int(np.searchsorted(self._arr, np.uint64(v)))
+        return i < len(self._arr) and int(self._arr[i]) == v
+
+    def add(self, h: str) -> None:
+        self._new.add(_hash64(h))
+
+
+class _Shared:
+    """Cache state shared by every gateway of one engine in this process: replies queued but
+    not yet committed, requests in flight, and (DuckDB) the hash index."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.lock = threading.Lock()
+        self.pending: dict[str, _Record] = {}
+        self.inflight: dict[str, Future] = {}
+        self.index = _HashIndex() if _is_duckdb(engine) else None
+
+
+def _shared_for(engine: Engine) -> _Shared:
+    with _REGISTRY_LOCK:
+        shared = _SHARED.get(engine)
+        if shared is None:
+            shared = _SHARED[engine] = _Shared(engine)
+        return shared
+
+
+# --------------------------------------------------------------------------- ledger writer
+
+
+@dataclasses.dataclass
+class _Job:
+    table: str  # "call" | "failure"
+    row: dict
+    request_hash: str
+    seq: int = 0
+    done: threading.Event = dataclasses.field(default_factory=threading.Event)
+    final_id: int | None = None
+    error: str | None = None
+
+
+class _LedgerWriter:
+    """One thread committing queued ledger rows in multi-row transactions."""
+
+    def __init__(self, gateway: "Gateway", linger_s: float = 0.0):
+        self._gw = weakref.proxy(gateway)
+        self.linger_s = linger_s
+        self.urgent = 0  # flushes waiting: commit now, do not linger
+        self.engine = gateway._db
+        self.lock = gateway._db_lock
+        self.cond = threading.Condition()
+        self.queue: collections.deque[_Job] = collections.deque()
+        self.enqueued = 0
+        self.written = 0
+        self.errors: list[str] = []
+        self.stopping = False
+        self.thread = threading.Thread(target=self._run, name="ragrouter-ledger-writer", daemon=True)
+        self.thread.start()
+
+    def put(self, job: _Job) -> _Job:
+        with self.cond:
+            while len(self.queue) >= WRITER_MAX_QUEUE and self.thread.is_alive():
+                self.cond.wait(0.1)
+            if self.stopping and not self.thread.is_alive():
+                raise GatewayError("ledger_write_failed", "the gateway is closed: its ledger writer has stopped")
+            self.enqueued += 1
+            job.seq = self.enqueued
+            self.queue.append(job)
+            self.cond.notify_all()
+        return job
+
+    def flush(self, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self.cond:
+            target = self.enqueued
+            self.urgent += 1
+            self.cond.notify_all()
+            try:
+                while self.written < target and self.thread.is_alive():
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        return False
+                    self.cond.wait(left if left is not None else 0.5)
+                return self.written >= target
+            finally:
+                self.urgent -= 1
+
+    def stop(self) -> None:
+        """Commit what is queued, then end the thread."""
+        with self.cond:
+            self.stopping = True
+            self.cond.notify_all()
+        if threading.current_thread() is not self.thread:
+            self.thread.join()
+
+    def _run(self) -> None:
+        while True:
+            with self.cond:
+                while not self.queue and not self.stopping:
+                    self.cond.wait()
+                if not self.queue and self.stopping:
+                    return
+                if self.linger_s > 0:
+                    # group commit: let a few more rows arrive, unless someone waits for these
+                    until = time.monotonic() + self.linger_s
+                    while (len(self.queue) < LINGER_ROWS and not self.stopping and not self.urgent
+                           and (left := until - time.monotonic()) > 0):
+                        self.cond.wait(left)
+                batch = [self.queue.popleft() for _ in range(min(len(self.queue), WRITER_MAX_BATCH))]
+                self.cond.notify_all()  # room in the queue
+            try:
+                self._write(batch)
+            except BaseException as exc:  # noqa: BLE001 - the writer must never die silently
+                msg = f"ledger write failed: {exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                log.error("%s (%d rows lost)", msg, len(batch))
+                for job in batch:
+                    job.error = msg
+            finally:
+                try:
+                    self._gw._after_write(batch)
+                except ReferenceError:
+                    pass
+                for job in batch:
+                    job.done.set()
+                with self.cond:
+                    self.written += len(batch)
+                    if any(j.error for j in batch):
+                        self.errors.append(next(j.error for j in batch if j.error))
+                    self.cond.notify_all()
+            try:
+                self._gw._refill_ids_if_low()
+            except ReferenceError:
+                return
+            except Exception as exc:  # noqa: BLE001 - callers refill themselves when needed
+                log.debug("id prefetch failed: %s", exc)
+
+    def _write(self, batch: list[_Job]) -> None:
+        calls: dict[str, _Job] = {}
+        dupes: list[_Job] = []
+        for job in batch:
+            if job.table == "call":
+                if job.request_hash in calls:
+                    dupes.append(job)
+                else:
+                    calls[job.request_hash] = job
+        failures = [job.row for job in batch if job.table == "failure"]
+        delay = 0.1
+        for attempt in range(WRITE_RETRIES):
+            try:
+                ids = self._transaction(list(calls.values()), failures)
+                break
+            except Exception as exc:  # noqa: BLE001 - retried, then reported
+                if attempt == WRITE_RETRIES - 1:
+                    raise
+                log.warning("ledger write attempt %d failed (%s); retrying", attempt + 1, exc.__class__.__name__)
+                time.sleep(delay)
+                delay *= 4
+        for h, job in calls.items():
+            job.final_id = ids.get(h)
+            pre = job.row.get("id")
+            if pre is not None and job.final_id is not None and job.final_id != pre:
+                log.warning("ledger: request %s was stored by another process first; id %s is superseded by %s",
+                            h[:12], pre, job.final_id)
+        for job in dupes:
+            job.final_id = ids.get(job.request_hash)
+
+    def _transaction(self, calls: list[_Job], failures: list[dict]) -> dict[str, int]:
+        ids: dict[str, int] = {}
+        with self.lock, self.engine.begin() as conn:
+            groups: dict[tuple, list[dict]] = {}
+            for job in calls:
+                groups.setdefault(tuple(sorted(job.row)), []).append(job.row)
+            for rows in groups.values():
+                # executemany of one cached statement: SQLAlchemy's "insertmanyvalues" turns it
+                # into multi-row INSERTs without compiling every row (compiling a .values(rows)
+                # statement cost ~2 ms of GIL time per row)
+                for row_id, h in conn.execute(_INSERT_CALL, rows):
+                    ids[h] = row_id
+            missing = [job.request_hash for job in calls if job.request_hash not in ids]
+            if missing:
+                found = conn.execute(
+                    select(LLMCall.id, LLMCall.request_hash).where(LLMCall.request_hash.in_(missing))
+                ).all()
+                ids.update({h: row_id for row_id, h in found})
+            if failures:
+                conn.execute(LLMFailure.__table__.insert(), failures)
+        return ids
+
+
+_LOOKUP = select(
+    LLMCall.id, LLMCall.response, LLMCall.response_json, LLMCall.response_vectors, LLMCall.prompt_tokens,
+    LLMCall.completion_tokens, LLMCall.token_source, LLMCall.latency_s, LLMCall.attempts,
+).where(LLMCall.request_hash == bindparam("h"))
+
+_INSERT_CALL = (
+    pg_insert(LLMCall)
+    .on_conflict_do_nothing(index_elements=["request_hash"])
+    .returning(LLMCall.id, LLMCall.request_hash)
+)
+
+def _shutdown(writer: _LedgerWriter, own_db: Engine | None) -> None:
+    writer.stop()
+    if own_db is not None:
+        own_db.dispose()
+
+
+_LIVE: "weakref.WeakSet[Gateway]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:  # pragma: no cover - interpreter exit
+    for gw in list(_LIVE):
+        with contextlib.suppress(Exception):
+            gw.close()
+
+
+# --------------------------------------------------------------------------- the gateway
+
+
+class Gateway:
+    """Thread-safe gateway over the configured backends (see the module docstring).
+
+    Args:
+        config: a :class:`ragrouter.config.Config`.
+        engine: the store's SQLAlchemy engine (schema already migrated).
+        worker_run_id: ``worker_runs.id`` of this process, written on every row it pays for.
+        offline_ok: True (default): construction touches no endpoint, key or model; problems
+            surface at call time as GatewayError. False: every backend bound to a role is
+            checked up front (API-key variables set, local model/encoder names known) and the
+            first problem is raised as GatewayError('config' or 'missing_api_key').
+        sleep: the function used for backoff sleeps (tests inject a recorder).
+        rng: ``random.Random`` for the jitter (tests inject a seeded one).
+        ledger_commit: 'sync' or 'async' (default: config ``gateway.ledger_commit``, else
+            async on DuckDB and sync elsewhere).
+        backoff_base_s, backoff_cap_s: the retry schedule.
+    """
+
+    def __init__(self, config, engine: Engine, worker_run_id: int | None = None, offline_ok: bool = True, *,
+                 sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None,
+                 ledger_commit: str | None = None, backoff_base_s: float = BACKOFF_BASE_S,
+                 backoff_cap_s: float = BACKOFF_CAP_S):
+        self.config = config
+        self.engine = engine
+        self.worker_run_id = worker_run_id
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self.backoff_base_s = float(backoff_base_s)
+        self.backoff_cap_s = float(backoff_cap_s)
+        self._duck = _is_duckdb(engine)
+        mode = ledger_commit or config.get("gateway.ledger_commit", None) or ("async" if self._duck else "sync")
+        if mode not in ("sync", "async"):
+            raise GatewayError("config", f"{config.source}: gateway.ledger_commit must be 'sync' or 'async' "
+                               f"(got {mode!r})")
+        self.ledger_commit = mode
+        self._db, self._db_lock, self._own_db = _gateway_connection(engine)
+        self._shared = _shared_for(engine)
+        self._index = self._shared.index
+        self._backends: dict[str, Backend] = {}
+        self._sems: dict[str, threading.BoundedSemaphore] = {}
+        self._backend_lock = threading.Lock()
+        self._state_lock = self._shared.lock
+        self._pending = self._shared.pending
+        self._inflight = self._shared.inflight
+        self._ids: collections.deque[int] = collections.deque()
+        self._id_lock = threading.Lock()
+        self._ids_used = False
+        self._stats = collections.Counter()
+        self._stats_lock = threading.Lock()
+        self._closed = False
+        self._writer = _LedgerWriter(self, linger_s=LINGER_S if mode == "async" else 0.0)
+        # a gateway dropped without close() still commits its queue and frees the file lock
+        self._finalizer = weakref.finalize(self, _shutdown, self._writer, self._db if self._own_db else None)
+        _LIVE.add(self)
+        if not offline_ok:
+            try:
+                self.preflight()
+            except BaseException:
+                self.close()
+                raise
+
+    # ------------------------------------------------------------------ backends
+    def resolve(self, backend_or_role: str) -> str:
+        """Backend name for a role ('extractor', 'judge', 'query_generator', 'embedder') or a
+        backend name (generators are named by their backend)."""
+        backends = self.config.section("backends")
+        if backend_or_role in ROLE_NAMES:
+            name = self.config.get(f"roles.{backend_or_role}", None)
+            if not isinstance(name, str) or name not in backends:
+                raise GatewayError("config", f"{self.config.source}: roles.{backend_or_role} does not name a "
+                                   f"backend (got {name!r})")
+            return name
+        if backend_or_role == "generators":
+            raise GatewayError("config", "'generators' is a list: pass the generator's backend name "
+                               f"(one of {', '.join(self.config.generators())})")
+        if backend_or_role not in backends:
+            raise GatewayError("config", f"{self.config.source}: '{backend_or_role}' is neither a role "
+                               f"({', '.join(ROLE_NAMES)}) nor a backend under 'backends' "
+                               f"({', '.join(sorted(backends))})")
+        return backend_or_role
+
+    def backend(self, backend_or_role: str) -> Backend:
+        """The (lazily built) backend object for a role or backend name."""
+        name = self.resolve(backend_or_role)
+        with self._backend_lock:
+            be = self._backends.get(name)
+            if be is None:
+                spec = self.config.section("backends")[name]
+                if not isinstance(spec, dict):
+                    raise GatewayError("config", f"{self.config.source}: backends.{name} must be a mapping")
+                be = make_backend(name, spec, source=self.config.source)
+                self._backends[name] = be
+                self._sems[name] = threading.BoundedSemaphore(be.concurrency)
+            return be
+
+    def preflight(self) -> None:
+        """Check every backend bound to a role without making a request (GatewayError)."""
+        names = list(self.config.generators())
+        for role in ROLE_NAMES:
+            value = self.config.get(f"roles.{role}", None)
+            if value:
+                names.append(value)
+        for name in dict.fromkeys(names):
+            self.backend(name).preflight()
+
+    # ------------------------------------------------------------------ public calls
+    def chat(self, backend_or_role: str, messages: list[dict], *, temperature: float, max_tokens: int,
+             json_schema: dict | None = None, stage: str, phase: str, sample: int = 0,
+             timeout_s: float | None = None) -> ChatResult:
+        """One chat completion through the cache and the ledger. Raises GatewayError only."""
+        t0 = time.perf_counter()
+        self._bump("calls")
+        try:
+            be, sent, key, h, response_format = self._prepare_chat(
+                backend_or_role, messages, temperature, max_tokens, json_schema, sample)
+            timeout = self._timeout(be, timeout_s)
+            rec, cached = self._get_or_run(
+                h, lambda: self._produce_chat(be, h, sent, response_format, json_schema, key, temperature,
+                                              max_tokens, timeout, stage, phase))
+        except GatewayError:
+            self._bump("errors")
+            raise
+        except Exception as exc:  # noqa: BLE001 - nothing else may escape
+            self._bump("errors")
+            raise GatewayError("client_error", f"gateway: unexpected {exc.__class__.__name__}: "
+                               f"{redact(str(exc), self._secrets())}") from None
+        if cached:
+            self._bump("cache_hits")
+        return ChatResult(
+            text=rec.text or "",
+            data=rec.data,
+            prompt_tokens=rec.prompt_tokens,
+            completion_tokens=rec.completion_tokens,
+            cached=cached,
+            call_id=int(rec.id) if rec.id is not None else -1,
+            latency_s=time.perf_counter() - t0,
+            token_source=rec.token_source,
+            attempts=rec.attempts,
+            request_hash=h,
+        )
+
+    def embed(self, backend_or_role: str, texts: list[str], *, stage: str, phase: str) -> np.ndarray:
+        """Embeddings of ``texts`` (float32, (n, dim), rows L2-normalised), batched by the
+        backend's ``batch_size``; each batch is one ledger row (a cache hit when repeated)."""
+        self._bump("embed_calls")
+        try:
+            be = self.backend(backend_or_role)
+            if not be.supports_embeddings:
+                raise GatewayError("config", f"backend '{be.name}' ({be.kind}) does not serve embeddings",
+                                   backend=be.name)
+            texts = self._check_texts(texts)
+            if not texts:
+                return np.zeros((0, 0), dtype=np.float32)
+            timeout = self._timeout(be, None)
+            out = []
+            for start in range(0, len(texts), be.batch_size):
+                batch = texts[start:start + be.batch_size]
+                h = request_hash(embed_key(be.model, batch, dimensions=be.dimensions))
+                rec, cached = self._get_or_run(
+                    h, lambda batch=batch, h=h: self._produce_embed(be, h, batch, timeout, stage, phase))
+                if cached:
+                    self._bump("cache_hits")
+                out.append(np.frombuffer(rec.vectors, dtype="<f4").reshape(len(batch), -1))
+            dims = {v.shape[1] for v in out}
+            if len(dims) != 1:
+                raise GatewayError("bad_response", f"backend '{be.name}': batches returned vectors of "
+                                   f"different widths {sorted(dims)}", backend=be.name)
+            return np.vstack(out).astype(np.float32, copy=True)
+        except GatewayError:
+            self._bump("errors")
+            raise
+        except Exception as exc:  # noqa: BLE001
+            self._bump("errors")
+            raise GatewayError("client_error", f"gateway: unexpected {exc.__class__.__name__}: "
+                               f"{redact(str(exc), self._secrets())}") from None
+
+    def is_cached(self, backend_or_role: str, messages: list[dict], *, temperature: float, max_tokens: int,
+                  json_schema: dict | None = None, sample: int = 0, **_ignored) -> bool:
+        """Whether ``chat`` with these arguments would be a cache hit (no HTTP call made)."""
+        _, _, _, h, _ = self._prepare_chat(backend_or_role, messages, temperature, max_tokens, json_schema, sample)
+        return self._is_stored(h)
+
+    def embed_is_cached(self, backend_or_role: str, texts: list[str]) -> bool:
+        """Whether every batch of ``embed(texts)`` would be a cache hit."""
+        be = self.backend(backend_or_role)
+        texts = self._check_texts(texts)
+        return all(
+            self._is_stored(request_hash(embed_key(be.model, texts[i:i + be.batch_size], dimensions=be.dimensions)))
+            for i in range(0, len(texts), be.batch_size)
+        )
+
+    @staticmethod
+    def estimate_tokens(messages: list[dict], max_tokens: int) -> tuple[int, int]:
+        """(prompt tokens by cl100k_base, completion budget) of a chat request, offline."""
+        return message_tokens(messages), int(max_tokens)
+
+    def stats(self) -> dict:
+        """Counters of this gateway: calls, embed_calls, cache_hits, http_requests (attempts),
+        encoder_requests, retries, failures (recorded), errors (GatewayError raised),
+        billed_prompt_tokens, billed_completion_tokens, billed_tokens (their sum), rows_written."""
+        with self._stats_lock:
+            out = {k: 0 for k in ("calls", "embed_calls", "cache_hits", "http_requests", "encoder_requests",
+                                  "retries", "failures", "errors", "billed_prompt_tokens",
+                                  "billed_completion_tokens")}
+            out.update(self._stats)
+        out["billed_tokens"] = out["billed_prompt_tokens"] + out["billed_completion_tokens"]
+        out["rows_written"] = self._writer.written
+        return out
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Block until every ledger row queued so far is committed. Raises GatewayError
+        ('ledger_write_failed') if a write failed since the last flush, or on timeout."""
+        if not self._writer.flush(timeout):
+            raise GatewayError("ledger_write_failed", f"ledger rows not committed within {timeout} s")
+        with self._writer.cond:
+            errors, self._writer.errors = self._writer.errors, []
+        if errors:
+            raise GatewayError("ledger_write_failed", f"{len(errors)} ledger write(s) failed; first: {errors[0]}")
+
+    def close(self) -> None:
+        """Flush the ledger, stop the writer and close the HTTP clients (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._writer.flush()
+        finally:
+            self._finalizer()  # stops the writer, releases our DuckDB connection
+            with self._backend_lock:
+                for be in self._backends.values():
+                    be.close()
+            _LIVE.discard(self)
+
+    def __enter__(self) -> "Gateway":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ preparation
+    def _prepare_chat(self, backend_or_role, messages, temperature, max_tokens, json_schema, sample):
+        be = self.backend(backend_or_role)
+        if not be.supports_chat:
+            raise GatewayError("config", f"backend '{be.name}' ({be.kind}) does not serve chat", backend=be.name)
+        messages = self._check_messages(messages)
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature < 0:
+            raise GatewayError("bad_request", f"temperature must be a number >= 0 (got {temperature!r})")
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise GatewayError("bad_request", f"max_tokens must be a positive integer (got {max_tokens!r})")
+        if isinstance(sample, bool) or not isinstance(sample, int) or sample < 0:
+            raise GatewayError("bad_request", f"sample must be an integer >= 0 (got {sample!r})")
+        if json_schema is not None and not isinstance(json_schema, dict):
+            raise GatewayError("bad_request", "json_schema must be a dict (a JSON Schema) or None")
+        mode = be.structured_output if json_schema is not None else None
+        key = chat_key(be.model, messages, temperature=temperature, max_tokens=max_tokens, structured=mode,
+                       json_schema=json_schema, sample=sample)
+        try:
+            h = request_hash(key)
+        except (TypeError, ValueError) as exc:
+            raise GatewayError("bad_request", f"messages/json_schema are not JSON-serialisable: {exc}") from None
+        sent, response_format = messages, None
+        if json_schema is not None:
+            if mode == "json_schema":
+                response_format = {"type": "json_schema",
+                                   "json_schema": {"name": _schema_name(json_schema), "schema": json_schema,
+                                                   "strict": bool(be.spec.get("strict_schema", False))}}
+            else:
+                sent = _with_instructions(messages, schema_instructions(json_schema))
+                if mode == "json_object":
+                    response_format = {"type": "json_object"}
+        return be, sent, key, h, response_format
+
+    @staticmethod
+    def _check_messages(messages) -> list[dict]:
+        if not isinstance(messages, list) or not messages:
+            raise GatewayError("bad_request", "messages must be a non-empty list of {'role', 'content'} dicts")
+        for i, m in enumerate(messages):
+            if not isinstance(m, dict) or not isinstance(m.get("role"), str) or "content" not in m:
+                raise GatewayError("bad_request", f"message #{i} must be a dict with 'role' and 'content'")
+        return messages
+
+    @staticmethod
+    def _check_texts(texts) -> list[str]:
+        if isinstance(texts, str) or not isinstance(texts, (list, tuple)):
+            raise GatewayError("bad_request", "texts must be a list of strings")
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise GatewayError("bad_request", f"text #{i} is {type(t).__name__}, not str")
+        return list(texts)
+
+    @staticmethod
+    def _timeout(be: Backend, timeout_s: float | None) -> float:
+        if timeout_s is None:
+            return be.timeout_s
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or timeout_s <= 0:
+            raise GatewayError("bad_request", f"timeout_s must be a positive number (got {timeout_s!r})")
+        return float(timeout_s)
+
+    # ------------------------------------------------------------------ cache machinery
+    def _get_or_run(self, h: str, produce: Callable[[], _Record]) -> tuple[_Record, bool]:
+        """The record for hash ``h``: from memory, another thread's identical call in flight,
+        the ledger, or ``produce()`` (this thread pays). Returns (record, cached)."""
+        with self._state_lock:
+            rec = self._pending.get(h)
+            if rec is not None:
+                return rec, True
+            fut = self._inflight.get(h)
+            owner = fut is None
+            if owner:
+                fut = self._inflight[h] = Future()
+        if not owner:
+            try:
+                return fut.result(), True
+            except GatewayError as exc:
+                raise GatewayError(exc.reason, str(exc), backend=exc.backend, attempts=exc.attempts,
+                                   request_hash=h) from None
+        try:
+            rec = self._lookup(h)
+            cached = rec is not None
+            if rec is None:
+                rec = produce()
+            fut.set_result(rec)
+            return rec, cached
+        except GatewayError as exc:
+            fut.set_exception(exc)
+            raise
+        except BaseException as exc:
+            fut.set_exception(GatewayError("client_error", f"{exc.__class__.__name__}: {exc}", request_hash=h))
+            raise
+        finally:
+            with self._state_lock:
+                self._inflight.pop(h, None)
+
+    def _is_stored(self, h: str) -> bool:
+        with self._state_lock:
+            if h in self._pending:
+                return True
+        return self._lookup(h) is not None
+
+    def _lookup(self, h: str) -> _Record | None:
+        if self._index is not None:
+            self._index.ensure_loaded(self._db, self._db_lock)
+            if not self._index.maybe(h):
+                return None
+        with self._db_lock, self._db.connect() as conn:
+            row = conn.execute(_LOOKUP, {"h": h}).first()
+        if row is None:
+            return None
+        return _Record(id=row[0], text=row[1], data=row[2], vectors=row[3], prompt_tokens=int(row[4]),
+                       completion_tokens=int(row[5]), token_source=row[6], latency_s=float(row[7]),
+                       attempts=int(row[8]))
+
+    # ------------------------------------------------------------------ making calls
+    def _attempts(self, be: Backend, h: str, stage: str, phase: str, fn: Callable[[float], Any],
+                  timeout: float):
+        """Run ``fn(timeout)`` with retries; returns (reply, attempts, latency of the good one)."""
+        if hasattr(be, "api_key"):
+            be.api_key()  # clear error naming the variable when a required key is unset
+        sem = self._sems[be.name]
+        last: BackendError | None = None
+        attempts = 0
+        for i in range(be.retries + 1):
+            attempts += 1
+            with sem:
+                self._bump("http_requests" if be.http else "encoder_requests")
+                t0 = time.perf_counter()
+                try:
+                    reply = fn(timeout)
+                except BackendError as exc:
+                    last = exc
+                else:
+                    return reply, attempts, time.perf_counter() - t0
+            if not last.retryable or i == be.retries:
+                break
+            delay = self._backoff(i, last.retry_after_s)
+            self._bump("retries")
+            log.info("backend %s: attempt %d/%d failed (%s); retrying in %.2f s", be.name, attempts,
+                     be.retries + 1, redact(last.detail, be.secrets()), delay)
+            self._sleep(delay)
+        assert last is not None
+        self._fail(be, h, stage, phase, last.reason, last.detail, attempts)
+
+    def _backoff(self, i: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(self.backoff_cap_s, max(0.0, retry_after))
+        return self._rng.uniform(0.0, min(self.backoff_cap_s, self.backoff_base_s * (2 ** i)))
+
+    def _fail(self, be: Backend, h: str, stage: str, phase: str, reason: str, detail: str, attempts: int, *,
+              response: str | None = None, prompt_tokens: int | None = None,
+              completion_tokens: int | None = None):
+        """Record a failure row and raise GatewayError (never returns)."""
+        secrets = be.secrets()
+        detail = redact(detail, secrets) or ""
+        row = {
+            "request_hash": h, "backend": be.name, "model": be.model, "stage": stage, "phase": phase,
+            "error": f"{reason}: {detail}", "attempts": attempts, "response": redact(response, secrets),
+            "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "worker_run_id": self.worker_run_id,
+        }
+        self._bump("failures")
+        if prompt_tokens:
+            self._bump("billed_prompt_tokens", prompt_tokens)
+        if completion_tokens:
+            self._bump("billed_completion_tokens", completion_tokens)
+        log.warning("backend %s: %s/%s call failed after %d attempt(s): %s: %s", be.name, stage, phase, attempts,
+                    reason, detail)
+        self._writer.put(_Job("failure", row, h))
+        raise GatewayError(reason, f"backend '{be.name}' ({be.model}): {reason}: {detail}", backend=be.name,
+                           attempts=attempts, request_hash=h)
+
+    def _produce_chat(self, be: Backend, h: str, sent: list[dict], response_format: dict | None,
+                      json_schema: dict | None, key: dict, temperature: float, max_tokens: int, timeout: float,
+                      stage: str, phase: str) -> _Record:
+        def attempt(t: float) -> ChatReply:
+            return be.chat_once(sent, temperature=temperature, max_tokens=max_tokens,
+                                response_format=response_format, timeout_s=t)
+
+        reply, attempts, latency = self._attempts(be, h, stage, phase, attempt, timeout)
+        text_out = reply.text
+        if reply.prompt_tokens is not None and reply.completion_tokens is not None:
+            p_tok, c_tok, source = reply.prompt_tokens, reply.completion_tokens, "usage"
+        else:
+            p_tok, c_tok, source = message_tokens(sent), tokens.count(text_out or ""), "tiktoken"
+        data = None
+        if text_out is None or not text_out.strip():
+            why = f"the model refused: {reply.refusal}" if reply.refusal else "the reply has no content"
+            self._fail(be, h, stage, phase, "empty_content", why, attempts, response=text_out,
+                       prompt_tokens=p_tok, completion_tokens=c_tok)
+        if json_schema is not None:
+            try:
+                data = parse_reply(text_out, json_schema)
+            except JSONParseError as exc:
+                detail = exc.detail + (" (reply cut at max_tokens)" if reply.finish_reason == "length" else "")
+                self._fail(be, h, stage, phase, exc.reason, detail, attempts, response=text_out,
+                           prompt_tokens=p_tok, completion_tokens=c_tok)
+        params = {"temperature": float(temperature), "max_tokens": int(max_tokens),
+                  "response_format": key["response_format"], "sample": key["sample"],
+                  "finish_reason": reply.finish_reason}
+        rec = _Record(id=None, text=text_out, data=data, vectors=None, prompt_tokens=int(p_tok),
+                      completion_tokens=int(c_tok), token_source=source, latency_s=latency, attempts=attempts)
+        row = {"kind": "chat", "messages": sent, "params": params, "response": text_out, "response_json": data,
+               "response_vectors": None}
+        self._store(be, h, stage, phase, rec, row)
+        return rec
+
+    def _produce_embed(self, be: Backend, h: str, batch: list[str], timeout: float, stage: str,
+                       phase: str) -> _Record:
+        reply, attempts, latency = self._attempts(be, h, stage, phase,
+                                                  lambda t: be.embed_once(batch, timeout_s=t), timeout)
+        vecs = np.asarray(reply.vectors, dtype=np.float32)
+        p_tok = reply.prompt_tokens
+        source = "encoder" if not be.http else "usage"
+        if p_tok is None:
+            p_tok, source = sum(tokens.count(t) for t in batch), "tiktoken"
+        if vecs.ndim != 2 or vecs.shape[0] != len(batch) or vecs.shape[1] < 1 or not np.isfinite(vecs).all():
+            self._fail(be, h, stage, phase, "bad_response",
+                       f"embeddings of shape {vecs.shape} (finite: {bool(np.isfinite(vecs).all())}) "
+                       f"for {len(batch)} inputs", attempts, prompt_tokens=p_tok, completion_tokens=0)
+        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+        vecs = np.divide(vecs, norms, out=np.zeros_like(vecs), where=norms > 0).astype("<f4")
+        rec = _Record(id=None, text=None, data=None, vectors=vecs.tobytes(), prompt_tokens=int(p_tok),
+                      completion_tokens=0, token_source=source, latency_s=latency, attempts=attempts)
+        row = {"kind": "embedding", "messages": batch,
+               "params": {"dimensions": be.dimensions, "dim": int(vecs.shape[1]), "n": len(batch)},
+               "response": None, "response_json": None, "response_vectors": rec.vectors}
+        self._store(be, h, stage, phase, rec, row)
+        return rec
+
+    # ------------------------------------------------------------------ ledger
+    def _store(self, be: Backend, h: str, stage: str, phase: str, rec: _Record, extra: dict) -> None:
+        """Queue the ledger row of a successful call (and wait for it in sync mode)."""
+        self._bump("billed_prompt_tokens", rec.prompt_tokens)
+        self._bump("billed_completion_tokens", rec.completion_tokens)
+        row = {
+            "request_hash": h, "backend": be.name, "model": be.model, "stage": stage, "phase": phase,
+            "prompt_tokens": rec.prompt_tokens, "completion_tokens": rec.completion_tokens,
+            "token_source": rec.token_source, "latency_s": float(rec.latency_s), "attempts": rec.attempts,
+            "worker_run_id": self.worker_run_id, **extra,
+        }
+        if self.ledger_commit == "async":
+            rec.id = row["id"] = self._next_id()
+            with self._state_lock:
+                self._pending[h] = rec
+            self._writer.put(_Job("call", row, h))
+            return
+        job = self._writer.put(_Job("call", row, h))
+        job.done.wait()
+        if job.error or job.final_id is None:
+            raise GatewayError("ledger_write_failed", f"backend '{be.name}': the reply could not be stored: "
+                               f"{job.error or 'no id returned'}", backend=be.name, request_hash=h)
+        rec.id = job.final_id
+
+    def _after_write(self, batch: list[_Job]) -> None:
+        """Writer callback: committed hashes join the index and leave the memory map."""
+        with self._state_lock:
+            for job in batch:
+                if job.table != "call":
+                    continue
+                if job.error is None and self._index is not None:
+                    self._index.add(job.request_hash)
+                self._pending.pop(job.request_hash, None)
+
+    def _next_id(self) -> int:
+        with self._id_lock:
+            self._ids_used = True
+            if not self._ids:
+                self._refill_ids(ID_BLOCK)
+            return self._ids.popleft()
+
+    def _refill_ids_if_low(self) -> None:
+        if self.ledger_commit != "async" or not self._ids_used:
+            return
+        with self._id_lock:
+            if len(self._ids) < ID_BLOCK // 4:
+                self._refill_ids(ID_BLOCK)
+
+    def _refill_ids(self, n: int) -> None:
+        """Draw ``n`` ids from llm_calls' sequence (caller holds ``_id_lock``)."""
+        if self._duck:
+            sql = text("SELECT nextval('llm_calls_id_seq') FROM range(:n)")
+        else:
+            sql = text("SELECT nextval('llm_calls_id_seq') FROM generate_series(1, :n)")
+        with self._db_lock, self._db.begin() as conn:
+            self._ids.extend(int(x) for x in conn.execute(sql, {"n": int(n)}).scalars())
+
+    # ------------------------------------------------------------------ misc
+    def _bump(self, key: str, n: int = 1) -> None:
+        with self._stats_lock:
+            self._stats[key] += n
+
+    def _secrets(self) -> list[str]:
+        with self._backend_lock:
+            return [s for be in self._backends.values() for s in be.secrets()]
+
+
+def _schema_name(schema: dict) -> str:
+    raw = str(schema.get("title") or "response")
+    name = "".join(c if c.isalnum() or c in "_-" else "_" for c in raw)[:64]
+    return name or "response"
+
+
+def _with_instructions(messages: list[dict], instructions: str) -> list[dict]:
+    """Messages with the JSON instructions appended to the system prompt (or a new one)."""
+    if messages and messages[0].get("role") == "system" and isinstance(messages[0].get("content"), str):
+        first = dict(messages[0])
+        first["content"] = f"{first['content']}\n\n{instructions}"
+        return [first, *messages[1:]]
+    return [{"role": "system", "content": instructions}, *messages]

@@ -1,0 +1,191 @@
+"""The answer stage: accepted queries × paradigms × generator backbones → paradigm_runs.
+
+The unit key is (query, paradigm, generator, config hash); the hash covers the paradigm's
+hyperparameters, its prompt versions and the generator's model, so a changed setting makes
+new runs beside the old ones. Units of one query run back to back and share one
+:class:`QueryContext` (query embedding, dense top-k, graph retrieval done once).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+
+from sqlalchemy import text
+from sqlalchemy.dialects.postgresql import insert
+
+from ragrouter.corpus import storeio
+from ragrouter.db import models
+from ragrouter.stages.base import Estimate, Scope, ScopeError, Stage, Unit, register
+
+
+def run_hash(paradigm: str, generator: str, config) -> str:
+    from ragrouter.paradigms.paradigms import get
+
+    model = str(config.backend(generator)["model"])
+    base = get(paradigm).config_hash(config)
+    return hashlib.sha256(f"{base}|{model}".encode()).hexdigest()[:16]
+
+
+def load_index(conn, corpus_id: int, name: str, config):
+    """The retrieval state of one corpus, read from the store."""
+    from ragrouter.paradigms.index import CorpusIndex
+
+    emb = storeio.model_key(config, "embedder")
+    rows = conn.execute(text("SELECT id, text, n_tokens FROM chunks WHERE corpus_id = :c ORDER BY id"),
+                        {"c": corpus_id}).all()
+    vec_ids, vecs = storeio.load_vectors(conn, "chunk", None, emb, corpus_id)
+    have = set(vec_ids)
+    missing = [r[0] for r in rows if r[0] not in have]
+    if missing:
+        raise ScopeError(f"corpus '{name}': {len(missing)} chunks have no '{emb}' vector — run the embed stage first")
+    ext = storeio.extractor_key(config)
+    ents = conn.execute(text("SELECT id, name FROM entities WHERE corpus_id = :c AND extractor = :x ORDER BY id"),
+                        {"c": corpus_id, "x": ext}).all()
+    ent_vec_ids, ent_vecs = storeio.load_vectors(conn, "entity", None, emb, corpus_id)
+    ent_have = dict(zip(ent_vec_ids, range(len(ent_vec_ids))))
+    ents = [e for e in ents if e[0] in ent_have]
+    ent_matrix = ent_vecs[[ent_have[e[0]] for e in ents]] if ents else None
+    triples = conn.execute(text("SELECT subject_id, relation, object_id, chunk_id FROM triples "
+                                "WHERE corpus_id = :c AND extractor = :x ORDER BY id"),
+                           {"c": corpus_id, "x": ext}).all()
+    kept = {e[0] for e in ents}
+    triples = [(int(s), r, int(o), int(c)) for s, r, o, c in triples if s in kept and o in kept]
+    return CorpusIndex([r[0] for r in rows], [r[1] for r in rows], [int(r[2]) for r in rows], vecs,
+                       [e[0] for e in ents], [e[1] for e in ents], ent_matrix, triples, name=name)
+
+
+class AnswerStage(Stage):
+    name = "answer"
+    description = "run every enabled paradigm for every accepted query and generator backbone"
+    uses_llm = True
+    CONTEXTS = 64  # query contexts kept in memory (units of one query run back to back)
+
+    def __init__(self) -> None:
+        self._ctx_lock = threading.Lock()
+        self._contexts: OrderedDict = OrderedDict()
+
+    def backend_name(self, services):
+        return services.config.generators()[0]
+
+    def _combos(self, scope: Scope) -> list[tuple[str, str, str]]:
+        from ragrouter.paradigms.paradigms import PARADIGMS, get
+
+        cfg = scope.config
+        paradigms = list(scope.paradigms) or list(cfg.get("paradigms.enabled"))
+        unknown = [p for p in paradigms if p not in PARADIGMS]
+        if unknown:
+            raise ScopeError(f"unknown paradigm(s) {', '.join(unknown)} (known: {', '.join(PARADIGMS)})")
+        gens = list(scope.models) or cfg.generators()
+        for g in gens:
+            cfg.backend(g)
+        self._configs = {(p, g): {**get(p).config(cfg), "generator_model": str(cfg.backend(g)["model"])}
+                         for g in gens for p in paradigms}
+        return [(p, g, run_hash(p, g, cfg)) for g in gens for p in paradigms]
+
+    def _queries(self, conn, scope):
+        cond, params = "", {}
+        if scope.corpus:
+            cond, params = " AND q.corpus_id = :c", {"c": storeio.corpus_ids(conn, scope.corpus)[0][0]}
+        return conn.execute(text(f"SELECT q.id, q.corpus_id, q.question FROM queries q WHERE q.status = 'accepted'"
+                                 f"{cond} ORDER BY q.corpus_id, q.id"), params).all()
+
+    def _done(self, conn) -> set[tuple]:
+        return set(conn.execute(text("SELECT query_id, paradigm, generator, config_hash FROM paradigm_runs")).all())
+
+    def counts(self, conn, scope):
+        combos = self._combos(scope)
+        queries = self._queries(conn, scope)
+        done = self._done(conn)
+        n_done = sum((q[0], p, g, h) in done for q in queries for p, g, h in combos)
+        return len(queries) * len(combos), n_done
+
+    def pending(self, conn, scope):
+        combos = self._combos(scope)
+        done = self._done(conn)
+        units, queries_seen = [], set()
+        for qid, cid, question in self._queries(conn, scope):
+            for p, g, h in combos:
+                if (qid, p, g, h) in done:
+                    continue
+                if scope.limit and qid not in queries_seen and len(queries_seen) >= scope.limit:
+                    break
+                queries_seen.add(qid)
+                units.append(Unit(f"q{qid}:{p}:{g}:{h}", {"query_id": int(qid), "corpus_id": int(cid),
+                                                          "question": question, "paradigm": p,
+                                                          "generator": g, "config_hash": h,
+                                                          "config": self._configs.get((p, g))}))
+        return units
+
+    def prepare(self, services, scope):
+        with services.db_lock, services.engine.connect() as conn:
+            for cid, name in storeio.corpus_ids(conn, scope.corpus):
+                services.memo(("index", cid), lambda cid=cid, name=name: load_index(conn, cid, name, services.config))
+
+    def _context(self, unit, services):
+        from ragrouter.paradigms.query_context import QueryContext
+
+        p = unit.payload
+        index = services.memo(("index", p["corpus_id"]), lambda: None)
+        with self._ctx_lock:
+            ctx = self._contexts.get(p["query_id"])
+            if ctx is None or ctx.index is not index:
+                ctx = QueryContext(p["question"], index, services.gateway, services.config)
+                self._contexts[p["query_id"]] = ctx
+                while len(self._contexts) > self.CONTEXTS:
+                    self._contexts.popitem(last=False)
+            self._contexts.move_to_end(p["query_id"])
+        return ctx, index
+
+    def compute(self, unit, services):
+        from ragrouter.paradigms import paradigms
+
+        ctx, index = self._context(unit, services)
+        p = unit.payload
+        return paradigms.run(p["paradigm"], p["question"], ctx, index, services.gateway, p["generator"],
+                             services.config)
+
+    def write(self, conn, unit, result):
+        p = unit.payload
+        run_id = conn.execute(insert(models.ParadigmRun).values(
+            query_id=p["query_id"], paradigm=p["paradigm"], generator=p["generator"], config_hash=p["config_hash"],
+            config=p["config"],
+            answer=result.answer, retrieved_chunk_ids=result.retrieved_chunk_ids,
+            context_tokens=result.context_tokens, iterations=result.iterations, trace=result.trace,
+            ret_in_tokens=result.ret_in, ret_out_tokens=result.ret_out, gen_in_tokens=result.gen_in,
+            gen_out_tokens=result.gen_out, latency_s=float(result.trace.get("wall_s", 0.0)),
+        ).on_conflict_do_nothing(index_elements=["query_id", "paradigm", "generator", "config_hash"])
+            .returning(models.ParadigmRun.id)).scalar_one_or_none()
+        if run_id is not None and result.calls:
+            conn.execute(insert(models.RunCall).values(
+                [{"run_id": run_id, "seq": i, "llm_call_id": call_id, "phase": phase}
+                 for i, (call_id, phase) in enumerate(result.calls)]))
+
+    def estimate(self, conn, units, services):
+        from ragrouter.llm import tokens
+
+        budget = int(services.config.get("retrieval.token_budget"))
+        max_out = int(services.config.get("generation.max_tokens"))
+        per = {}
+        for unit in units:
+            g = unit.payload["generator"]
+            est = per.setdefault(g, Estimate(stage=self.name, model=str(services.config.backend(g)["model"])))
+            q = tokens.count(unit.payload["question"])
+            para = unit.payload["paradigm"]
+            if para == "llm_only":
+                calls, prompt = 1, q + 60
+            elif para in ("naive",):
+                calls, prompt = 1, q + budget + 80
+            elif para in ("graph", "hybrid"):
+                calls, prompt = 2, 2 * q + budget + 200
+            else:  # iterative: round 0, up to 3 rounds of evaluation + generation (upper bound)
+                rounds = int(services.config.get("paradigms.iterative.max_rounds"))
+                calls, prompt = 2 + 3 * rounds, (1 + 3 * rounds) * q + rounds * budget + 400
+            est.calls += calls
+            est.prompt_tokens += prompt
+            est.completion_tokens += calls * max_out
+        return list(per.values())
+
+
+register(AnswerStage())
