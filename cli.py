@@ -13,10 +13,14 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import click  # noqa: E402
 
 from ragrouter.commands import common  # noqa: E402
+from ragrouter.commands.ask import ask_command  # noqa: E402
 from ragrouter.commands.db import db_group  # noqa: E402
+from ragrouter.commands.demo import demo_command  # noqa: E402
 from ragrouter.commands.export import export_command  # noqa: E402
 from ragrouter.commands.ingest import ingest_command  # noqa: E402
+from ragrouter.commands.models import models_group  # noqa: E402
 from ragrouter.commands.report import report_command  # noqa: E402
+from ragrouter.commands.routers import mlflow_ui_command, routers_group  # noqa: E402
 from ragrouter.commands.run import run_command  # noqa: E402
 from ragrouter.commands.sql import sql_command  # noqa: E402
 from ragrouter.commands.status import status_command  # noqa: E402
@@ -42,7 +46,12 @@ def cli(click_ctx: click.Context, db_url: str, config_path: str | None) -> None:
 cli.add_command(db_group)
 cli.add_command(ingest_command)
 cli.add_command(run_command)
+cli.add_command(demo_command)
+cli.add_command(ask_command)
+cli.add_command(models_group)
 cli.add_command(report_command)
+cli.add_command(routers_group)
+cli.add_command(mlflow_ui_command)
 cli.add_command(export_command)
 cli.add_command(sql_command)
 cli.add_command(status_command)

@@ -507,7 +507,9 @@ def test_thirty_percent_faults_end_in_success_or_reason_and_a_second_run_heals(s
         units = list(range(60))
         run1 = gateways(cfg, worker_run_id=1)
         first = _run_units(run1, [0]) | _run_units(run1, [3])
-        assert [getattr(first[i], "reason", None) for i in (0, 3)] == ["unparseable_json", "empty_content"]
+        # malformed JSON is either unparseable or, once its complete part is salvaged, off-schema
+        assert getattr(first[0], "reason", None) in ("unparseable_json", "schema_mismatch")
+        assert getattr(first[3], "reason", None) == "empty_content"
         assert first[0].attempts == 4
         outcomes = first | _run_units(run1, [i for i in units if i not in first])
         failed = _check_outcomes(outcomes)

@@ -176,6 +176,8 @@ def salvage_truncated(text: str) -> str | None:
             continue
         if ch == '"':
             in_str = True
+        elif ch == "," and stack and (stack[-1] == "{" or len(stack) <= 2):
+            cut = (i, list(stack))  # everything before the comma is complete
         elif ch in "[{":
             stack.append(ch)
         elif ch in "]}":

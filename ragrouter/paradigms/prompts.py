@@ -79,12 +79,12 @@ ENTITIES_SCHEMA: dict = {
 
 SELF_EVAL = Prompt(
     name="self_eval",
-    version="eval-v1",
+    version="eval-v2",
     system=(
         "You check whether an answer fully and correctly answers a question. "
-        'Reply with JSON only: {"sufficient": true|false, "reason": "one sentence", '
+        'Reply with JSON only: {"sufficient": true|false, '
         '"sub_question": "one short follow-up question that would find the missing information, '
-        'or an empty string when none is needed"}'
+        'or an empty string when none is needed", "reason": "at most ten words"}'
     ),
     user="Question: {question}\nAnswer: {answer}{context_block}",
 )
@@ -93,10 +93,11 @@ SELF_EVAL_SCHEMA: dict = {
     "type": "object",
     "properties": {
         "sufficient": {"type": "boolean"},
-        "reason": {"type": "string"},
         "sub_question": {"type": "string"},
+        "reason": {"type": "string"},
     },
-    "required": ["sufficient", "reason", "sub_question"],
+    # the decision first: a reply cut at max_tokens inside "reason" still parses
+    "required": ["sufficient", "sub_question"],
     "additionalProperties": False,
 }
 
