@@ -362,3 +362,12 @@ def test_iter_cross_validations_per_generator():
     assert ca["weak"] > ca["strong"]
     with pytest.raises(ValueError, match="needs rows of one generator"):
         cross_validate(df, "lr", "qc")
+
+
+@pytest.mark.parametrize("router", ["lr", "svm", "xgboost", "mlp", "dnn", "router_dc", "random", "best_fixed", "by_query_type"])
+def test_single_class_training_predicts_that_class(router):
+    df = synthetic_dataset(40, seed=9)
+    X = build_features(df, "qc", HashEncoder())
+    r = make_router(router).fit(X, ["graph"] * len(df), df)
+    assert list(r.predict(X)) == ["graph"] * len(df)
+    assert np.allclose(r.predict_proba(X), 1.0)

@@ -12,13 +12,15 @@ them only to such routers.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import numpy as np
 import pandas as pd
 
 from ragrouter.routers.features import Features
 
 
-class Router:
+class Router(ABC):
     """Base class: subclasses implement :meth:`_fit` and :meth:`_predict_proba`."""
 
     name: str = "router"
@@ -67,11 +69,13 @@ class Router:
         return self.classes_[np.argmax(proba, axis=1)]
 
     # -- to implement ----------------------------------------------------------------------
+    @abstractmethod
     def _fit(self, X: Features, y: np.ndarray, meta: pd.DataFrame | None) -> None:
-        raise NotImplementedError
+        """Learn from the training fold."""
 
+    @abstractmethod
     def _predict_proba(self, X: Features, **kw) -> np.ndarray:
-        raise NotImplementedError
+        """(n, len(classes_)) probabilities."""
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())

@@ -6,6 +6,8 @@ standardised inside each pipeline (fitted on the training fold only).
 
 from __future__ import annotations
 
+from abc import abstractmethod
+
 import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -26,8 +28,9 @@ class SklearnRouter(Router):
 
     family = "classical"
 
+    @abstractmethod
     def _make(self):
-        raise NotImplementedError
+        """The unfitted scikit-learn / XGBoost estimator."""
 
     def _fit(self, X: Features, y: np.ndarray, meta: pd.DataFrame | None) -> None:
         if len(self.classes_) == 1:  # nothing to learn
@@ -62,7 +65,7 @@ class WeightedDedupSVC(ClassifierMixin, BaseEstimator):
     Per-sample weights scale C, so this is the same optimisation problem as fitting every
     duplicate, hence the same decision function (checked: max difference ~1e-4, the solver's
     tolerance) — but classical router inputs have only a few distinct rows (≤ 3 query types ×
-    a few corpora), so it is 50–100× faster. ``gamma='scale'`` is resolved on all rows.
+    a few corpora), so it is 30–80× faster. ``gamma="scale"`` is resolved on all rows.
     """
 
     def __init__(self, C: float = 1.0, gamma: str | float = "scale", random_state: int | None = None):

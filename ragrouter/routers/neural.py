@@ -40,6 +40,8 @@ from __future__ import annotations
 import contextlib
 import copy
 
+from abc import abstractmethod
+
 import numpy as np
 import pandas as pd
 import torch
@@ -158,8 +160,9 @@ class NeuralRouter(Router):
                        self.params["d"], self.params["d_bin"])
 
     # -- hooks ----------------------------------------------------------------------------
+    @abstractmethod
     def _build(self) -> nn.Module:
-        raise NotImplementedError
+        """The torch module of this router."""
 
     def _logits(self, module: nn.Module, batch: dict) -> torch.Tensor:
         return module(batch.get("q"), batch.get("c"))
@@ -188,12 +191,12 @@ class NeuralRouter(Router):
         torch.manual_seed(self.seed)
         rng = np.random.default_rng(self.seed)
         data = self._prepare(X, fit=True)
+        if len(self.classes_) == 1:  # nothing to learn; predict_proba returns the one class
+            self.module_, self.history_, self.epochs_run_ = None, [], 0
+            return
         data.update(self._extra(X, y, meta))
         data["y"] = torch.from_numpy(np.searchsorted(self.classes_, y).astype(np.int64))
         self.module_ = self._build()
-        if len(self.classes_) == 1:
-            self.history_ = []
-            return
         tr, va = _stratified_split(y, p["val_fraction"], rng)
         if len(va) == 0 or len(tr) < 2:
             tr, va = np.arange(len(y)), np.arange(len(y))
