@@ -99,3 +99,20 @@ def test_ui_lists_runs_and_metrics(tracked):
     assert proc.poll() is not None
     with pytest.raises(OSError):
         urllib.request.urlopen(f"{url}/health", timeout=5)
+
+
+def test_api_key_never_reaches_mlflow(tmp_path, monkeypatch):
+    """Keys live in the environment only: a marker key is nowhere in MLflow's store or artefacts."""
+    from ragrouter.routers.dataset import synthetic_dataset
+    from ragrouter.routers.tracking import train_and_track
+
+    marker = "sk-test-MARKER-4f2a9c"
+    monkeypatch.setenv("OPENAI_API_KEY", marker)
+    monkeypatch.setenv("DEEPSEEK_API_KEY", marker)
+    db = tmp_path / "mlflow.db"
+    art = tmp_path / "artifacts"
+    train_and_track(synthetic_dataset(n=120, seed=3), ["lr"], ["qc"], tracking_uri=f"sqlite:///{db}",
+                    experiment="keys", seed=0, n_splits=2, artifact_location=str(art))
+    blobs = [db.read_bytes()] + [p.read_bytes() for p in art.rglob("*") if p.is_file()]
+    assert len(blobs) > 3
+    assert not any(marker.encode() in b for b in blobs)
