@@ -11,6 +11,7 @@ over the three query types (``demo.per_type`` each).
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -25,6 +26,14 @@ _WORD = re.compile(r"[a-z][a-z0-9-]{3,}")
 
 
 def default_data_dir() -> Path:
+    """$RAGROUTER_SHARED_DATA/medical, else ../shared/data/medical beside the repository, else
+    the workplace's /work/shared/data/medical."""
+    env = os.environ.get("RAGROUTER_SHARED_DATA")
+    if env:
+        return Path(env) / "medical"
+    for base in (REPO_ROOT.parent / "shared" / "data", Path("/work/shared/data")):
+        if (base / "medical" / "medical.json").exists():
+            return (base / "medical").resolve()
     return (REPO_ROOT.parent / "shared" / "data" / "medical").resolve()
 
 

@@ -4,8 +4,20 @@ from __future__ import annotations
 
 import os
 import uuid
+from pathlib import Path
 
 import pytest
+
+from ragrouter import demo
+
+
+def _shared_data() -> Path:
+    """The shared data sets: $RAGROUTER_SHARED_DATA, else ../shared/data beside the clone."""
+    env = os.environ.get("RAGROUTER_SHARED_DATA")
+    return Path(env) if env else demo.default_data_dir().parent
+
+
+SHARED_DATA = _shared_data()
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

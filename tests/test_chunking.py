@@ -18,7 +18,7 @@ from ragrouter.corpus.chunking import (
 )
 from ragrouter.llm import tokens
 
-DATA = Path(os.environ.get("RAGROUTER_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+from tests.conftest import SHARED_DATA as DATA
 MEDICAL = DATA / "medical" / "medical.json"
 needs_medical = pytest.mark.skipif(not MEDICAL.exists(), reason=f"real data not found at {MEDICAL}")
 

@@ -13,7 +13,7 @@ from ragrouter.ingest.loaders import LOADERS, content_id, load
 from ragrouter.ingest.records import Dataset, LoaderError
 
 HERE = Path(__file__).resolve().parent / "data"
-DATA = Path(os.environ.get("RAGROUTER_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+from tests.conftest import SHARED_DATA as DATA
 
 
 def real(*parts):

@@ -16,7 +16,9 @@ from ragrouter.stages.base import Scope
 from ragrouter.stages.runner import run_stage
 from ragrouter.stages.services import Services
 
-MEDICAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "medical"
+from tests.conftest import SHARED_DATA
+
+MEDICAL = SHARED_DATA / "medical"
 
 
 def _ingest_medical(engine):
