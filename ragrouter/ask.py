@@ -139,14 +139,16 @@ def ask(engine, config, corpus: str, question: str, router: str | None = None, b
     with engine.connect() as conn:
         cid = storeio.corpus_ids(conn, corpus)[0][0]
         prof = conn.execute(text("SELECT * FROM v_corpus_profile WHERE corpus = :n"), {"n": corpus}).mappings().first()
-    if prof is None or prof.get("hubness") is None:
+    if prof is None or prof.get("lcc_ratio") is None:
         raise AskError(f"corpus '{corpus}' has no indicators yet: run 'python cli.py run --stage metrics --corpus {corpus}'")
     enc = get_encoder(str(config.get("scoring.encoder")))
     qtype = query_type or infer_query_type(engine, question, enc)
     router, features = pick_router(engine, router, generator)
     model, encoder_name = load_router(config, router, features, generator)
     row = pd.DataFrame([{"query_type": qtype, "query_text": question,
-                         **{k: float(prof[v]) for k, v in INDICATOR_COLUMNS.items()}}])
+                         # an undefined indicator is 0, as in training (ragrouter.routing)
+                         **{k: float(prof[v]) if prof[v] is not None else 0.0
+                            for k, v in INDICATOR_COLUMNS.items()}}])
     q_encoder = None
     if encoder_name != "onehot":
         from ragrouter.routers.features import minilm_encoder

@@ -39,14 +39,23 @@ def store_dataset(engine: Engine, config) -> pd.DataFrame:
     df = data.router_dataset(engine, judge=judge, complete=True)
     if "judge" in df.columns:
         df = df.drop(columns=["judge"])
+    # An indicator that is undefined for a corpus (e.g. hubness needs more than k = 10 chunk
+    # vectors) is set to 0 — no signal — rather than dropping the corpus' queries.
+    from ragrouter.routers.dataset import INDICATORS
+
+    for col in INDICATORS:
+        if col in df.columns and df[col].isna().any():
+            df[col] = df[col].fillna(0.0)
     if len(df):
         df["query_id"] = df["query_id"].astype(str)
     return df
 
 
 def n_splits_for(df: pd.DataFrame, wanted: int) -> int:
-    """``wanted`` folds, fewer when the dataset is too small (each fold needs a test row)."""
-    return max(2, min(int(wanted), len(df)))
+    """``wanted`` folds, fewer when the dataset is too small: stratified folds need the
+    largest class to have at least one row per fold."""
+    largest = int(df["label"].value_counts().max()) if len(df) else 0
+    return max(2, min(int(wanted), len(df), largest))
 
 
 def train(engine: Engine, config, df: pd.DataFrame, routers: Sequence[str], feature_sets: Sequence[str],

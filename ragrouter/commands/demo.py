@@ -83,8 +83,12 @@ def demo_command(ctx: Ctx, data_dir: Path | None, out: Path, quiet: bool) -> Non
 
     from ragrouter import routing
 
-    results = routing.train_from_store(engine, config, routers=list(d.get("routers", [])),
-                                    feature_sets=list(d.get("features", ["qc"])), log=click.echo)
+    try:
+        results = routing.train_from_store(engine, config, routers=list(d.get("routers", [])),
+                                        feature_sets=list(d.get("features", ["qc"])), log=click.echo)
+    except ValueError as exc:  # e.g. a router dataset too small or degenerate to cross-validate
+        click.echo(f"routers: skipped — {exc}", err=True)
+        results = None
     if results is not None and len(results):
         cols = [c for c in ("router", "features", "routing_accuracy", "macro_f1", "correct_rate", "avg_tokens")
                 if c in results.columns]
