@@ -144,14 +144,7 @@ class ExtractStage(Stage):
         kw = self._call_kwargs(services)
         est = Estimate(stage=self.name, model=storeio.model_key(services.config, "extractor"))
         for unit in units:
-            msgs = ex.messages(unit.payload["text"])
-            est.calls += 1
-            if gw.is_cached("extractor", msgs, **kw):
-                est.cached_calls += 1
-                continue
-            p, c = gw.estimate_tokens(msgs, kw["max_tokens"])
-            est.prompt_tokens += p
-            est.completion_tokens += c
+            est.add_chat(gw, "extractor", ex.messages(unit.payload["text"]), **kw)
         return [est]
 
 

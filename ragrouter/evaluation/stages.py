@@ -96,15 +96,8 @@ class JudgeStage(Stage):
         for unit in units:
             p = unit.payload
             for i in range(p["k"]):
-                msgs = jd.messages(p["question"], p["gold"], p["answer"])
-                kw = self._kwargs(services.config, i)
-                est.calls += 1
-                if gw.is_cached("judge", msgs, **kw):
-                    est.cached_calls += 1
-                else:
-                    pt, ct = gw.estimate_tokens(msgs, kw["max_tokens"])
-                    est.prompt_tokens += pt
-                    est.completion_tokens += ct
+                est.add_chat(gw, "judge", jd.messages(p["question"], p["gold"], p["answer"]),
+                             **self._kwargs(services.config, i))
         return [est]
 
 

@@ -47,6 +47,17 @@ class Estimate:
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
+    def add_chat(self, gateway, role: str, messages: list[dict], **kwargs) -> None:
+        """Count one chat call: free when the ledger already holds it, else its tokens
+        (prompt counted with cl100k, completion at most ``max_tokens``)."""
+        self.calls += 1
+        if gateway.is_cached(role, messages, **kwargs):
+            self.cached_calls += 1
+            return
+        prompt, completion = gateway.estimate_tokens(messages, kwargs["max_tokens"])
+        self.prompt_tokens += prompt
+        self.completion_tokens += completion
+
 
 class Stage(ABC):
     """Base class; subclasses set ``name``/``description`` and implement the hooks."""
