@@ -18,6 +18,7 @@ from ragrouter.commands.db import db_group  # noqa: E402
 from ragrouter.commands.demo import demo_command  # noqa: E402
 from ragrouter.commands.export import export_command  # noqa: E402
 from ragrouter.commands.ingest import ingest_command  # noqa: E402
+from ragrouter.commands.judge import judge_group  # noqa: E402
 from ragrouter.commands.models import models_group  # noqa: E402
 from ragrouter.commands.report import report_command  # noqa: E402
 from ragrouter.commands.routers import mlflow_ui_command, routers_group  # noqa: E402
@@ -48,6 +49,7 @@ cli.add_command(ingest_command)
 cli.add_command(run_command)
 cli.add_command(demo_command)
 cli.add_command(ask_command)
+cli.add_command(judge_group)
 cli.add_command(models_group)
 cli.add_command(report_command)
 cli.add_command(routers_group)

@@ -155,6 +155,11 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
             "R.A = routing accuracy, C.R = correct rate of the routed paradigm (cannot_answer falls back to the "
             "most frequent optimal paradigm); macro-F1 and MRR are logged to MLflow.")
 
+    # Judge calibration (python cli.py judge calibrate) -------------------------------------
+    from ragrouter.report import calibration
+
+    md.append(calibration.section(engine, out))
+
     # Figures ------------------------------------------------------------------------------
     md.append("## Figures\n")
     fig_notes: list[str] = []

@@ -7,7 +7,8 @@ import importlib
 from ragrouter.stages.base import STAGES, Stage
 
 # Modules that define and register stages, in pipeline order.
-STAGE_MODULES: list[str] = ["ragrouter.corpus.stages", "ragrouter.stages.answer", "ragrouter.evaluation.stages"]
+STAGE_MODULES: list[str] = ["ragrouter.corpus.stages", "ragrouter.querygen.stages", "ragrouter.stages.answer",
+                             "ragrouter.evaluation.stages"]
 
 
 def all_stages() -> dict[str, Stage]:

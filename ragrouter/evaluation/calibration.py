@@ -1,0 +1,861 @@
+"""Judge calibration: answers whose label is known by construction, and how a judge agrees.
+
+Every label, table and router rests on the LLM-as-a-judge, so a user must be able to see how
+far to trust a judge. This module builds, from any imported queries with gold answers, a
+*calibration set* of candidate answers whose true label follows from how they were made —
+no LLM is involved in making them — and measures a judge against it (agreement per true
+label, confusion matrix, Cohen's kappa).
+
+Case kinds (:data:`KINDS`, a plain dict registry: kind → true label and maker)
+    ``gold``          correct     the gold answer itself.
+    ``paraphrase``    correct     the gold behind a fixed lead-in (``"In short: …"``), with
+                                  meaning-preserving swaps of phrasing words (:data:`SWAPS`,
+                                  e.g. "such as" → "like", "typically" → "usually"). Content
+                                  words, numbers, names and negations are never touched.
+    ``refusal``       incomplete  a refusal (:data:`REFUSALS`, e.g. "I cannot answer"); the
+                                  judge prompt defines refusals as incomplete.
+    ``first_clause``  incomplete  the gold cut to its first clause: the first sentence of a
+                                  multi-sentence gold, else the text before the first clause
+                                  boundary (``;``, ``,``, " because ", " but ", " which ",
+                                  " and ", …). Only made when the cut keeps ≥ 3 words and
+                                  drops ≥ 2 content words that the kept part does not contain,
+                                  so the cut really loses information (single-clause golds
+                                  are skipped).
+    ``other_gold``    incorrect   another query's gold answer: among the other imported
+                                  queries of the corpus (same query type first), the one whose
+                                  gold shares the fewest content words with this query's
+                                  question and gold (Jaccard < 0.2; ties broken by a stable
+                                  hash, so donors vary).
+    ``altered``       incorrect   the gold with every sentence contradicted by the first rule
+                                  that applies: change its first number (×2; a percentage
+                                  above 50 halved; a year − 25), else swap its first word
+                                  that has an antonym (:data:`ANTONYMS`: increases ↔
+                                  decreases, most ↔ least, higher ↔ lower, …), else negate
+                                  its first auxiliary ("is" → "is not", "is not" → "is",
+                                  "can" → "cannot"), else wrap it ("It is not true that …").
+
+Limits (documented in ``benchmarks/README.judge.md`` too): the paraphrase is shallow (it tests
+robustness to surface changes, not to a reworded argument); a first-clause cut whose dropped
+words are inessential detail may fairly be judged correct; an antonym swap inside a fixed
+term ("small cell") changes an entity rather than a claim — still a wrong answer; a number
+in a name ("COVID-19") is changed like any number; hedged sentences ("may be used") are
+negated through their wrapper, which reads stiffly. No rule swaps a "key entity": without a
+named-entity model the key entity cannot be found reliably, and swapping a non-key word could
+leave the answer correct. Another query's gold is a different answer but it may be
+trivially off-topic, so ``other_gold`` is the easiest incorrect case.
+
+Storage
+    A source query gets one *mirror* query row (``origin = status = 'calibration'``, the same
+    corpus, type, question and gold; ``external_id = 'calib:<source external id>'``) and each
+    case is a ``paradigm_runs`` row on it: ``paradigm = 'calibration'``, ``generator`` = the
+    construction version :data:`VERSION`, ``config_hash`` = the case kind, ``answer`` = the
+    candidate answer, zero tokens, and ``config`` = {kind, true_label, rule, source_query_id,
+    version}. The mirror keeps the cases out of everything that reads accepted queries (the
+    judge and score stages, the paper's tables, the routers). Judgments of cases are ordinary
+    ``judgments`` rows with ``is_calibration = true`` (``v_judgment`` leaves them out);
+    ``v_judge_calibration`` aggregates them per judge and true label.
+
+Selection
+    :func:`select_sources` takes the imported queries (of one corpus, or all) whose gold yields
+    all six cases — so every source contributes two cases per label — ordered by a stable hash
+    of their external id within each query type, and interleaves the types (factual,
+    reasoning, summary, factual, …) up to ``n``. The same store and ``n`` always give the
+    same set; a larger ``n`` extends a smaller one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+import re
+from collections import defaultdict
+from typing import Callable, Iterable
+
+from sqlalchemy import text
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.engine import Engine
+
+from ragrouter.db import models
+from ragrouter.db.engine import write_lock
+from ragrouter.evaluation import judge as jd
+from ragrouter.evaluation.sentences import split_sentences
+from ragrouter.stages.base import Estimate, Stage, Unit
+
+VERSION = "calib-v1"
+"""Construction version: the ``generator`` of case runs. Bump it when a rule changes."""
+PARADIGM = "calibration"
+ORIGIN = STATUS = "calibration"
+STAGE = "calibrate"
+LABELS = jd.LABELS  # ("correct", "incorrect", "incomplete")
+
+
+class CalibrationError(ValueError):
+    """The calibration set cannot be built or judged; the message says why and what to do."""
+
+
+# --------------------------------------------------------------------------- text helpers
+
+_STOP = frozenset("""
+a an the of in on at to for from by with and or but nor so yet is are was were be been being am
+it its it's this that these those as such which who whom whose what when where why how than then
+also can cannot may might should would could will shall must do does did done has have had having
+not no into onto about over under between during within without per via each any all some other
+more most less least very there their they them he she his her him we our you your i me my
+""".split())
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’-]*")
+
+
+def content_words(text_: str) -> set[str]:
+    """Lower-cased words of ≥ 3 characters that are not function words."""
+    return {w for w in (m.group(0).lower().strip("'’-") for m in _WORD.finditer(text_))
+            if len(w) >= 3 and w not in _STOP}
+
+
+def jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if (a or b) else 0.0
+
+
+def stable_hash(*parts: str) -> str:
+    """sha256 hex of the parts (selection order and tie-breaks; never Python's salted hash)."""
+    return hashlib.sha256("\x1f".join((VERSION, *parts)).encode("utf-8")).hexdigest()
+
+
+def _pick(options: tuple[str, ...], key: str) -> str:
+    return options[int(stable_hash(key)[:8], 16) % len(options)]
+
+
+def _keep_case(original: str, new: str) -> str:
+    """``new`` with the capitalisation of ``original`` (all caps, Title, or as is)."""
+    if original.isupper() and len(original) > 1:
+        return new.upper()
+    if original[:1].isupper():
+        return new[:1].upper() + new[1:]
+    return new
+
+
+def _lower_first(sentence: str) -> str:
+    """Lower-case the first letter when the first word is an ordinary capitalised word
+    (not an acronym such as "BCC" or a mixed-case name such as "HER2")."""
+    first = sentence.split(" ", 1)[0]
+    if len(first) > 1 and first[0].isupper() and first[1:].islower():
+        return sentence[0].lower() + sentence[1:]
+    return sentence
+
+
+# --------------------------------------------------------------------------- case makers
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """An imported query with a gold answer (the material of calibration cases)."""
+
+    id: int
+    external_id: str
+    corpus_id: int
+    qtype: str
+    question: str
+    answer: str
+    hops: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One calibration case: a candidate answer to a source query with a known label."""
+
+    source_id: int
+    kind: str
+    true_label: str
+    answer: str
+    rule: str
+
+
+Maker = Callable[[Source, "Pool"], "tuple[str, str] | None"]
+
+
+def make_gold(src: Source, pool: "Pool") -> tuple[str, str]:
+    return src.answer.strip(), "the gold answer itself"
+
+
+#: Meaning-preserving swaps of phrasing words (whole words, case kept), tried in this order;
+#: longer phrases first so that "most commonly" is not half-swapped.
+SWAPS: tuple[tuple[str, str], ...] = (
+    ("is associated with", "is linked to"),
+    ("are associated with", "are linked to"),
+    ("characterized by", "marked by"),
+    ("consists of", "is made up of"),
+    ("in order to", "to"),
+    ("prior to", "before"),
+    ("due to", "because of"),
+    ("such as", "like"),
+    ("in contrast", "by contrast"),
+    ("is used for", "is employed for"),
+    ("are used for", "are employed for"),
+    ("approximately", "about"),
+    ("typically", "usually"),
+    ("commonly", "frequently"),
+    ("often", "frequently"),
+    ("particularly", "especially"),
+    ("individuals", "people"),
+    ("additionally", "in addition"),
+    ("therefore", "so"),
+    ("recommended", "advised"),
+    ("performed", "carried out"),
+    ("essential", "crucial"),
+    ("distinct", "separate"),
+    ("main", "principal"),
+    ("regular", "routine"),
+    ("gradually", "slowly"),
+    ("requires", "needs"),
+    ("require", "need"),
+    ("occurs", "happens"),
+    ("increases", "raises"),
+    ("reduces", "lowers"),
+    ("involves", "includes"),
+)
+# "X, while Y." → "Y, while x." (also whereas) and "X because Y." → "Because Y, x.":
+# reordering two clauses joined by a symmetric contrast or a cause keeps the meaning.
+_REORDER = (
+    (re.compile(r"^(?P<a>[^,;]+?),\s+(?P<conj>while|whereas)\s+(?P<b>[^;]+?)(?P<end>[.!?]?)$"), "{B}, {conj} {a}{end}"),
+    (re.compile(r"^(?P<a>[^,;]+?)\s+(?P<conj>because)\s+(?P<b>[^,;]+?)(?P<end>[.!?]?)$"), "Because {b}, {a}{end}"),
+)
+PARAPHRASE_LEADS = ("In short: ", "The answer is: ", "To put it briefly: ", "Put simply: ")
+
+
+def _reorder(sentence: str) -> tuple[str, str | None]:
+    """Swap two clauses joined by while/whereas/because (each ≥ 3 words); else unchanged."""
+    for pattern, template in _REORDER:
+        m = pattern.match(sentence.strip())
+        if m and len(m.group("a").split()) >= 3 and len(m.group("b").split()) >= 3:
+            b = m.group("b")
+            out = template.format(a=_lower_first(m.group("a")), b=_lower_first(b), B=b[:1].upper() + b[1:],
+                                  conj=m.group("conj").lower(), end=m.group("end") or ".")
+            return out, f"clauses reordered around '{m.group('conj').lower()}'"
+    return sentence, None
+
+
+def paraphrase(gold: str, key: str = "") -> tuple[str, list[str]]:
+    """The gold behind a lead-in, clauses reordered (:data:`_REORDER`) and the :data:`SWAPS`
+    applied; (text, changes made)."""
+    made = []
+    sents = []
+    for s in split_sentences(gold.strip()) or [gold.strip()]:
+        s, how = _reorder(s)
+        if how:
+            made.append(how)
+        sents.append(s)
+    out = " ".join(sents)
+    for old, new in SWAPS:
+        pattern = re.compile(rf"\b{re.escape(old)}\b", re.I)
+        if pattern.search(out):
+            out = pattern.sub(lambda m, new=new: _keep_case(m.group(0), new), out)
+            made.append(f"{old} → {new}")
+    return _pick(PARAPHRASE_LEADS, "lead:" + key) + out, made
+
+
+def make_paraphrase(src: Source, pool: "Pool") -> tuple[str, str]:
+    out, made = paraphrase(src.answer, src.external_id)
+    lead = out[: out.index(":") + 1]
+    return out, f"lead-in '{lead}'" + (f"; {', '.join(made)}" if made else "; no other change applied")
+
+
+#: Refusals (the generation prompt's exact "I cannot answer" among them).
+REFUSALS = (
+    "I cannot answer",
+    "I cannot answer this question based on the given information.",
+    "I don't know.",
+    "The provided context does not contain enough information to answer this question.",
+)
+
+
+def make_refusal(src: Source, pool: "Pool") -> tuple[str, str]:
+    out = _pick(REFUSALS, "refusal:" + src.external_id)
+    return out, f"refusal '{out}'"
+
+
+# Clause boundaries inside one sentence, earliest first wins. Commas followed by a digit
+# ("1,000") never match (a space must follow).
+_CLAUSE_BOUNDARY = re.compile(
+    r";\s|,\s|\s[—–]\s|\s(?:because|but|while|whereas|which|although|though|and)\s", re.I)
+
+
+def first_clause(gold: str) -> tuple[str, str] | None:
+    """(cut, rule) — the gold cut to its first clause — or None when no cut drops
+    information (fewer than 2 content words lost, or fewer than 3 words kept)."""
+    sents = split_sentences(gold)
+    if not sents:
+        return None
+    if len(sents) >= 2:
+        kept, rule = sents[0], f"first sentence of {len(sents)}"
+    else:
+        s = sents[0]
+        kept, rule = None, ""
+        for m in _CLAUSE_BOUNDARY.finditer(s):
+            head = s[: m.start()].rstrip(" ,;:—–-")
+            if len(head.split()) >= 3:
+                kept = head + "."
+                rule = f"text before the first clause boundary '{m.group(0).strip()}'"
+                break
+        if kept is None:
+            return None
+    if len(kept.split()) < 3:
+        return None
+    dropped = content_words(gold) - content_words(kept)
+    if len(dropped) < 2:
+        return None
+    return kept, f"{rule}; drops {len(dropped)} content words"
+
+
+def make_first_clause(src: Source, pool: "Pool") -> tuple[str, str] | None:
+    return first_clause(src.answer)
+
+
+OTHER_GOLD_MAX_JACCARD = 0.2
+
+
+def make_other_gold(src: Source, pool: "Pool") -> tuple[str, str] | None:
+    donor = pool.donor(src)
+    if donor is None:
+        return None
+    return donor.answer.strip(), f"gold answer of query {donor.id} ({donor.external_id})"
+
+
+#: Antonyms for the ``altered`` case (both directions listed; whole words, case kept).
+ANTONYMS: dict[str, str] = {}
+for _a, _b in (("increases", "decreases"), ("increase", "decrease"), ("increased", "decreased"),
+               ("higher", "lower"), ("more", "less"), ("most", "least"), ("common", "rare"),
+               ("before", "after"), ("benign", "malignant"), ("early", "late"), ("positive", "negative"),
+               ("always", "never"), ("improves", "worsens"), ("improve", "worsen"), ("above", "below"),
+               ("high", "low"), ("large", "small"), ("likely", "unlikely"), ("often", "rarely"),
+               ("frequently", "rarely"), ("commonly", "rarely"), ("upper", "lower"), ("inside", "outside"),
+               ("effective", "ineffective"), ("safe", "unsafe"), ("fast", "slow"), ("faster", "slower"),
+               ("first", "last"), ("older", "younger"), ("raises", "lowers"), ("reduces", "increases"),
+               ("spreads", "stays localized"), ("accurate", "inaccurate"), ("possible", "impossible"),
+               ("true", "false")):
+    ANTONYMS.setdefault(_a, _b)
+    ANTONYMS.setdefault(_b, _a)
+_ANTONYM_RE = re.compile(r"\b(" + "|".join(sorted(map(re.escape, ANTONYMS), key=len, reverse=True)) + r")\b", re.I)
+_NUMBER_RE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(\s?%|\s?percent\b)?(?!\w)(?!\.\d)")
+_AUX_RE = re.compile(r"\b(cannot|can't|can|is|are|was|were|should|will|must|does|do|did|has|have)\b(\s+not\b)?", re.I)
+
+
+def _change_number(m: re.Match) -> str:
+    raw, pct = m.group(1), m.group(2) or ""
+    value = float(raw)
+    decimals = len(raw.split(".")[1]) if "." in raw else 0
+    if pct and value > 50:
+        new = value / 2
+    elif decimals == 0 and 1800 <= value <= 2100 and not pct:
+        new = value - 25
+    elif value == 0:
+        new = 5
+    else:
+        new = value * 2
+    return (f"{new:.{decimals}f}" if decimals else str(int(round(new)))) + pct
+
+
+def contradict(sentence: str) -> tuple[str, str]:
+    """One sentence contradicted by the first rule that applies; (text, rule name)."""
+    m = _NUMBER_RE.search(sentence)
+    if m:
+        return sentence[: m.start()] + _change_number(m) + sentence[m.end():], "number"
+    m = _ANTONYM_RE.search(sentence)
+    if m:
+        word = m.group(1)
+        return sentence[: m.start()] + _keep_case(word, ANTONYMS[word.lower()]) + sentence[m.end():], "antonym"
+    m = _AUX_RE.search(sentence)
+    if m:
+        aux, neg = m.group(1), m.group(2)
+        low = aux.lower()
+        if neg:  # "is not" → "is"
+            new = aux
+        elif low in ("cannot", "can't"):
+            new = _keep_case(aux, "can")
+        elif low == "can":
+            new = _keep_case(aux, "cannot")
+        else:
+            new = f"{aux} not"
+        return sentence[: m.start()] + new + sentence[m.end():], "negation"
+    body = sentence.rstrip()
+    return "It is not true that " + _lower_first(body), "wrap"
+
+
+def altered(gold: str) -> tuple[str, str] | None:
+    """(text, rule) — every sentence of the gold contradicted — or None for an empty gold."""
+    sents = split_sentences(gold)
+    if not sents:
+        return None
+    outs, rules = [], []
+    for s in sents:
+        new, rule = contradict(s)
+        outs.append(new)
+        rules.append(rule)
+    counts = {r: rules.count(r) for r in dict.fromkeys(rules)}
+    return " ".join(outs), "per sentence: " + ", ".join(f"{r} ×{n}" for r, n in counts.items())
+
+
+def make_altered(src: Source, pool: "Pool") -> tuple[str, str] | None:
+    return altered(src.answer)
+
+
+@dataclasses.dataclass(frozen=True)
+class CaseKind:
+    kind: str
+    true_label: str
+    make: Maker
+    description: str
+
+
+KINDS: dict[str, CaseKind] = {
+    "gold": CaseKind("gold", "correct", make_gold, "the gold answer itself"),
+    "paraphrase": CaseKind("paraphrase", "correct", make_paraphrase, "the gold behind a lead-in, phrasing words swapped"),
+    "refusal": CaseKind("refusal", "incomplete", make_refusal, "a refusal such as 'I cannot answer'"),
+    "first_clause": CaseKind("first_clause", "incomplete", make_first_clause, "the gold cut to its first clause"),
+    "other_gold": CaseKind("other_gold", "incorrect", make_other_gold, "another query's gold answer"),
+    "altered": CaseKind("altered", "incorrect", make_altered, "the gold with every sentence contradicted"),
+}
+
+
+class Pool:
+    """The sources of a corpus, for picking another query's gold (``other_gold``)."""
+
+    def __init__(self, sources: Iterable[Source]):
+        self.sources = list(sources)
+        self._words = {s.id: content_words(s.answer) for s in self.sources}
+
+    def donor(self, src: Source) -> Source | None:
+        own = content_words(src.answer) | content_words(src.question)
+        best, best_key = None, None
+        for cand in self.sources:
+            if cand.id == src.id or cand.corpus_id != src.corpus_id or not cand.answer.strip():
+                continue
+            if cand.answer.strip().lower() == src.answer.strip().lower():
+                continue
+            overlap = jaccard(self._words[cand.id], own)
+            if overlap >= OTHER_GOLD_MAX_JACCARD:
+                continue
+            key = (cand.qtype != src.qtype, round(overlap, 6), stable_hash(src.external_id, cand.external_id))
+            if best_key is None or key < best_key:
+                best, best_key = cand, key
+        return best
+
+
+def build_cases(src: Source, pool: Pool) -> list[Case]:
+    """The cases a source yields, in :data:`KINDS` order (kinds whose rule does not apply
+    are left out)."""
+    out = []
+    for kind in KINDS.values():
+        made = kind.make(src, pool)
+        if made is None:
+            continue
+        answer, rule = made
+        if not answer.strip():
+            continue
+        out.append(Case(src.id, kind.kind, kind.true_label, answer, rule))
+    return out
+
+
+def case_messages(src: Source, case: Case) -> list[dict]:
+    """The judge prompt of a case: exactly the prompt of a real run (question, gold, answer);
+    nothing about the case's kind or label."""
+    return jd.messages(src.question, src.answer, case.answer)
+
+
+# --------------------------------------------------------------------------- the store
+
+def load_sources(conn, corpus: str | None = None) -> list[Source]:
+    """Imported queries with a non-empty gold answer (of one corpus, or all)."""
+    sql = ("SELECT q.id, q.external_id, q.corpus_id, q.qtype, q.question, q.answer, q.hops FROM queries q "
+           "JOIN corpora c ON c.id = q.corpus_id WHERE q.origin = 'imported' AND TRIM(q.answer) <> ''")
+    params = {}
+    if corpus:
+        from ragrouter.corpus import storeio
+
+        params["cid"] = storeio.corpus_ids(conn, corpus)[0][0]
+        sql += " AND q.corpus_id = :cid"
+    rows = conn.execute(text(sql + " ORDER BY q.id"), params).all()
+    return [Source(int(r[0]), r[1], int(r[2]), r[3], r[4], r[5], r[6]) for r in rows]
+
+
+def select_sources(sources: list[Source], n: int, pool: Pool | None = None) -> list[tuple[Source, list[Case]]]:
+    """Up to ``n`` sources that yield every case kind, types interleaved (see module doc)."""
+    if n < 1:
+        raise CalibrationError(f"--n must be at least 1 (got {n})")
+    pool = pool or Pool(sources)
+    by_type: dict[str, list[Source]] = defaultdict(list)
+    for s in sorted(sources, key=lambda s: stable_hash("select", s.external_id)):
+        by_type[s.qtype].append(s)
+    order = [t for t in ("factual", "reasoning", "summary") if t in by_type] + \
+            sorted(t for t in by_type if t not in ("factual", "reasoning", "summary"))
+    iters = {t: iter(by_type[t]) for t in order}
+    chosen: list[tuple[Source, list[Case]]] = []
+    while len(chosen) < n and iters:
+        for t in list(order):
+            if t not in iters:
+                continue
+            for s in iters[t]:
+                cases = build_cases(s, pool)
+                if len(cases) == len(KINDS):
+                    chosen.append((s, cases))
+                    break
+            else:
+                del iters[t]
+                continue
+            if len(chosen) >= n:
+                break
+    return chosen
+
+
+@dataclasses.dataclass
+class CalibrationSet:
+    """What :func:`ensure_set` built: the case run ids, in source then kind order."""
+
+    run_ids: list[int]
+    sources: list[int]
+    new_cases: int
+    cases_by_label: dict[str, int]
+
+
+def ensure_set(engine: Engine, *, n: int = 10, corpus: str | None = None) -> CalibrationSet:
+    """Build (idempotently) the calibration cases of ``n`` sources and return their run ids."""
+    with write_lock(engine), engine.connect() as conn:
+        sources = load_sources(conn, corpus)
+    if not sources:
+        where = f"corpus '{corpus}'" if corpus else "the store"
+        raise CalibrationError(f"{where} has no imported queries with gold answers: ingest a dataset first "
+                               "(python cli.py ingest …)")
+    chosen = select_sources(sources, n, Pool(sources))
+    if not chosen:
+        raise CalibrationError("no imported query's gold answer yields every calibration case (each needs a "
+                               "gold with at least two clauses and another query's gold to contrast)")
+    with write_lock(engine), engine.begin() as conn:
+        mirrors = [{"corpus_id": s.corpus_id, "external_id": f"calib:{s.external_id}"[:300], "origin": ORIGIN,
+                    "qtype": s.qtype, "hops": s.hops, "question": s.question, "answer": s.answer, "status": STATUS,
+                    "meta": {"source_query_id": s.id, "calibration_version": VERSION}} for s, _ in chosen]
+        conn.execute(insert(models.Query).values(mirrors).on_conflict_do_nothing(
+            index_elements=["corpus_id", "external_id"]))
+        ids = {(int(r[0]), r[1]): int(r[2]) for r in conn.execute(text(
+            "SELECT corpus_id, external_id, id FROM queries WHERE origin = :o"), {"o": ORIGIN}).all()}
+        rows = []
+        for s, cases in chosen:
+            mirror_id = ids[(s.corpus_id, f"calib:{s.external_id}"[:300])]
+            for c in cases:
+                rows.append({"query_id": mirror_id, "paradigm": PARADIGM, "generator": VERSION, "config_hash": c.kind,
+                             "config": {"kind": c.kind, "true_label": c.true_label, "rule": c.rule,
+                                        "source_query_id": s.id, "version": VERSION},
+                             "answer": c.answer, "retrieved_chunk_ids": [], "context_tokens": 0, "iterations": 0,
+                             "ret_in_tokens": 0, "ret_out_tokens": 0, "gen_in_tokens": 0, "gen_out_tokens": 0,
+                             "latency_s": 0.0})
+        new = conn.execute(insert(models.ParadigmRun).values(rows).on_conflict_do_nothing(
+            index_elements=["query_id", "paradigm", "generator", "config_hash"]).returning(models.ParadigmRun.id)).all()
+        mirror_ids = sorted({ids[(s.corpus_id, f"calib:{s.external_id}"[:300])] for s, _ in chosen})
+        found = conn.execute(text(
+            "SELECT r.id, r.query_id, r.config_hash FROM paradigm_runs r WHERE r.paradigm = :p AND r.generator = :g "
+            f"AND r.query_id IN ({','.join(str(i) for i in mirror_ids)})"), {"p": PARADIGM, "g": VERSION}).all()
+    by_key = {(int(r[1]), r[2]): int(r[0]) for r in found}
+    run_ids = []
+    labels: dict[str, int] = dict.fromkeys(LABELS, 0)
+    for s, cases in chosen:
+        mirror_id = ids[(s.corpus_id, f"calib:{s.external_id}"[:300])]
+        for c in cases:
+            run_ids.append(by_key[(mirror_id, c.kind)])
+            labels[c.true_label] += 1
+    return CalibrationSet(run_ids=run_ids, sources=[s.id for s, _ in chosen], new_cases=len(new), cases_by_label=labels)
+
+
+# --------------------------------------------------------------------------- judging
+
+class CalibrationStage(Stage):
+    """Judge calibration cases with one judge backend, ``samples`` times each (not part of
+    the pipeline: :func:`judge_set` runs it). Unit = (case run, judge); sample ``i`` is the
+    gateway call with ``sample=i``, exactly the request the judge stage would make."""
+
+    name = STAGE
+    description = "judge calibration cases (labels known by construction)"
+    uses_llm = True
+
+    def __init__(self, judge: str, samples: int = 1, run_ids: list[int] | None = None):
+        if samples < 1:
+            raise CalibrationError(f"samples must be at least 1 (got {samples})")
+        self.judge = judge
+        self.samples = int(samples)
+        self.run_ids = None if run_ids is None else [int(i) for i in run_ids]
+
+    def backend_name(self, services):
+        return self.judge
+
+    def _where(self) -> str:
+        cond = f"r.paradigm = '{PARADIGM}' AND q.status = '{STATUS}'"
+        if self.run_ids is not None:
+            cond += f" AND r.id IN ({','.join(str(i) for i in self.run_ids) or 'NULL'})"
+        return cond
+
+    def _done_sql(self, op: str) -> str:
+        return (f"(SELECT COUNT(*) FROM judgments j WHERE j.run_id = r.id AND j.judge = :judge "
+                f"AND j.sample_index < {self.samples}) {op} {self.samples}")
+
+    def counts(self, conn, scope):
+        base = f"FROM paradigm_runs r JOIN queries q ON q.id = r.query_id WHERE {self._where()}"
+        expected = conn.execute(text(f"SELECT COUNT(*) {base}")).scalar()
+        done = conn.execute(text(f"SELECT COUNT(*) {base} AND {self._done_sql('>=')}"), {"judge": self.judge}).scalar()
+        return int(expected), int(done)
+
+    def pending(self, conn, scope):
+        rows = conn.execute(text(
+            "SELECT r.id, q.question, q.answer, r.answer FROM paradigm_runs r JOIN queries q ON q.id = r.query_id "
+            f"WHERE {self._where()} AND {self._done_sql('<')} ORDER BY r.id"
+            + (f" LIMIT {int(scope.limit)}" if getattr(scope, "limit", None) else "")), {"judge": self.judge}).all()
+        return [Unit(f"calib:{r[0]}:{self.judge}:k{self.samples}",
+                     {"run_id": int(r[0]), "question": r[1], "gold": r[2], "answer": r[3]}) for r in rows]
+
+    def _kwargs(self, config, sample: int) -> dict:
+        from ragrouter.evaluation.stages import JudgeStage
+
+        # The judge stage's decoding parameters, so a case is judged exactly like a run.
+        return {**JudgeStage()._kwargs(config, sample), "stage": STAGE}
+
+    def compute(self, unit, services):
+        p = unit.payload
+        out = []
+        for i in range(self.samples):
+            res = services.gateway.chat(self.judge, jd.messages(p["question"], p["gold"], p["answer"]),
+                                        **self._kwargs(services.config, i))
+            label, reason = jd.parse_label(res.data)
+            out.append((i, label, reason, res.call_id))
+        return out
+
+    def write(self, conn, unit, result):
+        rows = [{"run_id": unit.payload["run_id"], "judge": self.judge, "sample_index": i, "label": label,
+                 "reason": reason, "is_calibration": True, "llm_call_id": call_id}
+                for i, label, reason, call_id in result]
+        conn.execute(insert(models.Judgment).values(rows).on_conflict_do_nothing(
+            index_elements=["run_id", "judge", "sample_index"]))
+
+    def estimate(self, conn, units, services):
+        gw = services.gateway
+        est = Estimate(stage=self.name, model=str(services.config.backend(self.judge)["model"]))
+        for unit in units:
+            p = unit.payload
+            msgs = jd.messages(p["question"], p["gold"], p["answer"])
+            for i in range(self.samples):
+                kw = self._kwargs(services.config, i)
+                est.calls += 1
+                if gw.is_cached(self.judge, msgs, **kw):
+                    est.cached_calls += 1
+                else:
+                    pt, ct = gw.estimate_tokens(msgs, kw["max_tokens"])
+                    est.prompt_tokens += pt
+                    est.completion_tokens += ct
+        return [est]
+
+
+def resolve_judges(config, names: Iterable[str]) -> list[str]:
+    """Backend names for ``--judge`` values (a backend name, or the role name 'judge');
+    the configured judge role when none is given. Unknown names raise ConfigError."""
+    out = []
+    for name in (list(names) or ["judge"]):
+        backend = str(config.role("judge")) if name == "judge" else name
+        spec = config.backend(backend)  # ConfigError naming the backend when it is undefined
+        if spec.get("kind") == "local-encoder":
+            raise CalibrationError(f"{config.source}: backend '{backend}' is an encoder, not a chat model")
+        if backend not in out:
+            out.append(backend)
+    return out
+
+
+# --------------------------------------------------------------------------- figures
+
+def cohen_kappa(y_true: list[str], y_pred: list[str], labels: Iterable[str] = LABELS) -> float:
+    """Cohen's kappa of two label sequences; NaN when undefined (chance agreement is 1)."""
+    return kappa_from_confusion(confusion(y_true, y_pred, labels))
+
+
+def confusion(y_true: list[str], y_pred: list[str], labels: Iterable[str] = LABELS) -> list[list[int]]:
+    """Rows = true label, columns = predicted label, in ``labels`` order."""
+    labels = list(labels)
+    if len(y_true) != len(y_pred):
+        raise ValueError(f"{len(y_true)} true labels but {len(y_pred)} predictions")
+    index = {lab: i for i, lab in enumerate(labels)}
+    m = [[0] * len(labels) for _ in labels]
+    for t, p in zip(y_true, y_pred):
+        if t not in index or p not in index:
+            raise ValueError(f"label {t if t not in index else p!r} is not one of {', '.join(labels)}")
+        m[index[t]][index[p]] += 1
+    return m
+
+
+def kappa_from_confusion(m: list[list[int]]) -> float:
+    n = sum(map(sum, m))
+    if n == 0:
+        return math.nan
+    po = sum(m[i][i] for i in range(len(m))) / n
+    pe = sum(sum(m[i]) * sum(row[i] for row in m) for i in range(len(m))) / (n * n)
+    if pe >= 1.0:
+        return math.nan
+    return (po - pe) / (1.0 - pe)
+
+
+@dataclasses.dataclass
+class JudgeFigures:
+    """How one judge agrees with the calibration labels (majority over its samples per case)."""
+
+    judge: str
+    n_cases: int
+    samples: int
+    confusion: list[list[int]]
+    """Rows = true label, columns = judged label, in :data:`LABELS` order."""
+    agreement: dict[str, float | None]
+    """Per true label: the share of its cases judged with that label."""
+    by_kind: dict[str, float | None]
+    """Per case kind: the share judged with the kind's true label."""
+    accuracy: float | None
+    kappa: float
+    mean_sample_agreement: float | None
+    calls: int
+    call_seconds: float
+    """Sum of the ledger latencies of the judge calls (what they cost when made)."""
+    unjudged: int = 0
+    """Cases of the set without a verdict (every try failed: unparseable reply, timeout, …)."""
+
+    @property
+    def binary(self) -> dict:
+        """Correct vs. not correct — all that the oracle label and the routers use."""
+        return binary_figures(self.confusion)
+
+    @property
+    def seconds_per_call(self) -> float | None:
+        return self.call_seconds / self.calls if self.calls else None
+
+    def as_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["labels"] = list(LABELS)
+        d["seconds_per_call"] = self.seconds_per_call
+        d["kappa"] = None if math.isnan(self.kappa) else self.kappa
+        d["binary"] = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in self.binary.items()}
+        return d
+
+
+def binary_figures(m: list[list[int]]) -> dict:
+    """From a 3×3 confusion matrix (:data:`LABELS` order): the 2×2 matrix correct vs. not
+    correct, its accuracy and kappa, the share of not-correct cases judged correct
+    (``false_correct``: wrong answers that would count as solved) and the share of correct
+    cases judged not correct (``missed_correct``). Shares are None without such cases."""
+    c = LABELS.index("correct")
+    others = [i for i in range(len(LABELS)) if i != c]
+    tp = m[c][c]
+    fn = sum(m[c][i] for i in others)
+    fp = sum(m[i][c] for i in others)
+    tn = sum(m[i][j] for i in others for j in others)
+    n = tp + fn + fp + tn
+    return {"confusion": [[tp, fn], [fp, tn]], "accuracy": (tp + tn) / n if n else None,
+            "kappa": kappa_from_confusion([[tp, fn], [fp, tn]]),
+            "false_correct": fp / (fp + tn) if fp + tn else None,
+            "missed_correct": fn / (tp + fn) if tp + fn else None}
+
+
+def case_labels(engine: Engine, judges: list[str] | None = None, run_ids: list[int] | None = None,
+                samples: int | None = None) -> list[dict]:
+    """Per (judge, case): true label, kind, the majority label over its samples (ties → the
+    worse label, :func:`ragrouter.evaluation.judge.majority`), agreement share, and the
+    ledger latency of its calls."""
+    sql = ("SELECT j.judge, r.id, r.config_hash, j.sample_index, j.label, lc.latency_s "
+           "FROM judgments j JOIN paradigm_runs r ON r.id = j.run_id "
+           "LEFT JOIN llm_calls lc ON lc.id = j.llm_call_id "
+           f"WHERE j.is_calibration AND r.paradigm = '{PARADIGM}'")
+    params: dict = {}
+    if judges:
+        sql += " AND j.judge IN (" + ",".join(f":j{i}" for i in range(len(judges))) + ")"
+        params.update({f"j{i}": name for i, name in enumerate(judges)})
+    if run_ids is not None:
+        sql += f" AND r.id IN ({','.join(str(int(i)) for i in run_ids) or 'NULL'})"
+    if samples is not None:
+        sql += f" AND j.sample_index < {int(samples)}"
+    with engine.connect() as conn:
+        rows = conn.execute(text(sql + " ORDER BY j.judge, r.id, j.sample_index"), params).all()
+    grouped: dict[tuple[str, int], dict] = {}
+    for judge, run_id, kind, _, label, latency in rows:
+        if kind not in KINDS:
+            continue
+        g = grouped.setdefault((judge, int(run_id)), {"judge": judge, "run_id": int(run_id), "kind": kind,
+                                                      "true_label": KINDS[kind].true_label, "labels": [],
+                                                      "seconds": 0.0, "calls": 0})
+        g["labels"].append(label)
+        if latency is not None:
+            g["seconds"] += float(latency)
+            g["calls"] += 1
+    out = []
+    for g in grouped.values():
+        g["label"], g["agreement"] = jd.majority(g["labels"])
+        out.append(g)
+    return out
+
+
+def figures(cases: list[dict], judge: str, n_set: int | None = None) -> JudgeFigures:
+    """Figures of one judge from :func:`case_labels` rows (``n_set``: cases in the set, so
+    that cases without a verdict are counted as ``unjudged``)."""
+    mine = [c for c in cases if c["judge"] == judge]
+    y_true = [c["true_label"] for c in mine]
+    y_pred = [c["label"] for c in mine]
+    m = confusion(y_true, y_pred)
+    agreement = {}
+    for i, lab in enumerate(LABELS):
+        agreement[lab] = m[i][i] / sum(m[i]) if sum(m[i]) else None
+    by_kind = {}
+    for kind in KINDS:
+        ks = [c for c in mine if c["kind"] == kind]
+        by_kind[kind] = sum(c["label"] == c["true_label"] for c in ks) / len(ks) if ks else None
+    n = len(mine)
+    return JudgeFigures(
+        judge=judge, n_cases=n, samples=max((len(c["labels"]) for c in mine), default=0), confusion=m,
+        agreement=agreement, by_kind=by_kind,
+        accuracy=(sum(m[i][i] for i in range(3)) / n) if n else None,
+        kappa=kappa_from_confusion(m),
+        mean_sample_agreement=(sum(c["agreement"] for c in mine) / n) if n else None,
+        calls=sum(c["calls"] for c in mine), call_seconds=sum(c["seconds"] for c in mine),
+        unjudged=max(0, n_set - n) if n_set is not None else 0)
+
+
+def judge_set(services, judges: list[str], cset: CalibrationSet, *, samples: int = 1, workers: int | None = None,
+              progress: bool = True) -> dict[str, tuple]:
+    """Run every judge over the set; returns judge → (StageReport, JudgeFigures)."""
+    from ragrouter.stages.base import Scope
+    from ragrouter.stages.runner import run_stage
+
+    out = {}
+    for judge in judges:
+        stage = CalibrationStage(judge, samples, cset.run_ids)
+        report = run_stage(stage, services, Scope(config=services.config), workers=workers, progress=progress)
+        gw = services.__dict__.get("gateway")
+        if gw is not None:
+            gw.flush()
+        rows = case_labels(services.engine, [judge], cset.run_ids, samples)
+        out[judge] = (report, figures(rows, judge, len(cset.run_ids)))
+    return out
+
+
+def render(fig: JudgeFigures, model: str | None = None) -> str:
+    """A judge's figures as plain text: header line, confusion matrix, agreement per kind."""
+    def pct(v):
+        return "-" if v is None else f"{100 * v:.0f}%"
+
+    kappa = "undefined" if math.isnan(fig.kappa) else f"{fig.kappa:.2f}"
+    spc = fig.seconds_per_call
+    head = (f"judge {fig.judge}" + (f" (model {model})" if model else "") +
+            f": {fig.n_cases} cases, {fig.samples} sample(s) each; accuracy {pct(fig.accuracy)}, "
+            f"Cohen's kappa {kappa}; {fig.calls} calls, "
+            + ("-" if spc is None else f"{spc:.1f}") + " s per call (ledger)"
+            + (f"; {fig.unjudged} case(s) without a verdict (replies that could not be used)" if fig.unjudged else ""))
+    width = max(len(x) for x in LABELS) + 2
+    lines = [head, "", "true \\ judged".ljust(14) + "".join(lab.rjust(width) for lab in LABELS) + "agreement".rjust(11)]
+    for i, lab in enumerate(LABELS):
+        lines.append(lab.ljust(14) + "".join(str(v).rjust(width) for v in fig.confusion[i])
+                     + pct(fig.agreement[lab]).rjust(11))
+    b = fig.binary
+    bk = "undefined" if math.isnan(b["kappa"]) else f"{b['kappa']:.2f}"
+    lines.append("")
+    lines.append(f"correct vs. not correct (what oracle labels use): accuracy {pct(b['accuracy'])}, kappa {bk}; "
+                 f"wrong or incomplete answers judged correct {pct(b['false_correct'])}, "
+                 f"correct answers judged not correct {pct(b['missed_correct'])}")
+    lines.append("by case kind: " + ", ".join(f"{k} ({KINDS[k].true_label}) {pct(v)}" for k, v in fig.by_kind.items()))
+    if fig.samples > 1 and fig.mean_sample_agreement is not None:
+        lines.append(f"mean agreement of the samples with their majority: {pct(fig.mean_sample_agreement)}")
+    return "\n".join(lines)

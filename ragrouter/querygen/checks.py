@@ -1,0 +1,220 @@
+"""Verify-then-filter checks of generated queries (paper App. A.2, Algorithm 2 phase 2).
+
+Each check returns a :class:`CheckResult` (``passed`` plus the ``evidence`` stored in
+``query_checks``). Registry :data:`CHECKS`: name → ``(function, uses_llm, applies_to)``.
+
+* ``lexical_leak`` (no LLM): the answer, normalised (NFKC, case-folded, punctuation → space,
+  a leading article dropped), occurs as a whole-word phrase in the normalised question →
+  fail. An empty answer fails too.
+* ``grounding``: the judge role answers from the supporting texts alone
+  (:data:`~ragrouter.querygen.prompts.GROUNDED`); a verdict
+  (:data:`~ragrouter.querygen.prompts.VERDICT`, the evaluation judge's labels) then compares
+  that answer with the expected one. Pass only on ``correct`` (Algorithm 2's strict threshold):
+  ``incomplete`` or ``incorrect`` — or a refusal, which is ``incomplete`` without a judge
+  call — fails.
+* ``shortcut`` (reasoning only): the same, once per hop with that hop's text alone, in chain
+  order; the first hop whose answer is judged ``correct`` is a shortcut → fail.
+* ``parametric_leak``: a closed-book answer (:data:`~ragrouter.querygen.prompts.CLOSED_BOOK`)
+  judged ``correct`` → fail (the model knows it without retrieval). A refusal passes without
+  a judge call.
+
+A verdict whose reply cannot be parsed is asked again with the next sample index (up to
+``attempts`` times) before the unit fails: parse failures are not cached, so a unit that
+failed on them would pay for the same doomed request on every run.
+
+The lexical post-checks of generation — :func:`names_entities` (a reasoning question names
+a bridge entity) and :func:`echoes` (a "question" copied from the prompt's instructions) —
+live here too (same normalisation); see :mod:`ragrouter.querygen.generate`.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ragrouter.evaluation import judge as jd
+from ragrouter.llm.backends import GatewayError
+from ragrouter.querygen import prompts
+
+PARSE_ERRORS = frozenset({"unparseable_json", "schema_mismatch", "empty_content"})
+"""GatewayError reasons of a reply that arrived but was unusable (worth another sample)."""
+
+CHECK_ORDER = ("lexical_leak", "grounding", "shortcut", "parametric_leak")
+BRIDGE_LEAK = "bridge_leak"
+"""Check name of a reasoning question rejected at generation for naming a bridge entity."""
+
+_NON_WORD = re.compile(r"[^\w]+", re.UNICODE)
+_ARTICLE = re.compile(r"^(the|a|an) ")
+
+
+def normalise(text: str) -> str:
+    """NFKC, case-folded, every run of non-word characters → one space, stripped."""
+    text = unicodedata.normalize("NFKC", str(text or "")).casefold().replace("_", " ")
+    return _NON_WORD.sub(" ", text).strip()
+
+
+def contains_phrase(haystack: str, phrase: str) -> bool:
+    """Whether normalised ``phrase`` occurs in normalised ``haystack`` on word boundaries."""
+    h, p = normalise(haystack), normalise(phrase)
+    return bool(p) and f" {p} " in f" {h} "
+
+
+def names_entities(question: str, names: list[str]) -> list[str]:
+    """The entity names (e.g. bridge entities) that ``question`` names, in the given order."""
+    return [n for n in names if contains_phrase(question, n)]
+
+
+def echoes(question: str, instructions: str, n: int = 6) -> bool:
+    """Whether ``question`` repeats ``n`` consecutive words of ``instructions`` (a small model
+    sometimes returns a rule of the prompt as its "question")."""
+    words = normalise(question).split()
+    hay = f" {normalise(instructions)} "
+    return any(f" {' '.join(words[i:i + n])} " in hay for i in range(len(words) - n + 1))
+
+
+@dataclass
+class CheckResult:
+    """A check's decision and its evidence (stored as ``query_checks.evidence``)."""
+
+    passed: bool
+    evidence: dict = field(default_factory=dict)
+
+
+@dataclass
+class CheckQuery:
+    """What the checks read of a generated query."""
+
+    id: int
+    qtype: str
+    question: str
+    answer: str
+    texts: list[str]
+    """All supporting texts, in order (one per supporting chunk)."""
+    hop_texts: list[str] = field(default_factory=list)
+    """Reasoning: one text per hop of the chain (its chunks joined), in chain order."""
+
+
+class Evaluator:
+    """The LLM side of the checks: answers and verdicts from the ``judge`` role.
+
+    ``gateway`` is a :class:`~ragrouter.llm.gateway.Gateway` (or anything with its ``chat``);
+    every call goes through its cache and ledger with stage ``validate`` and phase
+    ``<check>:answer`` / ``<check>:verdict``."""
+
+    def __init__(self, gateway, *, role: str = "judge", temperature: float = 0.1, max_tokens: int = 300,
+                 judge_temperature: float | None = None, attempts: int = 2):
+        self.gateway = gateway
+        self.role = role
+        self.attempts = max(1, int(attempts))
+        self.temperature = float(temperature)
+        self.judge_temperature = float(temperature if judge_temperature is None else judge_temperature)
+        self.max_tokens = int(max_tokens)
+
+    def answer_kwargs(self, phase: str) -> dict:
+        return dict(temperature=self.temperature, max_tokens=self.max_tokens, stage="validate", phase=phase)
+
+    def verdict_kwargs(self, phase: str, sample: int = 0) -> dict:
+        return dict(temperature=self.judge_temperature, max_tokens=self.max_tokens,
+                    json_schema=prompts.VERDICT_SCHEMA, stage="validate", phase=phase, sample=sample)
+
+    def answer(self, messages: list[dict], check: str) -> tuple[str, int]:
+        res = self.gateway.chat(self.role, messages, **self.answer_kwargs(f"{check}:answer"))
+        return res.text.strip(), res.call_id
+
+    def verdict(self, question: str, gold: str, answer: str, check: str) -> tuple[str, str, int | None]:
+        """(label, reason, call id); a refusal is 'incomplete' without a judge call."""
+        if jd.is_refusal(answer):
+            return "incomplete", "the answer is a refusal", None
+        messages = prompts.verdict_messages(question, gold, answer)
+        for sample in range(self.attempts):
+            try:
+                res = self.gateway.chat(self.role, messages, **self.verdict_kwargs(f"{check}:verdict", sample))
+            except GatewayError as exc:
+                if exc.reason not in PARSE_ERRORS or sample + 1 == self.attempts:
+                    raise
+                continue
+            label, reason = jd.parse_label(res.data)
+            return label, reason, res.call_id
+        raise AssertionError("unreachable")
+
+
+_VERSIONS = {name: f"{prompts.PROMPTS[name].version}+{prompts.VERDICT.version}" for name in ("grounded", "closed_book")}
+
+
+def _calls(*ids) -> list[int]:
+    return [int(i) for i in ids if i is not None]
+
+
+def lexical_leak(_ev: Evaluator | None, q: CheckQuery) -> CheckResult:
+    answer = _ARTICLE.sub("", normalise(q.answer))
+    if not answer:
+        return CheckResult(False, {"reason": "empty answer"})
+    leaked = f" {answer} " in f" {normalise(q.question)} "
+    return CheckResult(not leaked, {"normalised_answer": answer, "answer_in_question": leaked})
+
+
+def grounding(ev: Evaluator, q: CheckQuery) -> CheckResult:
+    if not q.texts:
+        return CheckResult(False, {"reason": "the query has no supporting texts"})
+    answer, a_id = ev.answer(prompts.grounded_messages(q.question, q.texts), "grounding")
+    label, reason, j_id = ev.verdict(q.question, q.answer, answer, "grounding")
+    return CheckResult(label == "correct", {"answer": answer, "label": label, "reason": reason,
+                                            "n_texts": len(q.texts), "call_ids": _calls(a_id, j_id),
+                                            "prompt_version": _VERSIONS["grounded"]})
+
+
+def shortcut(ev: Evaluator, q: CheckQuery) -> CheckResult:
+    if len(q.hop_texts) < 2:
+        return CheckResult(False, {"reason": f"a reasoning query needs ≥ 2 hop texts, it has {len(q.hop_texts)}"})
+    tried = []
+    for i, text in enumerate(q.hop_texts):
+        answer, a_id = ev.answer(prompts.grounded_messages(q.question, [text]), "shortcut")
+        label, reason, j_id = ev.verdict(q.question, q.answer, answer, "shortcut")
+        tried.append({"hop": i + 1, "answer": answer, "label": label, "reason": reason, "call_ids": _calls(a_id, j_id)})
+        if label == "correct":
+            return CheckResult(False, {"shortcut_hop": i + 1, "hops": tried,
+                                       "prompt_version": _VERSIONS["grounded"]})
+    return CheckResult(True, {"shortcut_hop": None, "hops": tried, "prompt_version": _VERSIONS["grounded"]})
+
+
+def parametric_leak(ev: Evaluator, q: CheckQuery) -> CheckResult:
+    answer, a_id = ev.answer(prompts.closed_book_messages(q.question), "parametric_leak")
+    label, reason, j_id = ev.verdict(q.question, q.answer, answer, "parametric_leak")
+    return CheckResult(label != "correct", {"closed_book_answer": answer, "label": label, "reason": reason,
+                                            "call_ids": _calls(a_id, j_id),
+                                            "prompt_version": _VERSIONS["closed_book"]})
+
+
+CheckFn = Callable[[Evaluator, CheckQuery], CheckResult]
+
+CHECKS: dict[str, tuple[CheckFn, bool, tuple[str, ...]]] = {
+    "lexical_leak": (lexical_leak, False, ("factual", "reasoning", "summary")),
+    "grounding": (grounding, True, ("factual", "reasoning", "summary")),
+    "shortcut": (shortcut, True, ("reasoning",)),
+    "parametric_leak": (parametric_leak, True, ("factual", "reasoning", "summary")),
+}
+
+
+def applicable(qtype: str) -> list[str]:
+    """The checks a query of this type goes through, in :data:`CHECK_ORDER`."""
+    return [name for name in CHECK_ORDER if qtype in CHECKS[name][2]]
+
+
+def run_check(name: str, ev: Evaluator | None, q: CheckQuery) -> CheckResult:
+    try:
+        fn, uses_llm, _types = CHECKS[name]
+    except KeyError:
+        raise KeyError(f"unknown check {name!r} (known: {', '.join(CHECKS)})") from None
+    if uses_llm and ev is None:
+        raise ValueError(f"check {name!r} needs an evaluator (it asks the judge model)")
+    return fn(ev, q)
+
+
+def decide(required: list[str], results: dict[str, bool]) -> str:
+    """A query's status from its checks: 'rejected' when every required check is in and one
+    failed, 'accepted' when all are in and passed, else 'pending'."""
+    if any(name not in results for name in required):
+        return "pending"
+    return "accepted" if all(results[name] for name in required) else "rejected"

@@ -1,0 +1,168 @@
+"""Prompts of query generation and validation (ours, short, versioned; paper Figs. 9–11).
+
+Generation (role ``query_generator``, temperature ``querygen.temperature`` = 0.7):
+
+* :data:`FACTUAL` (Fig. 9): one self-contained QA pair from one chunk — every entity named,
+  no pronouns or references to "the passage".
+* :data:`REASONING` (Fig. 10): a k-hop question over a chain of texts by **reverse
+  substitution** — take the answer from the last text, then replace each bridge entity, last
+  first, by a description drawn from the preceding text, so that no bridge entity is named.
+* :data:`SUMMARY` (Fig. 11): first the consistency check (do all texts mean the same entity,
+  not homonyms?), then a question whose complete answer needs at least two texts.
+
+Validation (role ``judge``): :data:`GROUNDED` answers from given texts only (grounding,
+shortcut), :data:`CLOSED_BOOK` from the model's own knowledge (parametric leakage), and
+:data:`VERDICT` compares an answer with the expected one — the labels of the evaluation
+judge (:mod:`ragrouter.evaluation.judge`; ``correct`` = "matches"), but with a reason of
+one short sentence capped by the schema (``maxLength``): with the evaluation judge's open
+reason the 0.5B model rambled past ``max_tokens``, and a cut reply is unparseable.
+
+Generated strings are capped by ``maxLength`` in the schemas too (grammar-constrained local
+models honour it; validation of replies ignores it).
+
+Bump a prompt's version whenever its text changes; versions are stored in each query's
+``meta`` and each check's evidence.
+"""
+
+from __future__ import annotations
+
+from ragrouter.paradigms.prompts import REFUSAL, Prompt
+
+FACTUAL = Prompt(
+    name="factual",
+    version="qgen-factual-v1",
+    system=(
+        "You write one factual question and its answer from a passage. The question must be "
+        "answerable from the passage alone and self-contained: name every person, thing and concept "
+        "explicitly; no pronouns (it, they, this) and no references such as 'the passage', 'the text', "
+        "'the author' or 'this chapter'. The answer is short (a few words or one sentence) and stated "
+        'in the passage. Reply with JSON only: {"question": "...", "answer": "..."}'
+    ),
+    user="Passage:\n{text}\n\nReturn the JSON now.",
+)
+
+REASONING = Prompt(
+    name="reasoning",
+    version="qgen-reasoning-v1",
+    system=(
+        "You write one multi-hop question that can only be answered by reading ALL the texts, in order. "
+        "Consecutive texts share a bridge entity. Use reverse substitution: (1) take a fact of the LAST "
+        "text as the answer; (2) write a question asking for it that names the last bridge entity; "
+        "(3) replace that bridge entity by a description of it taken from the previous text; (4) repeat "
+        "for each earlier bridge entity. The final question must NOT contain any bridge entity's name, "
+        "must be self-contained (no pronouns, no 'the text'), and must have a short answer. "
+        'Reply with JSON only: {"question": "...", "answer": "...", "reasoning": "the steps, one sentence each"}'
+    ),
+    user="{texts}\n\nBridge entities (never name them in the question):\n{bridges}\n\nReturn the JSON now.",
+)
+
+SUMMARY = Prompt(
+    name="summary",
+    version="qgen-summary-v1",
+    system=(
+        "You write one summary question about an entity from several texts. First check consistency: "
+        "do all texts refer to the same entity, not to different things that share its name? "
+        "If not, reply with consistent false, the reason, and empty question and answer. If yes, write "
+        "a self-contained question that names the entity and whose complete answer needs information "
+        "from at least two of the texts (for example its causes, features and treatments), and an "
+        "answer of 2-4 sentences that combines them. "
+        'Reply with JSON only: {"consistent": true|false, "reason": "...", "question": "...", "answer": "..."}'
+    ),
+    user="Entity: {entity}\n\n{texts}\n\nReturn the JSON now.",
+)
+
+GROUNDED = Prompt(
+    name="grounded",
+    version="qcheck-grounded-v1",
+    system=f"Answer the question using only the texts. Be concise. If the texts do not contain the answer, "
+           f"reply exactly: {REFUSAL}",
+    user="{texts}\n\nQuestion: {question}\nAnswer:",
+)
+
+CLOSED_BOOK = Prompt(
+    name="closed_book",
+    version="qcheck-closed-v1",
+    system=f"Answer the question from your own knowledge; no documents are given. Be concise. "
+           f"If you do not know, reply exactly: {REFUSAL}",
+    user="Question: {question}\nAnswer:",
+)
+
+VERDICT = Prompt(
+    name="verdict",
+    version="qcheck-verdict-v1",
+    system=(
+        "You compare an answer with the gold answer to a question. Judge only whether the answer "
+        "states the gold answer's key information, not its style or length. Labels: 'correct' = it does, "
+        "without contradicting it; 'incorrect' = it contradicts the gold answer or gives a different answer; "
+        "'incomplete' = it is partly right but misses key information, or it refuses. "
+        'Reply with JSON only: {"label": "correct|incorrect|incomplete", "reason": "one short sentence"}'
+    ),
+    user="Question: {question}\n\nGold answer: {gold}\n\nAnswer to grade: {answer}\n\nReturn the JSON now.",
+)
+
+
+def _text(max_length: int) -> dict:
+    return {"type": "string", "maxLength": max_length}
+
+
+QA_SCHEMA: dict = {
+    "type": "object",
+    "properties": {"question": _text(400), "answer": _text(400)},
+    "required": ["question", "answer"],
+}
+
+REASONING_SCHEMA: dict = {
+    "type": "object",
+    "properties": {"question": _text(500), "answer": _text(400), "reasoning": _text(600)},
+    "required": ["question", "answer", "reasoning"],
+}
+
+SUMMARY_SCHEMA: dict = {
+    "type": "object",
+    "properties": {"consistent": {"type": "boolean"}, "reason": _text(300),
+                   "question": _text(400), "answer": _text(800)},
+    "required": ["consistent", "reason", "question", "answer"],
+}
+
+VERDICT_SCHEMA: dict = {
+    "type": "object",
+    "properties": {"label": {"type": "string", "enum": ["correct", "incorrect", "incomplete"]}, "reason": _text(200)},
+    "required": ["label", "reason"],
+}
+
+PROMPTS: dict[str, Prompt] = {p.name: p for p in (FACTUAL, REASONING, SUMMARY, GROUNDED, CLOSED_BOOK, VERDICT)}
+
+
+def numbered_texts(texts: list[str]) -> str:
+    """``Text 1:\\n…\\n\\nText 2:\\n…`` (the numbering the prompts refer to)."""
+    return "\n\n".join(f"Text {i}:\n{t.strip()}" for i, t in enumerate(texts, 1))
+
+
+def factual_messages(text: str) -> list[dict]:
+    return FACTUAL.messages(text=text.strip())
+
+
+def reasoning_messages(texts: list[str], bridges: list[str]) -> list[dict]:
+    lines = "\n".join(f"- '{b}' (links text {i} and text {i + 1})" for i, b in enumerate(bridges, 1))
+    return REASONING.messages(texts=numbered_texts(texts), bridges=lines)
+
+
+def summary_messages(entity: str, texts: list[str]) -> list[dict]:
+    return SUMMARY.messages(entity=entity, texts=numbered_texts(texts))
+
+
+def grounded_messages(question: str, texts: list[str]) -> list[dict]:
+    return GROUNDED.messages(texts=numbered_texts(texts), question=question)
+
+
+def closed_book_messages(question: str) -> list[dict]:
+    return CLOSED_BOOK.messages(question=question)
+
+
+def verdict_messages(question: str, gold: str, answer: str) -> list[dict]:
+    return VERDICT.messages(question=question, gold=gold, answer=answer)
+
+
+def versions() -> dict[str, str]:
+    """``{prompt name: version}`` of every query generation/validation prompt."""
+    return {n: p.version for n, p in PROMPTS.items()}

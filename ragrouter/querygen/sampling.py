@@ -1,0 +1,374 @@
+"""Where generated questions come from: chunks, bridge-entity chains and PageRank-sampled
+ego-graphs (paper App. A.2, Algorithm 2 phase 1).
+
+Everything here is pure: a :class:`CorpusGraph` is built from chunk metadata and extracted
+triples, and the samplers take a seeded ``random.Random``, so a unit's draw depends only on
+its seed and the store's contents.
+
+Walk units
+    Reasoning chains and summary sources are sets of distinct *walk units*. The paper walks
+    over **documents**; a corpus of a single long document (the medical textbook) has no
+    second document to hop to, so there the unit is the **chunk**. In chunk mode two chunks
+    of one document whose token spans overlap (the 100-token chunk overlap) count as the
+    same source: they share text, so an entity "linking" them links nothing. A chain or a
+    summary never holds two overlapping chunks. :func:`choose_walk_unit` picks the unit for
+    ``walk_unit: auto``: documents when the corpus has at least as many documents as the
+    longest chain needs, else chunks.
+
+Bridge entities
+    The entities of a unit are the subjects and objects of the triples extracted from its
+    chunks. An entity is a *candidate bridge* when it occurs in at least two units and in at
+    most ``max(2, bridge_max_share × units)`` of them (an entity named everywhere —
+    "patient", "treatment" — links everything and so bridges nothing).
+
+k-hop chain
+    Units ``u1 … uk`` (pairwise distinct, non-overlapping) and bridges ``b1 … b(k-1)`` with
+    ``b_i`` in the entities of ``u_i`` and ``u_(i+1)`` and of **no other unit of the chain**,
+    so the chain cannot be cut short through a bridge. Chains are directed: the answer comes
+    from the last unit. :func:`find_chain` samples one by random walk (uniform start among
+    units with a step, then uniform over the (bridge, next unit) steps allowed), restarting
+    up to ``attempts`` times; if every walk dead-ends it enumerates chains exhaustively (up to
+    ``budget`` expansions) and picks one uniformly, or raises :class:`NoCandidate` saying that
+    no chain exists (or none was found within the budget).
+
+Summary entity
+    Plain PageRank (:class:`~ragrouter.graph.ppr.PPR` with uniform personalisation,
+    α = 0.85) over the undirected entity graph; an entity is drawn with probability ∝ its
+    score among the entities whose *ego-graph sources* — the chunks of the triples that have
+    the entity as subject or object — span at least ``min_sources`` distinct walk units.
+    The summary units of a corpus draw *without replacement* (a PageRank-weighted order,
+    :func:`weighted_order`, and unit i takes its i-th entity), so they cover distinct
+    entities; on a small graph independent draws kept landing on the same hub.
+    The sources shown to the generator are the ``max_sources`` units with the most such
+    triples (ties broken by the seeded draw), one chunk per unit (its chunk with the most).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+WALK_UNITS = ("document", "chunk")
+
+
+class NoCandidate(RuntimeError):
+    """The corpus offers nothing to sample for this unit (no chain, no eligible entity)."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class ChunkInfo:
+    """What the samplers need to know about a chunk (its text is loaded on demand)."""
+
+    id: int
+    document_id: int
+    document_external_id: str
+    token_start: int
+    token_end: int
+
+
+@dataclass(frozen=True)
+class Chain:
+    """A k-hop chain: ``units[i]`` and ``units[i+1]`` are linked by ``bridges[i]``."""
+
+    units: tuple[int, ...]
+    bridges: tuple[str, ...]
+
+    @property
+    def hops(self) -> int:
+        return len(self.units)
+
+
+@dataclass(frozen=True)
+class SummaryPick:
+    """A PageRank-sampled entity and the sources of its ego-graph."""
+
+    entity: str
+    pagerank: float
+    units: tuple[int, ...]
+    chunk_ids: tuple[int, ...]
+    eligible: int
+    """How many entities were eligible (≥ min_sources distinct sources)."""
+
+
+def choose_walk_unit(setting: str, n_documents: int, max_hops: int) -> str:
+    """'document' or 'chunk' for a ``walk_unit`` setting ('auto', 'document', 'chunk')."""
+    if setting in WALK_UNITS:
+        return setting
+    if setting != "auto":
+        raise ValueError(f"querygen.walk_unit must be auto, document or chunk (got {setting!r})")
+    return "document" if n_documents >= max(2, int(max_hops)) else "chunk"
+
+
+@dataclass
+class CorpusGraph:
+    """Chunks, walk units and entity mentions of one corpus (see the module docstring)."""
+
+    chunks: dict[int, ChunkInfo]
+    walk_unit: str
+    bridge_max_share: float = 0.5
+    unit_of: dict[int, int] = field(init=False)
+    mentions: dict[str, dict[int, Counter]] = field(init=False)
+    """entity → unit → Counter(chunk id → triples of that chunk naming the entity)."""
+    entities_of: dict[int, frozenset[str]] = field(init=False)
+    units: list[int] = field(init=False)
+    bridges: frozenset[str] = field(init=False)
+    triples: list[tuple[str, str, str, int]] = field(init=False)
+    memo: dict = field(init=False, default_factory=dict, repr=False)
+    """Derived values computed once per graph (eligible summary entities)."""
+
+    @classmethod
+    def build(cls, chunks: Iterable[ChunkInfo], triples: Iterable[tuple[str, str, str, int]],
+              walk_unit: str, bridge_max_share: float = 0.5) -> CorpusGraph:
+        if walk_unit not in WALK_UNITS:
+            raise ValueError(f"walk unit must be one of {', '.join(WALK_UNITS)} (got {walk_unit!r})")
+        if not 0 < float(bridge_max_share) <= 1:
+            raise ValueError(f"querygen.bridge_max_share must be in (0, 1] (got {bridge_max_share!r})")
+        g = cls({c.id: c for c in chunks}, walk_unit, float(bridge_max_share))
+        g.unit_of = {cid: (c.document_id if walk_unit == "document" else cid) for cid, c in g.chunks.items()}
+        mentions: dict[str, dict[int, Counter]] = defaultdict(lambda: defaultdict(Counter))
+        kept = []
+        for s, r, o, cid in triples:
+            cid = int(cid)
+            if cid not in g.unit_of:
+                continue  # a chunk of another chunker
+            kept.append((s, r, o, cid))
+            u = g.unit_of[cid]
+            for name in {s, o}:
+                mentions[name][u][cid] += 1
+        g.triples = kept
+        g.mentions = {e: dict(by_unit) for e, by_unit in mentions.items()}
+        ents: dict[int, set[str]] = defaultdict(set)
+        for e, by_unit in g.mentions.items():
+            for u in by_unit:
+                ents[u].add(e)
+        g.entities_of = {u: frozenset(v) for u, v in ents.items()}
+        g.units = sorted(g.entities_of)
+        cap = max(2, int(g.bridge_max_share * len(g.units)))
+        g.bridges = frozenset(e for e, by_unit in g.mentions.items() if 2 <= len(by_unit) <= cap)
+        return g
+
+    # ------------------------------------------------------------------ units
+    def unit_chunks(self, unit: int) -> list[int]:
+        """Chunk ids of a walk unit, ascending."""
+        return sorted(c for c, u in self.unit_of.items() if u == unit)
+
+    def overlaps(self, u: int, v: int) -> bool:
+        """Whether two walk units are the same source (same unit, or overlapping chunks)."""
+        if u == v:
+            return True
+        if self.walk_unit == "document":
+            return False
+        a, b = self.chunks[u], self.chunks[v]
+        return a.document_id == b.document_id and a.token_start < b.token_end and b.token_start < a.token_end
+
+    def compatible(self, v: int, chain: Iterable[int]) -> bool:
+        return not any(self.overlaps(v, w) for w in chain)
+
+    def document_ids(self, chunk_ids: Iterable[int]) -> list[str]:
+        """External ids of the documents of ``chunk_ids``, in first-seen order."""
+        return list(dict.fromkeys(self.chunks[c].document_external_id for c in chunk_ids))
+
+    # ------------------------------------------------------------------ chains
+    def steps(self, chain: list[int], bridges: list[str]) -> list[tuple[str, int]]:
+        """The (bridge, next unit) steps that extend a partial chain, in a stable order."""
+        cur = chain[-1]
+        out = []
+        for b in sorted(self.entities_of.get(cur, ()) & self.bridges):
+            if b in bridges or any(b in self.entities_of[w] for w in chain[:-1]):
+                continue
+            for v in sorted(self.mentions[b]):
+                if not self.compatible(v, chain):
+                    continue
+                if any(pb in self.entities_of[v] for pb in bridges):
+                    continue
+                out.append((b, v))
+        return out
+
+    def chain_chunks(self, chain: Chain, max_chunks_per_hop: int = 2) -> list[list[int]]:
+        """The chunks that carry each hop: in document mode the unit's chunk(s) naming its
+        bridge entities (one naming all of them when there is one), else the chunk itself."""
+        out = []
+        for i, u in enumerate(chain.units):
+            if self.walk_unit == "chunk":
+                out.append([u])
+                continue
+            wanted = [b for b in (chain.bridges[i - 1] if i > 0 else None,
+                                  chain.bridges[i] if i < len(chain.bridges) else None) if b]
+            per = [set(self.mentions[b][u]) for b in wanted]
+            both = sorted(set.intersection(*per)) if per else []
+            if both:
+                picked = [max(both, key=lambda c: (sum(self.mentions[b][u][c] for b in wanted), -c))]
+            else:
+                picked = sorted({min(p) for p in per})
+            out.append(picked[:max(1, int(max_chunks_per_hop))])
+        return out
+
+
+def iter_chains(graph: CorpusGraph, hops: int, budget: int = 200_000) -> Iterator[Chain]:
+    """Every k-hop chain, depth first in a stable order. Raises :class:`NoCandidate`
+    ('budget') if more than ``budget`` partial chains would have to be expanded."""
+    _check_hops(hops)
+    expanded = 0
+
+    def extend(chain: list[int], bridges: list[str]) -> Iterator[Chain]:
+        nonlocal expanded
+        if len(chain) == hops:
+            yield Chain(tuple(chain), tuple(bridges))
+            return
+        expanded += 1
+        if expanded > budget:
+            raise NoCandidate("budget", f"more than {budget} partial {hops}-hop chains to expand")
+        for b, v in graph.steps(chain, bridges):
+            yield from extend(chain + [v], bridges + [b])
+
+    for u in graph.units:
+        yield from extend([u], [])
+
+
+def find_chain(graph: CorpusGraph, hops: int, rng: random.Random, attempts: int = 200,
+               budget: int = 200_000) -> Chain:
+    """A k-hop chain by seeded random walk (exhaustive fallback); see the module docstring."""
+    _check_hops(hops)
+    starts = [u for u in graph.units if graph.steps([u], [])]
+    if starts:
+        for _ in range(max(1, int(attempts))):
+            chain, bridges = [rng.choice(starts)], []
+            while len(chain) < hops:
+                steps = graph.steps(chain, bridges)
+                if not steps:
+                    break
+                b, v = rng.choice(steps)
+                chain.append(v)
+                bridges.append(b)
+            if len(chain) == hops:
+                return Chain(tuple(chain), tuple(bridges))
+    try:
+        every = list(iter_chains(graph, hops, budget))
+    except NoCandidate as exc:
+        raise NoCandidate("no_chain", f"no {hops}-hop chain found: {attempts} random walks dead-ended and "
+                                      f"the exhaustive search stopped ({exc})") from None
+    if not every:
+        raise NoCandidate("no_chain", f"no {hops}-hop chain of {graph.walk_unit}s linked by bridge entities "
+                                      f"exists ({len(graph.units)} {graph.walk_unit}s with entities, "
+                                      f"{len(graph.bridges)} candidate bridge entities)")
+    return rng.choice(every)
+
+
+def _check_hops(hops: int) -> None:
+    if not isinstance(hops, int) or hops < 2:
+        raise ValueError(f"a reasoning chain needs at least 2 hops (got {hops!r})")
+
+
+# ---------------------------------------------------------------------- summary
+
+
+def pagerank(graph: CorpusGraph, alpha: float = 0.85) -> dict[str, float]:
+    """Plain PageRank of every entity (PPR with a uniform personalisation vector)."""
+    from ragrouter.graph.kg import KnowledgeGraph
+    from ragrouter.graph.ppr import PPR
+
+    kg = KnowledgeGraph.from_triples(graph.triples)
+    if kg.n_nodes == 0:
+        return {}
+    scores = PPR(kg, prepare_alpha=None).run(np.full(kg.n_nodes, 1.0 / kg.n_nodes), alpha=alpha)
+    return {name: float(scores[i]) for i, name in enumerate(kg.names)}
+
+
+def max_distinct_sources(graph: CorpusGraph, units: Iterable[int]) -> list[int]:
+    """A largest set of pairwise non-overlapping units among ``units`` (interval scheduling
+    per document in chunk mode; every unit in document mode), in ascending order."""
+    units = sorted(set(units))
+    if graph.walk_unit == "document":
+        return units
+    picked: list[int] = []
+    by_doc: dict[int, list[int]] = defaultdict(list)
+    for u in units:
+        by_doc[graph.chunks[u].document_id].append(u)
+    for doc_units in by_doc.values():
+        last_end = None
+        for u in sorted(doc_units, key=lambda c: (graph.chunks[c].token_end, c)):
+            if last_end is None or graph.chunks[u].token_start >= last_end:
+                picked.append(u)
+                last_end = graph.chunks[u].token_end
+    return sorted(picked)
+
+
+def ego_sources(graph: CorpusGraph, entity: str, rng: random.Random, max_sources: int,
+                min_sources: int = 2) -> list[tuple[int, int]]:
+    """(unit, chunk id) sources of an entity's ego-graph: the units with the most triples
+    naming it (ties by ``rng``), pairwise non-overlapping, at most ``max_sources``; one chunk
+    per unit, the one with the most such triples. Fewer than ``min_sources`` only when the
+    entity has fewer distinct sources."""
+    by_unit = graph.mentions.get(entity, {})
+    units = sorted(by_unit)
+    rng.shuffle(units)
+    units.sort(key=lambda u: -sum(by_unit[u].values()))  # stable: ties keep the shuffled order
+    picked: list[int] = []
+    for u in units:
+        if len(picked) >= max_sources:
+            break
+        if graph.compatible(u, picked):
+            picked.append(u)
+    if len(picked) < min(min_sources, max_sources):
+        picked = max_distinct_sources(graph, units)[:max_sources]
+    return [(u, max(by_unit[u], key=lambda c: (by_unit[u][c], -c))) for u in picked]
+
+
+def summary_candidates(graph: CorpusGraph, min_sources: int = 2) -> list[str]:
+    """Entities whose ego-graph spans at least ``min_sources`` distinct sources, sorted
+    (computed once per graph and ``min_sources``)."""
+    key = ("summary_candidates", min_sources)
+    if key not in graph.memo:
+        graph.memo[key] = sorted(e for e, by_unit in graph.mentions.items()
+                                 if len(by_unit) >= min_sources
+                                 and len(max_distinct_sources(graph, by_unit)) >= min_sources)
+    return graph.memo[key]
+
+
+def weighted_order(items: list, weights: list[float], rng: random.Random) -> list:
+    """``items`` in a random order drawn without replacement, each next item with probability
+    ∝ its weight among those left (Efraimidis–Spirakis keys ``log(u) / w``, largest first).
+    Items of weight ≤ 0 are left out. The first item is thus distributed ∝ weight."""
+    keyed = []
+    for i, w in enumerate(weights):
+        u = 1.0 - rng.random()  # (0, 1]
+        if w > 0:
+            keyed.append((math.log(u) / w, i))
+    keyed.sort(key=lambda k: (-k[0], k[1]))
+    return [items[i] for _, i in keyed]
+
+
+def sample_summary(graph: CorpusGraph, scores: dict[str, float], rng: random.Random, min_sources: int = 2,
+                   max_sources: int = 4, rank: int = 0, order_rng: random.Random | None = None) -> SummaryPick:
+    """An entity ∝ PageRank among the eligible ones, then its ego-graph sources.
+
+    Without ``order_rng`` the entity is one independent draw with ``rng``. With it, the
+    eligible entities are put in a PageRank-weighted order drawn without replacement
+    (:func:`weighted_order`, one order per corpus and seed) and unit ``rank`` takes the
+    entity at that position (cycling when there are more units than entities), so the
+    summary units of a corpus cover distinct entities. ``rng`` breaks ties among sources."""
+    if min_sources < 2 or max_sources < min_sources:
+        raise ValueError(f"querygen summary sources: need 2 <= min_sources <= max_sources "
+                         f"(got {min_sources}, {max_sources})")
+    eligible = summary_candidates(graph, min_sources)
+    weights = [scores.get(e, 0.0) for e in eligible]
+    if not eligible or sum(weights) <= 0:
+        raise NoCandidate("no_entity", f"no entity's ego-graph spans {min_sources} distinct {graph.walk_unit}s "
+                                       f"({len(graph.mentions)} entities, {len(graph.units)} {graph.walk_unit}s)")
+    if order_rng is None:
+        entity = rng.choices(eligible, weights=weights, k=1)[0]
+    else:
+        order = weighted_order(eligible, weights, order_rng)
+        entity = order[rank % len(order)]
+    sources = ego_sources(graph, entity, rng, max_sources, min_sources)
+    return SummaryPick(entity, scores[entity], tuple(u for u, _ in sources), tuple(c for _, c in sources),
+                       len(eligible))

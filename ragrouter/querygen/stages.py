@@ -1,0 +1,389 @@
+"""The ``querygen`` and ``validate`` stages (paper §3.2, App. A.2, Algorithm 2, Table 6).
+
+querygen
+    Unit = (corpus, type, index) for the generator model, key
+    ``<corpus>:<type>#<index>:<seed>:<model>``; types ``factual``, ``<k>-hop`` (the
+    ``querygen.counts.reasoning`` units split by ``querygen.reasoning_hops``) and ``summary``;
+    the seed is :func:`~ragrouter.querygen.generate.unit_seed`. Done when the ``queries`` row
+    with external id ``gen:<type>:<seed>:<model>`` exists in the corpus — a generated query
+    (status ``pending``, or ``rejected`` with a failed ``bridge_leak`` check) or a note
+    (origin ``querygen-note``, status ``skipped``; see :mod:`ragrouter.querygen.generate`).
+    Reasoning and summary units need the knowledge graph: while some chunk of the corpus is
+    not extracted yet they fail (retried next run) rather than note "no chain". The graph
+    (and its PageRank) is built once per corpus on first use and memoised in ``services``.
+
+validate
+    Unit = (query, check, evaluator model), key ``q<id>:<check>:<model>`` (model ``-`` for the
+    lexical check), over generated queries with status ``pending``; done when its
+    ``query_checks`` row exists. The write of a check also settles the query: once every
+    check that applies to it is in, it becomes ``accepted`` (all passed) or ``rejected``
+    (any failed) — Algorithm 2 runs every check, so Table 6's rejection reasons are complete.
+    ``finish`` settles any pending query whose checks are all in (idempotent, no model call).
+"""
+
+from __future__ import annotations
+
+import json
+
+from sqlalchemy import text
+from sqlalchemy.dialects.postgresql import insert
+
+from ragrouter.corpus import storeio
+from ragrouter.db import models
+from ragrouter.llm.backends import GatewayError
+from ragrouter.querygen import checks
+from ragrouter.querygen import generate as gen
+from ragrouter.querygen.sampling import ChunkInfo, CorpusGraph, choose_walk_unit, pagerank
+from ragrouter.stages.base import Estimate, Scope, Stage, Unit, register
+
+
+def _json(value):
+    if isinstance(value, str):
+        return json.loads(value)
+    return value
+
+
+def _corpora(conn, scope: Scope) -> list[tuple[int, str]]:
+    """Corpora in scope that have chunks of the configured chunker."""
+    key = storeio.chunker_key(scope.config)
+    out = []
+    for cid, name in storeio.corpus_ids(conn, scope.corpus):
+        if conn.execute(text("SELECT 1 FROM chunks WHERE corpus_id = :c AND chunker = :k LIMIT 1"),
+                        {"c": cid, "k": key}).first():
+            out.append((cid, name))
+    return out
+
+
+def _texts(services, chunk_ids: list[int]) -> dict[int, str]:
+    ids = sorted({int(c) for c in chunk_ids})
+    if not ids:
+        return {}
+    with services.db_lock, services.engine.connect() as conn:
+        rows = conn.execute(text(f"SELECT id, text FROM chunks WHERE id IN ({','.join(map(str, ids))})")).all()
+    found = {int(r[0]): r[1] for r in rows}
+    missing = [c for c in ids if c not in found]
+    if missing:
+        raise RuntimeError(f"chunks {missing[:5]} are no longer in the store")
+    return found
+
+
+# ---------------------------------------------------------------------- querygen
+
+
+class QueryGenStage(Stage):
+    name = "querygen"
+    description = "generate factual, 2/3-hop reasoning and summary queries from chunks and the knowledge graph"
+    uses_llm = True
+
+    def backend_name(self, services):
+        return services.config.role("query_generator")
+
+    def _expected(self, conn, scope: Scope) -> list[Unit]:
+        cfg = scope.config
+        s = gen.Settings.from_config(cfg)
+        model = storeio.model_key(cfg, "query_generator")
+        counts = s.unit_counts()
+        units = []
+        for cid, corpus in _corpora(conn, scope):
+            for i in range(max(counts.values(), default=0)):
+                for utype, n in counts.items():
+                    if i >= n:
+                        continue
+                    seed = gen.unit_seed(s.seed, corpus, utype, i)
+                    ext = gen.external_id(utype, seed, model)
+                    units.append(Unit(f"{corpus}:{utype}#{i}:{seed}:{model}",
+                                      {"corpus_id": cid, "corpus": corpus, "utype": utype, "index": i,
+                                       "seed": seed, "type_seed": gen.order_seed(s.seed, corpus, utype),
+                                       "model": model, "external_id": ext}))
+        return units
+
+    @staticmethod
+    def _done(conn, corpus_ids: set[int]) -> set[tuple[int, str]]:
+        if not corpus_ids:
+            return set()
+        rows = conn.execute(text(
+            "SELECT corpus_id, external_id FROM queries WHERE origin IN (:g, :n) AND corpus_id IN "
+            f"({','.join(str(int(c)) for c in corpus_ids)})"), {"g": gen.QUERY_ORIGIN, "n": gen.NOTE_ORIGIN}).all()
+        return {(int(r[0]), r[1]) for r in rows}
+
+    def counts(self, conn, scope):
+        units = self._expected(conn, scope)
+        done = self._done(conn, {u.payload["corpus_id"] for u in units})
+        return len(units), sum((u.payload["corpus_id"], u.payload["external_id"]) in done for u in units)
+
+    def pending(self, conn, scope):
+        units = self._expected(conn, scope)
+        done = self._done(conn, {u.payload["corpus_id"] for u in units})
+        out = [u for u in units if (u.payload["corpus_id"], u.payload["external_id"]) not in done]
+        return out[:scope.limit] if scope.limit else out
+
+    # -------------------------------------------------------------- shared state
+    def _graph(self, services, corpus_id: int, corpus: str, needs_triples: bool) -> CorpusGraph:
+        cfg = services.config
+        s = gen.Settings.from_config(cfg)
+        chunker, extractor = storeio.chunker_key(cfg), storeio.extractor_key(cfg)
+        if needs_triples:
+            with services.db_lock, services.engine.connect() as conn:
+                missing = conn.execute(text(
+                    "SELECT COUNT(*) FROM chunks c WHERE c.corpus_id = :c AND c.chunker = :k AND NOT EXISTS "
+                    "(SELECT 1 FROM chunk_extractions e WHERE e.chunk_id = c.id AND e.extractor = :x)"),
+                    {"c": corpus_id, "k": chunker, "x": extractor}).scalar()
+            if missing:
+                raise RuntimeError(f"corpus '{corpus}': {missing} chunks have no '{extractor}' extraction yet — "
+                                   "run the extract stage first")
+        key = ("querygen-graph", corpus_id, chunker, extractor, s.walk_unit, s.bridge_max_share, s.max_hops)
+
+        def build() -> CorpusGraph:
+            with services.db_lock, services.engine.connect() as conn:
+                rows = conn.execute(text(
+                    "SELECT c.id, c.document_id, d.external_id, c.token_start, c.token_end FROM chunks c "
+                    "JOIN documents d ON d.id = c.document_id WHERE c.corpus_id = :c AND c.chunker = :k "
+                    "ORDER BY c.id"), {"c": corpus_id, "k": chunker}).all()
+                triples = storeio.load_triples(conn, corpus_id, extractor)
+            chunks = [ChunkInfo(int(r[0]), int(r[1]), str(r[2]), int(r[3]), int(r[4])) for r in rows]
+            unit = choose_walk_unit(s.walk_unit, len({c.document_id for c in chunks}), s.max_hops)
+            return CorpusGraph.build(chunks, triples, unit, s.bridge_max_share)
+
+        return services.memo(key, build)
+
+    def _plan(self, unit: Unit, services) -> gen.Plan:
+        p = unit.payload
+        qtype, _ = gen.parse_type(p["utype"])
+        graph = self._graph(services, p["corpus_id"], p["corpus"], needs_triples=qtype != "factual")
+
+        def scores() -> dict[str, float]:
+            return services.memo(("querygen-pagerank", id(graph)), lambda: pagerank(graph))
+
+        return gen.plan_unit(p["utype"], p["seed"], graph, lambda ids: _texts(services, ids), scores,
+                             gen.Settings.from_config(services.config), index=p["index"], type_seed=p["type_seed"])
+
+    def _kwargs(self, s: gen.Settings, plan: gen.Plan, unit: Unit, attempt: int) -> dict:
+        # One sample index per (unit, attempt): coinciding prompts of two units are two samples.
+        return dict(temperature=s.temperature, max_tokens=s.max_tokens, json_schema=plan.schema,
+                    stage="querygen", phase=plan.qtype, sample=unit.payload["index"] * s.attempts + attempt)
+
+    def compute(self, unit, services):
+        s = gen.Settings.from_config(services.config)
+        plan = self._plan(unit, services)
+        if plan.note is not None:
+            return plan, gen.note(plan, *plan.note)
+        calls, problems = [], []
+        outcome = None
+        for sample in range(s.attempts):
+            try:
+                res = services.gateway.chat("query_generator", plan.messages, **self._kwargs(s, plan, unit, sample))
+            except GatewayError as exc:
+                if exc.reason not in checks.PARSE_ERRORS:
+                    raise  # transient (timeout, HTTP): the unit fails and is retried next run
+                problems.append(exc.reason)
+                continue
+            calls.append(res.call_id)
+            outcome = gen.interpret(plan, res.data)
+            if outcome is not None:
+                outcome.meta["attempt"] = sample
+                break
+            problems.append("no usable question and answer")
+        if outcome is None:
+            outcome = gen.note(plan, "invalid_reply", f"{s.attempts} unusable replies: {'; '.join(problems)}")
+        outcome.meta["call_ids"] = calls
+        return plan, outcome
+
+    def write(self, conn, unit, result):
+        plan, out = result
+        p = unit.payload
+        row = {"corpus_id": p["corpus_id"], "external_id": p["external_id"], "origin": out.origin,
+               "qtype": plan.qtype, "hops": plan.hops, "question": out.question, "answer": out.answer,
+               "supporting_doc_ids": plan.doc_ids or None, "supporting_chunk_ids": plan.chunk_ids or None,
+               "status": out.status, "generator_model": p["model"], "seed": p["seed"],
+               "meta": {**out.meta, "unit_type": p["utype"], "unit_index": p["index"]}}
+        qid = conn.execute(insert(models.Query).values(row).on_conflict_do_nothing(
+            index_elements=["corpus_id", "external_id"]).returning(models.Query.id)).scalar()
+        if qid is not None and out.check is not None:
+            name, passed, evidence = out.check
+            conn.execute(insert(models.QueryCheck).values(
+                query_id=qid, check_name=name, model="", passed=passed, evidence=evidence,
+            ).on_conflict_do_nothing(index_elements=["query_id", "check_name", "model"]))
+
+    def estimate(self, conn, units, services):
+        s = gen.Settings.from_config(services.config)
+        gw = services.gateway
+        est = Estimate(stage=self.name, model=storeio.model_key(services.config, "query_generator"))
+        for unit in units:
+            try:
+                plan = self._plan(unit, services)
+            except Exception:  # noqa: BLE001 - e.g. not extracted yet: count the call, tokens unknown
+                est.calls += 1
+                est.completion_tokens += s.max_tokens
+                continue
+            if plan.note is not None:
+                continue
+            kw = self._kwargs(s, plan, unit, 0)
+            est.calls += 1
+            if gw.is_cached("query_generator", plan.messages, **kw):
+                est.cached_calls += 1
+                continue
+            pt, ct = gw.estimate_tokens(plan.messages, s.max_tokens)
+            est.prompt_tokens += pt
+            est.completion_tokens += ct
+        return [est]
+
+
+# ---------------------------------------------------------------------- validate
+
+
+def _model_for(check: str, judge_model: str) -> str:
+    return judge_model if checks.CHECKS[check][1] else ""
+
+
+def settle(conn, query_ids: list[int], judge_model: str) -> dict[int, str]:
+    """Set the status of pending generated queries whose checks are all in; returns {id: new status}."""
+    if not query_ids:
+        return {}
+    ids = ",".join(str(int(q)) for q in query_ids)
+    qtypes = dict(conn.execute(text(f"SELECT id, qtype FROM queries WHERE id IN ({ids}) AND status = 'pending' "
+                                    f"AND origin = :g"), {"g": gen.QUERY_ORIGIN}).all())
+    results: dict[int, dict[str, bool]] = {int(q): {} for q in qtypes}
+    for qid, name, model, passed in conn.execute(text(
+            f"SELECT query_id, check_name, model, passed FROM query_checks WHERE query_id IN ({ids})")).all():
+        if name in checks.CHECKS and int(qid) in results and model == _model_for(name, judge_model):
+            results[int(qid)][name] = bool(passed)
+    changed = {}
+    for qid, qtype in qtypes.items():
+        status = checks.decide(checks.applicable(qtype), results[int(qid)])
+        if status != "pending":
+            conn.execute(text("UPDATE queries SET status = :s WHERE id = :q AND status = 'pending'"),
+                         {"s": status, "q": int(qid)})
+            changed[int(qid)] = status
+    return changed
+
+
+class ValidateStage(Stage):
+    name = "validate"
+    description = "verify-then-filter generated queries: grounding, shortcut, lexical and parametric leakage"
+    uses_llm = True
+
+    def backend_name(self, services):
+        return services.config.role("judge")
+
+    @staticmethod
+    def _filter(conn, scope: Scope) -> tuple[str, dict]:
+        if not scope.corpus:
+            return "", {}
+        return " AND q.corpus_id = :c", {"c": storeio.corpus_ids(conn, scope.corpus)[0][0]}
+
+    def _checks_in(self, conn, ids: list[int]) -> set[tuple[int, str, str]]:
+        out = set()
+        for i in range(0, len(ids), 1000):
+            part = ",".join(str(int(q)) for q in ids[i:i + 1000])
+            out |= {(int(r[0]), r[1], r[2]) for r in conn.execute(text(
+                f"SELECT query_id, check_name, model FROM query_checks WHERE query_id IN ({part})")).all()}
+        return out
+
+    def counts(self, conn, scope):
+        cond, params = self._filter(conn, scope)
+        judge_model = storeio.model_key(scope.config, "judge")
+        names = ",".join(f"'{c}'" for c in checks.CHECKS)
+        rows = conn.execute(text(
+            f"SELECT q.id, q.qtype FROM queries q WHERE q.origin = :g{cond} AND (q.status = 'pending' OR EXISTS "
+            f"(SELECT 1 FROM query_checks c WHERE c.query_id = q.id AND c.check_name IN ({names})))"),
+            {"g": gen.QUERY_ORIGIN, **params}).all()
+        have = self._checks_in(conn, [int(r[0]) for r in rows])
+        expected = done = 0
+        for qid, qtype in rows:
+            for name in checks.applicable(qtype):
+                expected += 1
+                done += (int(qid), name, _model_for(name, judge_model)) in have
+        return expected, done
+
+    def pending(self, conn, scope):
+        cond, params = self._filter(conn, scope)
+        judge_model = storeio.model_key(scope.config, "judge")
+        rows = conn.execute(text(
+            "SELECT q.id, q.qtype, q.question, q.answer, q.supporting_chunk_ids, q.meta FROM queries q "
+            f"WHERE q.origin = :g AND q.status = 'pending'{cond} ORDER BY q.id"),
+            {"g": gen.QUERY_ORIGIN, **params}).all()
+        have = self._checks_in(conn, [int(r[0]) for r in rows])
+        units, n_queries = [], 0
+        for qid, qtype, question, answer, chunk_ids, meta in rows:
+            todo = [c for c in checks.applicable(qtype) if (int(qid), c, _model_for(c, judge_model)) not in have]
+            if not todo:
+                continue
+            if scope.limit and n_queries >= scope.limit:
+                break
+            n_queries += 1
+            meta = _json(meta) or {}
+            payload = {"query_id": int(qid), "qtype": qtype, "question": question, "answer": answer,
+                       "chunk_ids": [int(c) for c in (_json(chunk_ids) or [])],
+                       "hop_chunk_ids": [[int(c) for c in g] for g in meta.get("hop_chunk_ids") or []],
+                       "judge_model": judge_model}
+            for c in todo:
+                model = _model_for(c, judge_model)
+                units.append(Unit(f"q{qid}:{c}:{model or '-'}", {**payload, "check": c, "model": model}))
+        return units
+
+    def _query(self, unit, services) -> checks.CheckQuery:
+        p = unit.payload
+        texts = _texts(services, p["chunk_ids"] + [c for g in p["hop_chunk_ids"] for c in g])
+        return checks.CheckQuery(p["query_id"], p["qtype"], p["question"], p["answer"],
+                                 [texts[c] for c in p["chunk_ids"]],
+                                 ["\n".join(texts[c] for c in g) for g in p["hop_chunk_ids"]])
+
+    def _evaluator(self, services) -> checks.Evaluator:
+        s = gen.Settings.from_config(services.config)
+        return checks.Evaluator(services.gateway, temperature=s.check_temperature, max_tokens=s.check_max_tokens,
+                                judge_temperature=float(services.config.get("judge.temperature", 0.1)),
+                                attempts=s.attempts)
+
+    def compute(self, unit, services):
+        name = unit.payload["check"]
+        ev = self._evaluator(services) if checks.CHECKS[name][1] else None
+        return checks.run_check(name, ev, self._query(unit, services))
+
+    def write(self, conn, unit, result):
+        p = unit.payload
+        conn.execute(insert(models.QueryCheck).values(
+            query_id=p["query_id"], check_name=p["check"], model=p["model"], passed=bool(result.passed),
+            evidence=result.evidence,
+        ).on_conflict_do_nothing(index_elements=["query_id", "check_name", "model"]))
+        settle(conn, [p["query_id"]], p["judge_model"])
+
+    def finish(self, conn, services, scope):
+        cond, params = self._filter(conn, scope)
+        ids = [int(r[0]) for r in conn.execute(text(
+            f"SELECT q.id FROM queries q WHERE q.origin = :g AND q.status = 'pending'{cond}"),
+            {"g": gen.QUERY_ORIGIN, **params}).all()]
+        settle(conn, ids, storeio.model_key(services.config, "judge"))
+
+    def estimate(self, conn, units, services):
+        from ragrouter.querygen import prompts
+
+        ev = self._evaluator(services)
+        gw = services.gateway
+        est = Estimate(stage=self.name, model=storeio.model_key(services.config, "judge"))
+        for unit in units:
+            name = unit.payload["check"]
+            if not checks.CHECKS[name][1]:
+                continue
+            q = self._query(unit, services)
+            if name == "parametric_leak":
+                asks = [prompts.closed_book_messages(q.question)]
+            elif name == "grounding":
+                asks = [prompts.grounded_messages(q.question, q.texts)]
+            else:
+                asks = [prompts.grounded_messages(q.question, [t]) for t in q.hop_texts]
+            for msgs in asks:
+                est.calls += 2  # the answer, then (unless it is a refusal) the verdict
+                if gw.is_cached(ev.role, msgs, **ev.answer_kwargs("")):
+                    est.cached_calls += 1
+                else:
+                    pt, ct = gw.estimate_tokens(msgs, ev.max_tokens)
+                    est.prompt_tokens += pt
+                    est.completion_tokens += ct
+                pt, ct = gw.estimate_tokens(prompts.verdict_messages(q.question, q.answer, ""), ev.max_tokens)
+                est.prompt_tokens += pt + ev.max_tokens  # the answer being judged: at most max_tokens
+                est.completion_tokens += ct
+        return [est]
+
+
+for _stage in (QueryGenStage(), ValidateStage()):
+    register(_stage)

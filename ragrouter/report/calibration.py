@@ -1,0 +1,118 @@
+"""The report's "Judge calibration" section: how far to trust each judge.
+
+Reads ``v_judge_calibration`` (verdicts on calibration cases per judge and true label), writes
+it as ``judge_calibration.csv`` and renders, per judge and case set, the confusion matrix with
+the agreement per true label, the accuracy and Cohen's kappa (computed from the same rows).
+Hook: ``md.append(calibration.section(engine, out_dir))`` in ``build_report``.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+from sqlalchemy import Engine
+
+from ragrouter.evaluation.calibration import LABELS, binary_figures, kappa_from_confusion
+from ragrouter.report.data import read_view
+
+VIEW = "v_judge_calibration"
+CSV_NAME = "judge_calibration"
+COMMAND = "python cli.py judge calibrate --judge BACKEND … --n 10"
+
+
+class ViewMissing(RuntimeError):
+    """The store was migrated before the view existed."""
+
+
+def frame(engine: Engine) -> pd.DataFrame:
+    """The view's rows, ordered by judge, case set and true label (LABELS order)."""
+    from sqlalchemy.exc import DBAPIError
+
+    try:
+        df = read_view(engine, VIEW, "judge, case_set, true_label")
+    except DBAPIError as exc:
+        if VIEW in str(exc):
+            raise ViewMissing(f"the store has no view {VIEW}: run 'python cli.py db upgrade'") from None
+        raise
+    if not df.empty:
+        df["_o"] = df["true_label"].map({lab: i for i, lab in enumerate(LABELS)})
+        df = df.sort_values(["judge", "case_set", "_o"]).drop(columns="_o").reset_index(drop=True)
+    return df
+
+
+def summary(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (judge, case set): cases, accuracy, Cohen's kappa, agreement per true label."""
+    rows = []
+    for (judge, case_set), block in df.groupby(["judge", "case_set"], sort=True):
+        m = confusion(block)
+        n = sum(map(sum, m))
+        kappa = kappa_from_confusion(m)
+        row = {"judge": judge, "case_set": case_set, "n_cases": n,
+               "accuracy": sum(m[i][i] for i in range(len(LABELS))) / n if n else None,
+               "kappa": None if math.isnan(kappa) else kappa}
+        for i, lab in enumerate(LABELS):
+            row[f"agreement_{lab}"] = m[i][i] / sum(m[i]) if sum(m[i]) else None
+        b = binary_figures(m)
+        row.update({"binary_accuracy": b["accuracy"], "binary_kappa": None if math.isnan(b["kappa"]) else b["kappa"],
+                    "false_correct": b["false_correct"], "missed_correct": b["missed_correct"]})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def confusion(block: pd.DataFrame) -> list[list[int]]:
+    """The 3×3 confusion matrix (rows = true label, columns = verdict) of one judge's rows."""
+    m = []
+    for lab in LABELS:
+        r = block[block["true_label"] == lab]
+        m.append([int(r[f"judged_{p}"].sum()) for p in LABELS])
+    return m
+
+
+def _pct(v) -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * float(v):.0f}%"
+
+
+def markdown(df: pd.DataFrame) -> str:
+    """The section body: a note, then per judge a confusion table with agreement."""
+    if df.empty:
+        return (f"_No data: no judge has been calibrated yet (view `{VIEW}`). Run `{COMMAND}`._")
+    out = ["Verdicts on calibration cases whose label is known by construction (the gold answer and a "
+           "paraphrase are correct; a refusal and the gold cut to its first clause are incomplete; another "
+           "query's gold and a contradicted gold are incorrect). Rows: true label; columns: the judge's "
+           "verdict (majority over its samples).", ""]
+    summ = summary(df)
+    for r in summ.itertuples(index=False):
+        block = df[(df["judge"] == r.judge) & (df["case_set"] == r.case_set)]
+        m = confusion(block)
+        kappa = "undefined" if r.kappa is None else f"{r.kappa:.2f}"
+        bk = "undefined" if r.binary_kappa is None or math.isnan(r.binary_kappa) else f"{r.binary_kappa:.2f}"
+        out.append(f"**Judge `{r.judge}`** (case set `{r.case_set}`, {r.n_cases} cases): accuracy "
+                   f"{_pct(r.accuracy)}, Cohen's kappa {kappa}; correct vs. not correct: accuracy "
+                   f"{_pct(r.binary_accuracy)}, kappa {bk}, wrong or incomplete answers judged correct "
+                   f"{_pct(r.false_correct)}")
+        out.append("")
+        out.append("| True label | n | → correct | → incorrect | → incomplete | Agreement |")
+        out.append("|---|---:|---:|---:|---:|---:|")
+        for i, lab in enumerate(LABELS):
+            n = sum(m[i])
+            out.append(f"| {lab} | {n} | " + " | ".join(str(v) for v in m[i]) + f" | {_pct(m[i][i] / n if n else None)} |")
+        out.append("")
+    return "\n".join(out).rstrip()
+
+
+def section(engine: Engine, out_dir: str | Path | None = None) -> str:
+    """The whole Markdown section ("## Judge calibration" …); writes the CSV when ``out_dir``."""
+    try:
+        df = frame(engine)
+    except ViewMissing as exc:
+        return f"## Judge calibration\n\n_No data: {exc}._\n"
+    lines = ["## Judge calibration\n", markdown(df)]
+    if out_dir is not None:
+        path = Path(out_dir) / f"{CSV_NAME}.csv"
+        df.to_csv(path, index=False)
+        lines.append(f"\nCSV: [`{CSV_NAME}.csv`]({CSV_NAME}.csv)\n")
+    else:
+        lines.append("")
+    return "\n".join(lines)
