@@ -447,7 +447,8 @@ def test_every_view_and_example_portable_to_postgres(store, pg_store):
             assert dcols == pcols, name
             assert len(drows) == len(prows), name
             assert drows == prows, name
-            if name.startswith("v_") and name not in ("v_tokens_by_worker_run",):
+            # v_judge_calibration is checked on both databases in tests/test_calibration.py
+            if name.startswith("v_") and name not in ("v_tokens_by_worker_run", "v_judge_calibration"):
                 assert drows, f"{name} is empty on the synthetic store"
 
 

@@ -23,10 +23,12 @@ class LeaseManager:
         self.lease_seconds = int(lease_seconds)
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.retaken = 0
+        self.keys: list[str] = []
 
     def register(self, keys: list[str]) -> None:
         """Make sure every key has a lease row; failed units become claimable again."""
         keys = sorted(keys)  # one order for every worker: concurrent inserts wait, never deadlock
+        self.keys = keys  # this worker claims and waits only for units of its own scope
         for i in range(0, len(keys), 1000):
             part = keys[i:i + 1000]
             with self.engine.begin() as conn:
@@ -46,12 +48,21 @@ class LeaseManager:
             rows = conn.execute(text(
                 "UPDATE work_leases SET state = 'leased', holder = :h, attempts = attempts + 1, "
                 "leased_until = now() + make_interval(secs => :secs), updated_at = now() "
-                "WHERE id IN (SELECT id FROM work_leases WHERE stage = :s AND (state = 'pending' OR "
-                "(state = 'leased' AND leased_until < now())) ORDER BY id FOR UPDATE SKIP LOCKED LIMIT :k) "
-                "RETURNING unit_key, attempts"),
-                {"h": self.holder, "secs": self.lease_seconds, "s": self.stage, "k": int(limit)}).all()
+                "WHERE id IN (SELECT id FROM work_leases WHERE stage = :s AND unit_key = ANY(:keys) AND "
+                "(state = 'pending' OR (state = 'leased' AND leased_until < now())) "
+                "ORDER BY id FOR UPDATE SKIP LOCKED LIMIT :k) RETURNING unit_key, attempts"),
+                {"h": self.holder, "secs": self.lease_seconds, "s": self.stage, "k": int(limit),
+                 "keys": self.keys}).all()
         self.retaken += sum(1 for r in rows if int(r[1]) > 1)
         return [r[0] for r in rows]
+
+    def outstanding(self) -> int:
+        """Units of the stage that other workers hold (unexpired) or that are still pending."""
+        with self.engine.begin() as conn:
+            return int(conn.execute(text(
+                "SELECT COUNT(*) FROM work_leases WHERE stage = :s AND unit_key = ANY(:keys) AND "
+                "(state = 'pending' OR (state = 'leased' AND holder <> :h))"),
+                {"s": self.stage, "h": self.holder, "keys": self.keys}).scalar())
 
     def complete(self, conn: Connection, key: str, failed: bool = False) -> bool:
         """Mark a unit done (or failed) — only if this worker still holds its lease."""

@@ -133,11 +133,18 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
             running[pool.submit(stage.compute, unit, services)] = unit
             return True
 
-        for _ in range(max(1, workers) * 2):
-            if not submit_next():
-                break
+        def fill() -> None:
+            for _ in range(max(1, workers) * 2 - len(running)):
+                if not submit_next():
+                    break
+
+        fill()
         try:
-            while running:
+            while True:
+                if not running:
+                    flush()  # our finished units first: other workers may be waiting for them
+                    if leases is None or not _wait_for_others(leases, fill, running):
+                        break
                 done, _ = wait(list(running), timeout=2.0, return_when=FIRST_COMPLETED)
                 for fut in done:
                     unit = running.pop(fut)
@@ -171,6 +178,18 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
         stage.finish(conn, services, scope)
     report.seconds = time.monotonic() - started
     return report
+
+
+def _wait_for_others(leases, fill, running) -> bool:
+    """Nothing left to claim now: while other workers hold leases (or units are pending), wait
+    and claim again — a dead worker's units become claimable when its lease expires, and the
+    stage is complete only when none is left. True when there is work again."""
+    while leases.outstanding():
+        time.sleep(min(1.0, max(0.05, leases.lease_seconds / 10)))
+        fill()
+        if running:
+            return True
+    return False
 
 
 def stage_workers(stage: Stage, services: Services) -> int:
