@@ -589,6 +589,10 @@ def test_report_section(store, tmp_path):
             "not correct: accuracy 33%, kappa 0.00, wrong or incomplete answers judged correct 100%") in md
     assert "| incorrect | 4 | 4 | 0 | 0 | 0% |" in md  # lenient: every incorrect case judged correct
     assert (tmp_path / "judge_calibration.csv").read_text().startswith("judge,case_set,true_label,n_cases")
+    # A store migrated before the view existed says what to do instead of failing.
+    with store.begin() as conn:
+        conn.execute(text("DROP VIEW v_judge_calibration"))
+    assert "run 'python cli.py db upgrade'" in rc.section(store)
 
 
 # ---------------------------------------------------------------------------------------------
