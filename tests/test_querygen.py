@@ -96,6 +96,13 @@ def test_a_bridge_links_only_its_two_units_of_the_chain():
         assert all((b in g.entities_of[u]) for u in c.units)
 
 
+def test_nested_bridge_names_never_share_a_chain():
+    g = docs_graph({1: [("a", "skin cancer")], 2: [("skin cancer", "b"), ("b", "basal cell skin cancer")],
+                    3: [("basal cell skin cancer", "c"), ("c", "melanoma")], 4: [("melanoma", "d")]})
+    assert {c.units for c in iter_chains(g, 2)} == {(1, 2), (2, 1), (2, 3), (3, 2), (3, 4), (4, 3)}
+    assert {c.units for c in iter_chains(g, 3)} == {(2, 3, 4), (4, 3, 2)}  # not 1-2-3 (nested bridges)
+
+
 def test_generic_entities_are_not_bridges():
     # "patient" is in every document: with bridge_max_share 0.5 it bridges nothing.
     g = docs_graph({d: [("patient", f"e{d}")] for d in range(1, 7)} | {7: [("e1", "w")]}, share=0.5)
@@ -395,6 +402,20 @@ def test_an_unparseable_verdict_is_asked_again_with_the_next_sample():
         checks.parametric_leak(checks.Evaluator(chat, attempts=2), Q)
 
 
+def test_verdicts_need_a_content_word_in_common():
+    assert checks.content_words("The Squamous cells of the skin, 10 of them") == {"squamous", "cell", "skin", "10"}
+    always = ScriptedChat(closed_book=lambda u: "Melanocytes.", judge={"reason": "same", "label": "correct"})
+    q = checks.CheckQuery(1, "factual", "Which cells make up the epidermis?", "Squamous cells", [])
+    res = checks.parametric_leak(checks.Evaluator(always), q)
+    assert res.passed and res.evidence["label"] == "incorrect" and res.evidence["call_ids"] == [1]
+    assert [p for p, _ in always.calls] == ["closed_book"]  # no judge call: nothing in common
+    res = checks.parametric_leak(checks.Evaluator(always, overlap_gate=False), q)
+    assert not res.passed and [p for p, _ in always.calls][-1] == "judge"
+    related = ScriptedChat(closed_book=lambda u: "Mostly squamous cells.", judge={"reason": "same", "label": "correct"})
+    assert not checks.parametric_leak(checks.Evaluator(related), q).passed  # shares words: the judge decides
+    assert gen.Settings.from_config(cfg_with(overlap_gate=False)).overlap_gate is False
+
+
 def test_status_decision():
     req = checks.applicable("reasoning")
     assert checks.decide(req, {}) == "pending"
@@ -492,15 +513,19 @@ def expected_status(qtype: str, question: str, meta: dict) -> tuple[str, set[str
     return ("rejected" if failed else "accepted"), failed
 
 
-@pytest.fixture
-def toy_store(store):
+def add_toy(engine):
     from ragrouter.ingest import store as ingest_store
     from ragrouter.ingest.records import Dataset, Document
 
     ds = Dataset(documents=[Document(k, "", v) for k, v in DOCS.items()], questions=[])
-    with write_lock(store), store.begin() as conn:
+    with write_lock(engine), engine.begin() as conn:
         ingest_store.write_dataset(conn, "toy", "test", ds, [])
-    return store
+    return engine
+
+
+@pytest.fixture
+def toy_store(store):
+    return add_toy(store)
 
 
 def fake_config(srv, **querygen) -> Config:
@@ -539,6 +564,23 @@ def rows(engine, sql, **params):
 
 
 def test_stages_end_to_end(toy_store):
+    end_to_end(toy_store)
+
+
+def test_stages_end_to_end_on_postgres(pg_url):
+    """The same on PostgreSQL: units go through leases; statuses settle in the last write or finish."""
+    from ragrouter.db import engine as eng
+    from ragrouter.db import migrate
+
+    engine = eng.make_engine(pg_url)
+    try:
+        migrate.upgrade(engine)
+        end_to_end(add_toy(engine))
+    finally:
+        eng.dispose_all()
+
+
+def end_to_end(toy_store):
     from tests.fake_openai import FakeOpenAI
 
     model = FakeModel()

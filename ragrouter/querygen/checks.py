@@ -18,6 +18,14 @@ Each check returns a :class:`CheckResult` (``passed`` plus the ``evidence`` stor
   judged ``correct`` → fail (the model knows it without retrieval). A refusal passes without
   a judge call.
 
+Verdicts have a similarity precondition (Algorithm 2 compares answers with ``Sim(â, a)``
+against a threshold): an answer that shares no content word with the expected answer
+(:func:`content_words`: normalised words of 3+ characters or digits, minus stop words, a
+plural ``s`` dropped) cannot match it, so it is ``incorrect`` without a judge call. A weak
+judge (the 0.5B default) otherwise calls unrelated answers correct — "melanocytes" for
+"squamous cells" — which rejects sound queries as parametric leaks. A paraphrase with no
+word in common is the price; ``querygen.overlap_gate: false`` turns the gate off.
+
 A verdict whose reply cannot be parsed is asked again with the next sample index (up to
 ``attempts`` times) before the unit fails: parse failures are not cached, so a unit that
 failed on them would pay for the same doomed request on every run.
@@ -59,6 +67,24 @@ def contains_phrase(haystack: str, phrase: str) -> bool:
     """Whether normalised ``phrase`` occurs in normalised ``haystack`` on word boundaries."""
     h, p = normalise(haystack), normalise(phrase)
     return bool(p) and f" {p} " in f" {h} "
+
+
+STOP_WORDS = frozenset("""
+a an and are as at be been being but by can could did do does for from had has have how if in into is it its
+may might must no not of on or our shall should so such than that the their them then there these they this
+those to was were what when where which while who whom whose why will with would you your yes also more most
+other some any all each only very one two about after before over under between through during both same
+""".split())
+
+
+def content_words(text: str) -> set[str]:
+    """Normalised content words of a text (see the module docstring)."""
+    out = set()
+    for w in normalise(text).split():
+        if w in STOP_WORDS or not (w.isdigit() or len(w) >= 3):
+            continue
+        out.add(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")) else w)
+    return out
 
 
 def names_entities(question: str, names: list[str]) -> list[str]:
@@ -104,9 +130,10 @@ class Evaluator:
     ``<check>:answer`` / ``<check>:verdict``."""
 
     def __init__(self, gateway, *, role: str = "judge", temperature: float = 0.1, max_tokens: int = 300,
-                 judge_temperature: float | None = None, attempts: int = 2):
+                 judge_temperature: float | None = None, attempts: int = 2, overlap_gate: bool = True):
         self.gateway = gateway
         self.role = role
+        self.overlap_gate = bool(overlap_gate)
         self.attempts = max(1, int(attempts))
         self.temperature = float(temperature)
         self.judge_temperature = float(temperature if judge_temperature is None else judge_temperature)
@@ -124,9 +151,12 @@ class Evaluator:
         return res.text.strip(), res.call_id
 
     def verdict(self, question: str, gold: str, answer: str, check: str) -> tuple[str, str, int | None]:
-        """(label, reason, call id); a refusal is 'incomplete' without a judge call."""
+        """(label, reason, call id); a refusal is 'incomplete' and an answer without a content
+        word of the gold answer 'incorrect' (with the gate on), both without a judge call."""
         if jd.is_refusal(answer):
             return "incomplete", "the answer is a refusal", None
+        if self.overlap_gate and not content_words(answer) & content_words(gold):
+            return "incorrect", "no content word in common with the expected answer", None
         messages = prompts.verdict_messages(question, gold, answer)
         for sample in range(self.attempts):
             try:

@@ -68,6 +68,7 @@ class Settings:
     summary_max_sources: int = 4
     check_temperature: float = 0.1
     check_max_tokens: int = 300
+    overlap_gate: bool = True
 
     @classmethod
     def from_config(cls, config) -> Settings:
@@ -132,6 +133,7 @@ class Settings:
             summary_max_sources=hi,
             check_temperature=float(check_t),
             check_max_tokens=num("check_max_tokens", 300, int, 1),
+            overlap_gate=bool(sec.get("overlap_gate", True)),
         )
 
     def unit_counts(self) -> dict[str, int]:

@@ -13,9 +13,10 @@ Generation (role ``query_generator``, temperature ``querygen.temperature`` = 0.7
 Validation (role ``judge``): :data:`GROUNDED` answers from given texts only (grounding,
 shortcut), :data:`CLOSED_BOOK` from the model's own knowledge (parametric leakage), and
 :data:`VERDICT` compares an answer with the expected one — the labels of the evaluation
-judge (:mod:`ragrouter.evaluation.judge`; ``correct`` = "matches"), but with a reason of
-one short sentence capped by the schema (``maxLength``): with the evaluation judge's open
-reason the 0.5B model rambled past ``max_tokens``, and a cut reply is unparseable.
+judge (:mod:`ragrouter.evaluation.judge`; ``correct`` = "matches"), but with the reason
+first (one short sentence, capped by the schema's ``maxLength``) and terser label wording:
+with the evaluation judge's open reason the 0.5B model rambled past ``max_tokens`` (a cut
+reply is unparseable), and its reasons parroted the label definitions.
 
 Generated strings are capped by ``maxLength`` in the schemas too (grammar-constrained local
 models honour it; validation of replies ignores it).
@@ -89,13 +90,12 @@ CLOSED_BOOK = Prompt(
 
 VERDICT = Prompt(
     name="verdict",
-    version="qcheck-verdict-v1",
+    version="qcheck-verdict-v2",
     system=(
-        "You compare an answer with the gold answer to a question. Judge only whether the answer "
-        "states the gold answer's key information, not its style or length. Labels: 'correct' = it does, "
-        "without contradicting it; 'incorrect' = it contradicts the gold answer or gives a different answer; "
-        "'incomplete' = it is partly right but misses key information, or it refuses. "
-        'Reply with JSON only: {"label": "correct|incorrect|incomplete", "reason": "one short sentence"}'
+        "Does an answer give the same key fact as the gold answer to a question? First write one short "
+        "sentence comparing them, then the label: 'correct' if the answer gives the gold answer's key fact; "
+        "'incorrect' if it gives a different fact; 'incomplete' if it gives only part of it or refuses. "
+        'Reply with JSON only: {"reason": "one short sentence", "label": "correct|incorrect|incomplete"}'
     ),
     user="Question: {question}\n\nGold answer: {gold}\n\nAnswer to grade: {answer}\n\nReturn the JSON now.",
 )
@@ -124,10 +124,10 @@ SUMMARY_SCHEMA: dict = {
     "required": ["consistent", "reason", "question", "answer"],
 }
 
-VERDICT_SCHEMA: dict = {
+VERDICT_SCHEMA: dict = {  # reason first: a small model decides better after writing it
     "type": "object",
-    "properties": {"label": {"type": "string", "enum": ["correct", "incorrect", "incomplete"]}, "reason": _text(200)},
-    "required": ["label", "reason"],
+    "properties": {"reason": _text(200), "label": {"type": "string", "enum": ["correct", "incorrect", "incomplete"]}},
+    "required": ["reason", "label"],
 }
 
 PROMPTS: dict[str, Prompt] = {p.name: p for p in (FACTUAL, REASONING, SUMMARY, GROUNDED, CLOSED_BOOK, VERDICT)}

@@ -24,7 +24,9 @@ Bridge entities
 k-hop chain
     Units ``u1 … uk`` (pairwise distinct, non-overlapping) and bridges ``b1 … b(k-1)`` with
     ``b_i`` in the entities of ``u_i`` and ``u_(i+1)`` and of **no other unit of the chain**,
-    so the chain cannot be cut short through a bridge. Chains are directed: the answer comes
+    so the chain cannot be cut short through a bridge, and no bridge's name containing
+    another's ("skin cancer" / "basal cell skin cancer": a question about the longer one
+    always names the shorter one, so reverse substitution could never hide both). Chains are directed: the answer comes
     from the last unit. :func:`find_chain` samples one by random walk (uniform start among
     units with a step, then uniform over the (bridge, next unit) steps allowed), restarting
     up to ``attempts`` times; if every walk dead-ends it enumerates chains exhaustively (up to
@@ -185,6 +187,8 @@ class CorpusGraph:
         for b in sorted(self.entities_of.get(cur, ()) & self.bridges):
             if b in bridges or any(b in self.entities_of[w] for w in chain[:-1]):
                 continue
+            if any(_nested(b, pb) for pb in bridges):
+                continue
             for v in sorted(self.mentions[b]):
                 if not self.compatible(v, chain):
                     continue
@@ -211,6 +215,13 @@ class CorpusGraph:
                 picked = sorted({min(p) for p in per})
             out.append(picked[:max(1, int(max_chunks_per_hop))])
         return out
+
+
+def _nested(a: str, b: str) -> bool:
+    """Whether one entity name contains the other as whole words ('skin cancer' in 'basal cell
+    skin cancer'): a question about the longer one always names the shorter one."""
+    a, b = f" {' '.join(a.split())} ", f" {' '.join(b.split())} "
+    return a in b or b in a
 
 
 def iter_chains(graph: CorpusGraph, hops: int, budget: int = 200_000) -> Iterator[Chain]:

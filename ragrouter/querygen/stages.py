@@ -332,7 +332,7 @@ class ValidateStage(Stage):
         s = gen.Settings.from_config(services.config)
         return checks.Evaluator(services.gateway, temperature=s.check_temperature, max_tokens=s.check_max_tokens,
                                 judge_temperature=float(services.config.get("judge.temperature", 0.1)),
-                                attempts=s.attempts)
+                                attempts=s.attempts, overlap_gate=s.overlap_gate)
 
     def compute(self, unit, services):
         name = unit.payload["check"]
