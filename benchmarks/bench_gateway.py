@@ -5,13 +5,16 @@ a fake endpoint that answers after L seconds. The ideal is C / L calls per secon
 C = 16, L = 50 ms); the figure of merit is achieved / ideal (target >= 0.95).
 
 The fake server runs in a child process, so its CPU time does not compete with the gateway for
-this process's GIL. For context the same load is also sent through the bare ``openai`` client
-and through bare ``httpx2`` posts (no gateway, no ledger): the gap between those and the ideal
-is the cost of HTTP + JSON in Python on this machine, not of the gateway.
+this process's GIL; by default it is a lean asyncio server whose latency is calibrated against
+the event loop's lateness (see ``serve``). For context the same load is also sent through the
+bare ``openai`` client, bare ``httpx2`` posts and the stdlib ``http.client`` (no gateway, no
+ledger): the last is the ceiling of Python threads on this machine, and the gap between the
+bare ``openai`` client and it is the SDK's own CPU per call, not the gateway's.
 
     python benchmarks/bench_gateway.py                      # N=800, C=16, L=0.05, both ledger modes
     python benchmarks/bench_gateway.py --n 1600 --modes async --no-baselines
     python benchmarks/bench_gateway.py --postgres           # also a throwaway PostgreSQL store
+    python benchmarks/bench_gateway.py --server full        # the tests' FakeOpenAI as the endpoint
 """
 
 from __future__ import annotations
@@ -32,13 +35,78 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
-def serve(latency: float) -> None:
-    """Child process: run the fake endpoint until stdin closes."""
-    from tests.fake_openai import FakeOpenAI
+def serve(latency: float, kind: str = "lean") -> None:
+    """Child process: run the fake endpoint until stdin closes.
 
-    with FakeOpenAI(latency_s=latency) as srv:
-        print(srv.base_url, flush=True)
-        sys.stdin.read()
+    ``lean`` (default) is a minimal asyncio HTTP/1.1 server that parses the request, waits
+    ``latency`` and returns a chat completion (or embeddings) with ``usage``: its own cost per
+    request is a few tens of microseconds, so the latency the client sees is the configured
+    one. ``full`` is the tests' scripted ``FakeOpenAI`` (a thread per connection and request
+    validation: ~1.5 ms of CPU per request, which on a 2-core machine competes with the
+    client being measured).
+    """
+    if kind == "full":
+        from tests.fake_openai import FakeOpenAI
+
+        with FakeOpenAI(latency_s=latency) as srv:
+            print(srv.base_url, flush=True)
+            sys.stdin.read()
+        return
+    import asyncio
+    import threading
+
+    async def handle(reader, writer):
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line[:15].lower() == b"content-length:":
+                        length = int(line[15:])
+                body = json.loads(await reader.readexactly(length)) if length else {}
+                # the event loop wakes late (epoll's millisecond rounding plus the VM's wake-up
+                # delay, measured at start-up): ask for the latency minus the usual lateness
+                await asyncio.sleep(max(0.0, latency - late))
+                if head.startswith(b"POST /v1/embeddings") or head.startswith(b"POST /embeddings"):
+                    n = len(body.get("input") or [])
+                    reply = {"object": "list", "model": body.get("model"), "usage": {"prompt_tokens": n, "total_tokens": n},
+                             "data": [{"object": "embedding", "index": i, "embedding": [0.5] * 8} for i in range(n)]}
+                else:
+                    text = body.get("messages", [{}])[-1].get("content", "")[-40:]
+                    reply = {"id": "cmpl-bench", "object": "chat.completion", "model": body.get("model"),
+                             "choices": [{"index": 0, "finish_reason": "stop",
+                                          "message": {"role": "assistant", "content": f"Answer to: {text}"}}],
+                             "usage": {"prompt_tokens": 20, "completion_tokens": 8, "total_tokens": 28}}
+                data = json.dumps(reply).encode()
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
+                             + str(len(data)).encode() + b"\r\n\r\n" + data)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    late = 0.0
+
+    async def main() -> None:
+        nonlocal late
+        if latency > 0:
+            samples = []
+            for _ in range(10):
+                t0 = time.perf_counter()
+                await asyncio.sleep(latency)
+                samples.append(time.perf_counter() - t0 - latency)
+            late = sorted(samples)[len(samples) // 2]
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        print(f"http://127.0.0.1:{port}/v1", flush=True)
+        done = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        threading.Thread(target=lambda: (sys.stdin.read(), loop.call_soon_threadsafe(done.set)), daemon=True).start()
+        await done.wait()
+        server.close()
+
+    asyncio.run(main())
 
 
 def cpu_seconds() -> float:
@@ -136,24 +204,54 @@ def bench_httpx(base_url: str, n: int, concurrency: int) -> dict:
     return {"what": "bare httpx2 posts", "n": n, "wall_s": wall, "cpu_ms_per_call": 1000 * (cpu_seconds() - cpu0) / n}
 
 
+def bench_stdlib(base_url: str, n: int, concurrency: int) -> dict:
+    """The machine's ceiling: stdlib ``http.client``, one keep-alive connection per thread."""
+    import http.client
+    import threading
+    from urllib.parse import urlsplit
+
+    url = urlsplit(base_url)
+    local = threading.local()
+
+    def call(i: int):
+        conn = getattr(local, "conn", None)
+        if conn is None:
+            conn = local.conn = http.client.HTTPConnection(url.hostname, url.port)
+        conn.request("POST", url.path + "/chat/completions", json.dumps({
+            "model": "fake-model", "temperature": 0.0, "max_tokens": 64, "messages": [
+                {"role": "system", "content": "Answer briefly."},
+                {"role": "user", "content": f"stdlib question {i}: what is {i} + {i}?"}]}),
+            {"content-type": "application/json"})
+        json.loads(conn.getresponse().read())
+
+    run_pool(call, 2 * concurrency, concurrency)
+    cpu0 = cpu_seconds()
+    wall = run_pool(call, n, concurrency)
+    return {"what": "bare stdlib http.client", "n": n, "wall_s": wall,
+            "cpu_ms_per_call": 1000 * (cpu_seconds() - cpu0) / n}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=800, help="calls per measurement (default 800)")
     parser.add_argument("--concurrency", type=int, default=16, help="threads and backend concurrency (16)")
     parser.add_argument("--latency", type=float, default=0.05, help="fake endpoint latency in seconds (0.05)")
     parser.add_argument("--modes", default="async,sync", help="ledger modes to measure (async,sync)")
-    parser.add_argument("--no-baselines", action="store_true", help="skip the bare openai/httpx2 runs")
+    parser.add_argument("--no-baselines", action="store_true", help="skip the bare openai/httpx2/http.client runs")
     parser.add_argument("--postgres", action="store_true",
                         help="also measure on a throwaway PostgreSQL store (Debian binaries, fsync off)")
     parser.add_argument("--repeat", type=int, default=1, help="measure each configuration this many times")
     parser.add_argument("--json", action="store_true", help="print one JSON object per result")
+    parser.add_argument("--server", choices=("lean", "full"), default="lean",
+                        help="fake endpoint: lean asyncio server (default) or the tests' FakeOpenAI")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve(args.latency)
+        serve(args.latency, args.server)
         return 0
 
-    child = subprocess.Popen([sys.executable, __file__, "--serve", "--latency", str(args.latency)],
+    child = subprocess.Popen([sys.executable, __file__, "--serve", "--latency", str(args.latency),
+                              "--server", args.server],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=str(ROOT))
     try:
         base_url = child.stdout.readline().strip()
@@ -161,7 +259,7 @@ def main() -> int:
             raise SystemExit("the fake endpoint did not start")
         ideal = args.concurrency / args.latency
         print(f"# {args.n} calls, concurrency {args.concurrency}, latency {args.latency * 1000:.0f} ms, "
-              f"ideal {ideal:.0f} calls/s; cpus {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}")
+              f"ideal {ideal:.0f} calls/s; {args.server} fake endpoint; cpus {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}")
         results = []
         pg = None
         if args.postgres:
@@ -176,6 +274,7 @@ def main() -> int:
             if not args.no_baselines:
                 results.append(bench_openai(base_url, args.n, args.concurrency))
                 results.append(bench_httpx(base_url, args.n, args.concurrency))
+                results.append(bench_stdlib(base_url, args.n, args.concurrency))
         for r in results:
             r["calls_per_s"] = r["n"] / r["wall_s"]
             r["ratio_to_ideal"] = r["calls_per_s"] / ideal
