@@ -1,12 +1,13 @@
 """Answer throughput: N queries × all paradigms through the real Gateway against the fake
-OpenAI-compatible endpoint (tests/fake_openai.py) with a fixed per-request latency.
+OpenAI-compatible endpoint with a fixed per-request latency (by default the lean, calibrated
+server of benchmarks/lean_endpoint.py; ``--server full`` for tests/fake_openai.py).
 
 What runs: a synthetic corpus (chunks of real-sized text, 384-d vectors, an entity graph),
 one :class:`QueryContext` per query shared by that query's paradigms, every (query, paradigm)
 unit submitted to a thread pool sized to the backend concurrency, a fresh DuckDB store (so
 every request is a cache miss on the ledger; identical requests inside the run are served
-from the cache, as in production). The fake endpoint runs in its own process, so its token
-counting does not compete with the client for the GIL.
+from the cache, as in production). The fake endpoint runs in its own process, so its work
+does not compete with the client for the GIL.
 
 Ideal time = HTTP requests actually made (chat + embeddings) × latency / concurrency: the
 wall time if the endpoint were the only cost and every slot were always busy. Efficiency =
@@ -91,6 +92,30 @@ def _serve(conn, latency: float) -> None:  # runs in the server process
                 break
 
 
+class FullEndpoint:
+    """``--server full``: the tests' FakeOpenAI in a child process (same interface as
+    ``benchmarks.lean_endpoint.Handle``)."""
+
+    def __init__(self, latency: float):
+        ctx = mp.get_context("fork")
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_serve, args=(child, latency), daemon=True)
+        self._proc.start()
+        self.base_url = self._conn.recv()
+
+    def stats(self) -> dict:
+        self._conn.send("stats")
+        return self._conn.recv()
+
+    def reset(self) -> None:
+        self._conn.send("reset")
+        self._conn.recv()
+
+    def stop(self) -> None:
+        self._conn.send("stop")
+        self._proc.join(timeout=10)
+
+
 class TimedGateway:
     """Proxy that adds up the CPU time (``time.thread_time``) threads spend inside the gateway,
     so the library's own CPU per unit can be told apart from the gateway's and the HTTP client's."""
@@ -160,6 +185,9 @@ def main() -> None:
     ap.add_argument("--order", choices=("paradigm", "query"), default="paradigm",
                     help="unit order: paradigm-major (a query's paradigms rarely overlap, so none waits on "
                          "another's shared retrieval) or query-major")
+    ap.add_argument("--server", choices=("lean", "full"), default="lean",
+                    help="fake endpoint: the lean calibrated asyncio server (benchmarks/lean_endpoint.py, "
+                         "default) or the tests' FakeOpenAI")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     args = ap.parse_args()
 
@@ -176,11 +204,13 @@ def main() -> None:
     index = build_index(queries, args.chunks, args.chunk_words, seed=0)
     setup_s = time.perf_counter() - t0
 
-    ctx = mp.get_context("fork")
-    parent, child = ctx.Pipe()
-    server = ctx.Process(target=_serve, args=(child, args.latency), daemon=True)
-    server.start()
-    base_url = parent.recv()
+    if args.server == "lean":
+        from benchmarks.lean_endpoint import start_in_process
+
+        endpoint = start_in_process(args.latency, responder, DIM)
+    else:
+        endpoint = FullEndpoint(args.latency)
+    base_url = endpoint.base_url
 
     data = copy.deepcopy(Config.load().data)
     common = {"kind": "openai", "base_url": base_url, "concurrency": args.concurrency, "retries": 0,
@@ -219,8 +249,7 @@ def main() -> None:
                          stage="bench", phase="warmup")
             real_gw.embed("bench-embed", ["warm up"], stage="bench", phase="warmup")
             real_gw.flush()
-            parent.send("reset")
-            parent.recv()
+            endpoint.reset()
             t1 = time.perf_counter()
             lib_cpu = gw_cpu = in_calls = 0.0
             cpu0 = time.process_time()
@@ -240,17 +269,15 @@ def main() -> None:
             real_gw.flush()
             gstats = real_gw.stats()
         eng.dispose_all()
-    parent.send("stats")
-    sstats = parent.recv()
-    parent.send("stop")
-    server.join(timeout=10)
+    sstats = endpoint.stats()
+    endpoint.stop()
 
     requests = sstats["by_path"].get("/v1/chat/completions", 0) + sstats["by_path"].get("/v1/embeddings", 0)
     ideal = requests * args.latency / args.concurrency
     out = {
         "queries": args.queries, "paradigms": names, "units": len(units), "order": args.order,
         "concurrency": args.concurrency,
-        "latency_s": args.latency, "token_budget": cfg.get("retrieval.token_budget"),
+        "latency_s": args.latency, "server": args.server, "token_budget": cfg.get("retrieval.token_budget"),
         "chunks": args.chunks, "entities": N_ENTITIES, "triples": N_TRIPLES, "index_build_s": round(setup_s, 2),
         "http_requests": sstats["by_path"], "peak_in_flight": sstats["peak_in_flight"],
         "gateway_cache_hits": gstats.get("cache_hits", 0),

@@ -5,8 +5,8 @@ a fake endpoint that answers after L seconds. The ideal is C / L calls per secon
 C = 16, L = 50 ms); the figure of merit is achieved / ideal (target >= 0.95).
 
 The fake server runs in a child process, so its CPU time does not compete with the gateway for
-this process's GIL; by default it is a lean asyncio server whose latency is calibrated against
-the event loop's lateness (see ``serve``). For context the same load is also sent through the
+this process's GIL; by default it is the lean asyncio server of ``benchmarks/lean_endpoint.py``
+whose latency is calibrated against the event loop's lateness. For context the same load is also sent through the
 bare ``openai`` client, bare ``httpx2`` posts and the stdlib ``http.client`` (no gateway, no
 ledger): the last is the ceiling of Python threads on this machine, and the gap between the
 bare ``openai`` client and it is the SDK's own CPU per call, not the gateway's.
@@ -35,78 +35,13 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
-def serve(latency: float, kind: str = "lean") -> None:
-    """Child process: run the fake endpoint until stdin closes.
+def serve(latency: float) -> None:
+    """Child process for ``--server full``: the tests' FakeOpenAI until stdin closes."""
+    from tests.fake_openai import FakeOpenAI
 
-    ``lean`` (default) is a minimal asyncio HTTP/1.1 server that parses the request, waits
-    ``latency`` and returns a chat completion (or embeddings) with ``usage``: its own cost per
-    request is a few tens of microseconds, so the latency the client sees is the configured
-    one. ``full`` is the tests' scripted ``FakeOpenAI`` (a thread per connection and request
-    validation: ~1.5 ms of CPU per request, which on a 2-core machine competes with the
-    client being measured).
-    """
-    if kind == "full":
-        from tests.fake_openai import FakeOpenAI
-
-        with FakeOpenAI(latency_s=latency) as srv:
-            print(srv.base_url, flush=True)
-            sys.stdin.read()
-        return
-    import asyncio
-    import threading
-
-    async def handle(reader, writer):
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = 0
-                for line in head.split(b"\r\n"):
-                    if line[:15].lower() == b"content-length:":
-                        length = int(line[15:])
-                body = json.loads(await reader.readexactly(length)) if length else {}
-                # the event loop wakes late (epoll's millisecond rounding plus the VM's wake-up
-                # delay, measured at start-up): ask for the latency minus the usual lateness
-                await asyncio.sleep(max(0.0, latency - late))
-                if head.startswith(b"POST /v1/embeddings") or head.startswith(b"POST /embeddings"):
-                    n = len(body.get("input") or [])
-                    reply = {"object": "list", "model": body.get("model"), "usage": {"prompt_tokens": n, "total_tokens": n},
-                             "data": [{"object": "embedding", "index": i, "embedding": [0.5] * 8} for i in range(n)]}
-                else:
-                    text = body.get("messages", [{}])[-1].get("content", "")[-40:]
-                    reply = {"id": "cmpl-bench", "object": "chat.completion", "model": body.get("model"),
-                             "choices": [{"index": 0, "finish_reason": "stop",
-                                          "message": {"role": "assistant", "content": f"Answer to: {text}"}}],
-                             "usage": {"prompt_tokens": 20, "completion_tokens": 8, "total_tokens": 28}}
-                data = json.dumps(reply).encode()
-                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
-                             + str(len(data)).encode() + b"\r\n\r\n" + data)
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    late = 0.0
-
-    async def main() -> None:
-        nonlocal late
-        if latency > 0:
-            samples = []
-            for _ in range(10):
-                t0 = time.perf_counter()
-                await asyncio.sleep(latency)
-                samples.append(time.perf_counter() - t0 - latency)
-            late = sorted(samples)[len(samples) // 2]
-        server = await asyncio.start_server(handle, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        print(f"http://127.0.0.1:{port}/v1", flush=True)
-        done = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        threading.Thread(target=lambda: (sys.stdin.read(), loop.call_soon_threadsafe(done.set)), daemon=True).start()
-        await done.wait()
-        server.close()
-
-    asyncio.run(main())
+    with FakeOpenAI(latency_s=latency) as srv:
+        print(srv.base_url, flush=True)
+        sys.stdin.read()
 
 
 def cpu_seconds() -> float:
@@ -247,14 +182,20 @@ def main() -> int:
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve(args.latency, args.server)
+        serve(args.latency)
         return 0
 
-    child = subprocess.Popen([sys.executable, __file__, "--serve", "--latency", str(args.latency),
-                              "--server", args.server],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=str(ROOT))
-    try:
+    child = lean = None
+    if args.server == "lean":
+        from benchmarks.lean_endpoint import start_in_process
+
+        lean = start_in_process(args.latency)
+        base_url = lean.base_url
+    else:
+        child = subprocess.Popen([sys.executable, __file__, "--serve", "--latency", str(args.latency)],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=str(ROOT))
         base_url = child.stdout.readline().strip()
+    try:
         if not base_url.startswith("http"):
             raise SystemExit("the fake endpoint did not start")
         ideal = args.concurrency / args.latency
@@ -287,8 +228,11 @@ def main() -> int:
         if pg is not None:
             pg.stop()
     finally:
-        child.stdin.close()
-        child.wait(timeout=10)
+        if lean is not None:
+            lean.stop()
+        if child is not None:
+            child.stdin.close()
+            child.wait(timeout=10)
     return 0
 
 

@@ -662,7 +662,7 @@ def test_judge_stage_keeps_the_majority_of_k_samples(store, k, scripts, expected
 def test_k1_is_the_single_judge_path_and_more_samples_reuse_it(store):
     from ragrouter.llm.gateway import Gateway
 
-    answers = ["The liver.", "The liver and the lungs.", "I cannot answer"]
+    answers = ["The liver.", "The liver and the lungs.", "The kidneys."]
     ids = add_runs(store, answers)
     scripts = {a: ["incomplete", "correct", "incorrect"] for a in answers}
     scripts["The liver and the lungs."] = ["correct", "incorrect", "incorrect"]
@@ -697,6 +697,25 @@ def test_k1_is_the_single_judge_path_and_more_samples_reuse_it(store):
     assert v_judgment(store) == {ids[0]: ("incorrect", 3, pytest.approx(1 / 3)),
                                  ids[1]: ("incorrect", 3, pytest.approx(2 / 3)),
                                  ids[2]: ("incorrect", 3, pytest.approx(1 / 3))}
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_refusals_are_incomplete_without_a_judge_call(store, k):
+    answers = ["I cannot answer", "", "I don't know.", "The liver."]
+    ids = add_runs(store, answers)
+    scripts = {a: ["correct"] * k for a in answers}
+    with FakeOpenAI(responder=ScriptedJudges(scripts={"voter": scripts})) as srv:
+        judge_stage(store, cfg({"voter": fake(srv, "voter")}, samples=k))
+        assert srv.stats()["total"] == k  # only the real answer was sent to the judge
+    with store.connect() as conn:
+        stored = {(int(r[0]), int(r[1])): (r[2], r[3], r[4]) for r in conn.execute(text(
+            "SELECT run_id, sample_index, label, llm_call_id, reason FROM judgments"))}
+    assert len(stored) == k * len(answers)
+    for run_id in ids[:3]:
+        for i in range(k):
+            label, call_id, reason = stored[(run_id, i)]
+            assert (label, call_id) == ("incomplete", None) and "refusal" in reason
+    assert all(stored[(ids[3], i)][:1] == ("correct",) and stored[(ids[3], i)][1] is not None for i in range(k))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -66,6 +66,10 @@ def _run(ctx: Ctx, stages, corpus, paradigms, models, limit, dry, workers, quiet
                        f"({rep.seconds:.1f}s)")
             for err in rep.errors[:5]:
                 click.echo(f"  failed {err}", err=True)
+        if "gateway" in services.__dict__:  # a stage used a model: what this run spent
+            st = services.gateway.stats()
+            click.echo(f"model calls: {st.get('http_requests', 0)} HTTP requests, {st.get('cache_hits', 0)} cache "
+                       f"hits, {st.get('billed_tokens', 0)} tokens billed")
         if failed:
             click.echo(f"{failed} unit(s) failed and were recorded with their reason; run again to retry them",
                        err=True)

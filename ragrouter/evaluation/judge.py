@@ -3,13 +3,17 @@
 correct — the answer reaches the gold answer's conclusion; incorrect — it contradicts the
 gold answer; incomplete — partly right but missing critical detail, or a refusal such as
 "I cannot answer". Only the conclusion is judged, not the style.
+
+A refusal (:func:`is_refusal`) is labelled incomplete by the judge stage without a model call:
+it is the prompt's own rule, and no local judge applied it (benchmarks/README.md, judge
+calibration).
 """
 
 from __future__ import annotations
 
 import re
 
-PROMPT_VERSION = "judge-v1"
+PROMPT_VERSION = "judge-v2"  # v2: reason capped at one short sentence (a cut reply is unusable)
 LABELS = ("correct", "incorrect", "incomplete")
 
 SYSTEM = (
@@ -18,12 +22,14 @@ SYSTEM = (
     "'correct' = it states the gold answer's key information without contradicting it; "
     "'incorrect' = it contradicts the gold answer or states a different answer; "
     "'incomplete' = it is partly right but misses critical information, or it refuses or says "
-    "it cannot answer. Return JSON {\"label\": \"correct|incorrect|incomplete\", \"reason\": \"...\"}."
+    "it cannot answer. Return JSON {\"label\": \"correct|incorrect|incomplete\", \"reason\": \"one short sentence\"}."
 )
 
 SCHEMA = {
     "type": "object",
-    "properties": {"label": {"type": "string", "enum": list(LABELS)}, "reason": {"type": "string"}},
+    # the label first; the reason capped (llama.cpp enforces maxLength in its grammar): the 0.5B
+    # judge otherwise rambled past max_tokens in 1 reply of 6, and a cut reply is unusable
+    "properties": {"label": {"type": "string", "enum": list(LABELS)}, "reason": {"type": "string", "maxLength": 200}},
     "required": ["label", "reason"],
 }
 

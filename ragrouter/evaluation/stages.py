@@ -27,6 +27,9 @@ def _run_filter(conn, scope: Scope) -> tuple[str, dict]:
     return cond, params
 
 
+REFUSAL_REASON = "the answer is a refusal (labelled without a judge call)"
+
+
 class JudgeStage(Stage):
     name = "judge"
     description = "LLM-as-a-judge: correct / incorrect / incomplete per run (k samples, majority in SQL)"
@@ -75,6 +78,8 @@ class JudgeStage(Stage):
 
     def compute(self, unit, services):
         p = unit.payload
+        if jd.is_refusal(p["answer"]):  # the prompt's own rule, applied without a call
+            return [(i, "incomplete", REFUSAL_REASON, None) for i in range(p["k"])]
         out = []
         for i in range(p["k"]):
             res = services.gateway.chat("judge", jd.messages(p["question"], p["gold"], p["answer"]),
@@ -95,6 +100,8 @@ class JudgeStage(Stage):
         est = Estimate(stage=self.name, model=str(services.config.backend(self._judge(services.config))["model"]))
         for unit in units:
             p = unit.payload
+            if jd.is_refusal(p["answer"]):
+                continue
             for i in range(p["k"]):
                 est.add_chat(gw, "judge", jd.messages(p["question"], p["gold"], p["answer"]),
                              **self._kwargs(services.config, i))
