@@ -371,3 +371,17 @@ def test_single_class_training_predicts_that_class(router):
     r = make_router(router).fit(X, ["graph"] * len(df), df)
     assert list(r.predict(X)) == ["graph"] * len(df)
     assert np.allclose(r.predict_proba(X), 1.0)
+
+
+@pytest.mark.parametrize("n", [9, 12])
+def test_mlp_on_a_demo_sized_dataset_trains_without_early_stopping(n):
+    """A 3-fold CV on a handful of queries leaves folds too small to hold out a stratified 10 %
+    (sklearn raises 'The validation set is too small'); the MLP then trains without it."""
+    df = synthetic_dataset(n, seed=3)
+    res = cross_validate(df, "mlp", "qc", encoder=HashEncoder(), n_splits=3, keep_models=True)
+    assert len(res.predictions) == n
+    mlps = [m.model_[-1] for m in res.models if getattr(m, "model_", None) is not None]
+    assert mlps and not any(m.early_stopping for m in mlps)
+    big = cross_validate(synthetic_dataset(400, seed=3), "mlp", "qc", encoder=HashEncoder(), n_splits=3,
+                         keep_models=True)
+    assert all(m.model_[-1].early_stopping for m in big.models)

@@ -146,17 +146,35 @@ class _SoftmaxDecision(ClassifierMixin, BaseEstimator):
 
 
 class MLPRouter(SklearnRouter):
-    """scikit-learn MLPClassifier, hidden layers (64, 32), Adam, early stopping on 10 % of the fold."""
+    """scikit-learn MLPClassifier, hidden layers (64, 32), Adam, early stopping on 10 % of the fold
+    (when the fold is large enough to hold one out, see ``_fit``)."""
 
     name = "mlp"
 
     def __init__(self, seed: int = 0, hidden: tuple[int, ...] = (64, 32), max_iter: int = 200, alpha: float = 1e-4):
         super().__init__(seed, hidden=tuple(hidden), max_iter=max_iter, alpha=alpha)
 
-    def _make(self):
+    VALIDATION_FRACTION = 0.1
+
+    def _make(self, early_stopping: bool = True):
         return make_pipeline(StandardScaler(), MLPClassifier(
             hidden_layer_sizes=self.params["hidden"], max_iter=self.params["max_iter"], alpha=self.params["alpha"],
-            early_stopping=True, n_iter_no_change=10, random_state=self.seed))
+            early_stopping=early_stopping, validation_fraction=self.VALIDATION_FRACTION, n_iter_no_change=10,
+            random_state=self.seed))
+
+    def _fit(self, X: Features, y: np.ndarray, meta: pd.DataFrame | None) -> None:
+        # Early stopping holds out a stratified 10 %: it needs a row of every class there and two
+        # of every class in the whole fold. A fold too small for that (a demo-sized store) trains
+        # for max_iter epochs without it instead of failing.
+        counts = np.unique(y, return_counts=True)[1]
+        enough = len(counts) > 1 and counts.min() >= 2 and int(self.VALIDATION_FRACTION * len(y)) >= len(counts)
+        if len(self.classes_) == 1:
+            self.model_ = None
+            return
+        self.model_ = self._make(early_stopping=enough)
+        self.model_.fit(X.classical(), y)
+        if not np.array_equal(np.asarray(self.model_.classes_).astype(str), self.classes_):
+            raise RuntimeError(f"router {self.name!r}: estimator classes differ from the labels")
 
 
 class XGBoostRouter(Router):

@@ -1,0 +1,419 @@
+"""The gateway's ledger: cache keys, the shared per-engine cache state and the writer thread
+that commits ``llm_calls`` / ``llm_failures`` rows (used by :mod:`ragrouter.llm.gateway`).
+
+Cache key
+    sha256 of the canonical JSON of: key version, call kind (``chat``/``embedding``), the
+    backend's *model* name, the messages (or embedding inputs), temperature, max_tokens, the
+    response format (structured-output mode + JSON schema) and the sample index (chat), or the
+    ``dimensions`` setting (embeddings). The backend *name*, the timeout, stage and phase are
+    not in the key: the same model behind two backend names shares its cache, and a request
+    asked by two stages is paid once. ``sample`` lets a caller ask the same thing k times
+    (k different keys, e.g. repeated judging); everything else equal, only it changes the key.
+    Embeddings are keyed per batch of ``batch_size`` inputs.
+
+Ledger rows and durability
+    A successful reply is one ``llm_calls`` row (messages as sent, params, response text,
+    parsed JSON or float32 vector bytes, prompt/completion tokens with their source, latency
+    of the successful attempt, attempts, stage, phase, worker_run_id). Unusable replies (empty,
+    unparseable or schema-violating JSON) and requests that still fail after the retries are
+    *not* cached: they become ``llm_failures`` rows (reason, attempts, the bad reply and its
+    billed tokens when one arrived) and the next run asks again.
+
+    All rows go through one writer thread per gateway that commits whatever is queued as one
+    multi-row transaction (group commit). DuckDB commits cost 10–60 ms here, far more than a
+    row, so committing each call on its own would cap a worker near 40 calls/s. Two modes:
+
+    * ``sync`` (default on PostgreSQL): ``chat()`` returns after its row is committed; ids come
+      from ``RETURNING``; a row another process inserted first is found and its id returned.
+    * ``async`` (default on DuckDB, one process per file): ids are drawn ahead from the
+      ``llm_calls_id_seq`` sequence, ``chat()`` returns as soon as the row is queued, and the
+      result is served from memory until committed. The writer lingers up to ``LINGER_S``
+      (0.1 s) for more rows, so a commit carries tens of rows. Guarantee: a row is committed
+      within ``LINGER_S`` plus one commit of being queued (well under a second);
+      :meth:`Gateway.flush` commits at once and blocks until every row queued before it is
+      committed; :meth:`Gateway.close` (also run at interpreter exit and when an unclosed
+      gateway is garbage-collected) flushes. A hard kill loses at most the rows of that window
+      — those calls are paid again by the next run, nothing else is lost or corrupted. Callers
+      that store ``call_id`` in their own rows must call ``flush()`` before committing them,
+      so a unit never references an unwritten ledger row.
+
+    Choose with ``Gateway(..., ledger_commit='sync'|'async')`` or the ``gateway.ledger_commit``
+    setting.
+
+    On a DuckDB file the gateway opens its *own* connection to the same database (DuckDB shares
+    one database instance between the connections of a process, with MVCC transactions), so
+    its background commits never interleave with transactions on the store engine's single
+    connection; one lock serialises the gateway's own use of its connection. It is closed by
+    :meth:`Gateway.close` (the file lock is held until then). An in-memory DuckDB has no
+    second connection: there the gateway uses the engine itself under
+    :func:`ragrouter.db.engine.write_lock`, like every other user of that engine.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import hashlib
+import json
+import logging
+import threading
+import time
+import weakref
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from sqlalchemy import bindparam, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.engine import Engine
+
+from ragrouter.db.engine import write_lock
+from ragrouter.db.models import LLMCall, LLMFailure
+from ragrouter.llm import tokens
+from ragrouter.llm.backends import GatewayError
+
+if TYPE_CHECKING:
+    from ragrouter.llm.gateway import Gateway
+
+log = logging.getLogger("ragrouter.llm.gateway")
+
+CACHE_KEY_VERSION = 1
+ID_BLOCK = 256
+WRITER_MAX_BATCH = 500
+WRITER_MAX_QUEUE = 20_000
+WRITE_RETRIES = 3
+LINGER_S = 0.1  # async mode: how long the writer waits for more rows before a commit
+LINGER_ROWS = 64  # ... unless this many are queued
+
+
+@dataclasses.dataclass
+class _Record:
+    """What a ledger row holds about a reply (shared by chat and embeddings)."""
+
+    id: int | None
+    text: str | None
+    data: Any
+    vectors: bytes | None
+    prompt_tokens: int
+    completion_tokens: int
+    token_source: str
+    latency_s: float
+    attempts: int
+
+
+# --------------------------------------------------------------------------- keys
+
+
+def canonical_json(obj: Any) -> str:
+    """Deterministic JSON (sorted keys, no spaces, UTF-8 kept)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def request_hash(key: dict) -> str:
+    """sha256 hex of the canonical JSON of a key made by :func:`chat_key`/:func:`embed_key`."""
+    return hashlib.sha256(canonical_json(key).encode("utf-8")).hexdigest()
+
+
+def chat_key(model: str, messages: list[dict], *, temperature: float, max_tokens: int,
+             structured: str | None, json_schema: dict | None, sample: int = 0) -> dict:
+    """The cache-key payload of a chat request (see the module docstring)."""
+    return {
+        "v": CACHE_KEY_VERSION,
+        "kind": "chat",
+        "model": model,
+        "messages": messages,
+        "temperature": float(temperature),
+        "max_tokens": int(max_tokens),
+        "response_format": None if json_schema is None else {"mode": structured, "schema": json_schema},
+        "sample": int(sample),
+    }
+
+
+def embed_key(model: str, inputs: list[str], *, dimensions: int | None = None) -> dict:
+    """The cache-key payload of one embedding batch."""
+    return {"v": CACHE_KEY_VERSION, "kind": "embedding", "model": model, "inputs": inputs,
+            "dimensions": dimensions}
+
+
+def _message_text(message: dict) -> str:
+    content = message.get("content")
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type", "text") == "text")
+    return str(content)
+
+
+def message_tokens(messages: list[dict]) -> int:
+    """cl100k_base tokens of the messages' text (no chat-template overhead)."""
+    return sum(tokens.count(_message_text(m)) for m in messages)
+
+
+# --------------------------------------------------------------------------- shared per engine
+
+_SHARED: "weakref.WeakKeyDictionary[Engine, _Shared]" = weakref.WeakKeyDictionary()
+_REGISTRY_LOCK = threading.Lock()
+
+
+def _is_duckdb(engine: Engine) -> bool:
+    return engine.dialect.name.startswith("duckdb")
+
+
+def engine_lock(engine: Engine):
+    """The process-wide lock serialising use of an engine's connection
+    (:func:`ragrouter.db.engine.write_lock`); the gateway needs it only for an in-memory DuckDB."""
+    return write_lock(engine)
+
+
+def _gateway_connection(engine: Engine):
+    """(engine for the gateway's own DB traffic, lock serialising it, whether we own it)."""
+    if not _is_duckdb(engine):
+        return engine, contextlib.nullcontext(), False
+    database = engine.url.database
+    if not database or database == ":memory:":
+        return engine, engine_lock(engine), False
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import StaticPool
+
+    return create_engine(engine.url, poolclass=StaticPool), threading.RLock(), True
+
+
+def _hash64(h: str) -> int:
+    try:
+        return int(h[:16], 16)
+    except ValueError:
+        return int.from_bytes(hashlib.sha256(h.encode()).digest()[:8], "big")
+
+
+class _HashIndex:
+    """Which request hashes the ledger may hold, kept in memory (DuckDB only: one process
+    owns the file, so this process sees every insert). A miss needs no database round trip,
+    which matters because a lookup would otherwise wait behind the writer's commits."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loaded = False
+        self._arr = np.empty(0, dtype=np.uint64)
+        self._new: set[int] = set()
+
+    def ensure_loaded(self, engine: Engine, lock) -> None:
+        if self._loaded:
+            return
+        with self._lock:
+            if self._loaded:
+                return
+            with lock, engine.connect() as conn:
+                hashes = conn.execute(select(LLMCall.request_hash)).scalars().all()
+            self._arr = np.unique(np.fromiter((_hash64(h) for h in hashes), dtype=np.uint64, count=len(hashes)))
+            self._loaded = True
+
+    def maybe(self, h: str) -> bool:
+        v = _hash64(h)
+        if v in self._new:
+            return True
+        i = int(np.searchsorted(self._arr, np.uint64(v)))
+        return i < len(self._arr) and int(self._arr[i]) == v
+
+    def add(self, h: str) -> None:
+        self._new.add(_hash64(h))
+
+
+class _Shared:
+    """Cache state shared by every gateway of one engine in this process: replies queued but
+    not yet committed, requests in flight, and (DuckDB) the hash index."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.lock = threading.Lock()
+        self.pending: dict[str, _Record] = {}
+        self.inflight: dict[str, Future] = {}
+        self.index = _HashIndex() if _is_duckdb(engine) else None
+
+
+def _shared_for(engine: Engine) -> _Shared:
+    with _REGISTRY_LOCK:
+        shared = _SHARED.get(engine)
+        if shared is None:
+            shared = _SHARED[engine] = _Shared(engine)
+        return shared
+
+
+# --------------------------------------------------------------------------- ledger writer
+
+
+@dataclasses.dataclass
+class _Job:
+    table: str  # "call" | "failure"
+    row: dict
+    request_hash: str
+    seq: int = 0
+    done: threading.Event = dataclasses.field(default_factory=threading.Event)
+    final_id: int | None = None
+    error: str | None = None
+
+
+class _LedgerWriter:
+    """One thread committing queued ledger rows in multi-row transactions."""
+
+    def __init__(self, gateway: "Gateway", linger_s: float = 0.0):
+        self._gw = weakref.proxy(gateway)
+        self.linger_s = linger_s
+        self.urgent = 0  # flushes waiting: commit now, do not linger
+        self.engine = gateway._db
+        self.lock = gateway._db_lock
+        self.cond = threading.Condition()
+        self.queue: collections.deque[_Job] = collections.deque()
+        self.enqueued = 0
+        self.written = 0
+        self.errors: list[str] = []
+        self.stopping = False
+        self.thread = threading.Thread(target=self._run, name="ragrouter-ledger-writer", daemon=True)
+        self.thread.start()
+
+    def put(self, job: _Job) -> _Job:
+        with self.cond:
+            while len(self.queue) >= WRITER_MAX_QUEUE and self.thread.is_alive():
+                self.cond.wait(0.1)
+            if self.stopping and not self.thread.is_alive():
+                raise GatewayError("ledger_write_failed", "the gateway is closed: its ledger writer has stopped")
+            self.enqueued += 1
+            job.seq = self.enqueued
+            self.queue.append(job)
+            self.cond.notify_all()
+        return job
+
+    def flush(self, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self.cond:
+            target = self.enqueued
+            self.urgent += 1
+            self.cond.notify_all()
+            try:
+                while self.written < target and self.thread.is_alive():
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        return False
+                    self.cond.wait(left if left is not None else 0.5)
+                return self.written >= target
+            finally:
+                self.urgent -= 1
+
+    def stop(self) -> None:
+        """Commit what is queued, then end the thread."""
+        with self.cond:
+            self.stopping = True
+            self.cond.notify_all()
+        if threading.current_thread() is not self.thread:
+            self.thread.join()
+
+    def _run(self) -> None:
+        while True:
+            with self.cond:
+                while not self.queue and not self.stopping:
+                    self.cond.wait()
+                if not self.queue and self.stopping:
+                    return
+                if self.linger_s > 0:
+                    # group commit: let a few more rows arrive, unless someone waits for these
+                    until = time.monotonic() + self.linger_s
+                    while (len(self.queue) < LINGER_ROWS and not self.stopping and not self.urgent
+                           and (left := until - time.monotonic()) > 0):
+                        self.cond.wait(left)
+                batch = [self.queue.popleft() for _ in range(min(len(self.queue), WRITER_MAX_BATCH))]
+                self.cond.notify_all()  # room in the queue
+            try:
+                self._write(batch)
+            except BaseException as exc:  # noqa: BLE001 - the writer must never die silently
+                msg = f"ledger write failed: {exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                log.error("%s (%d rows lost)", msg, len(batch))
+                for job in batch:
+                    job.error = msg
+            finally:
+                try:
+                    self._gw._after_write(batch)
+                except ReferenceError:
+                    pass
+                for job in batch:
+                    job.done.set()
+                with self.cond:
+                    self.written += len(batch)
+                    if any(j.error for j in batch):
+                        self.errors.append(next(j.error for j in batch if j.error))
+                    self.cond.notify_all()
+            try:
+                self._gw._refill_ids_if_low()
+            except ReferenceError:
+                return
+            except Exception as exc:  # noqa: BLE001 - callers refill themselves when needed
+                log.debug("id prefetch failed: %s", exc)
+
+    def _write(self, batch: list[_Job]) -> None:
+        calls: dict[str, _Job] = {}
+        dupes: list[_Job] = []
+        for job in batch:
+            if job.table == "call":
+                if job.request_hash in calls:
+                    dupes.append(job)
+                else:
+                    calls[job.request_hash] = job
+        failures = [job.row for job in batch if job.table == "failure"]
+        delay = 0.1
+        for attempt in range(WRITE_RETRIES):
+            try:
+                ids = self._transaction(list(calls.values()), failures)
+                break
+            except Exception as exc:  # noqa: BLE001 - retried, then reported
+                if attempt == WRITE_RETRIES - 1:
+                    raise
+                log.warning("ledger write attempt %d failed (%s); retrying", attempt + 1, exc.__class__.__name__)
+                time.sleep(delay)
+                delay *= 4
+        for h, job in calls.items():
+            job.final_id = ids.get(h)
+            pre = job.row.get("id")
+            if pre is not None and job.final_id is not None and job.final_id != pre:
+                log.warning("ledger: request %s was stored by another process first; id %s is superseded by %s",
+                            h[:12], pre, job.final_id)
+        for job in dupes:
+            job.final_id = ids.get(job.request_hash)
+
+    def _transaction(self, calls: list[_Job], failures: list[dict]) -> dict[str, int]:
+        ids: dict[str, int] = {}
+        with self.lock, self.engine.begin() as conn:
+            groups: dict[tuple, list[dict]] = {}
+            for job in calls:
+                groups.setdefault(tuple(sorted(job.row)), []).append(job.row)
+            for rows in groups.values():
+                # executemany of one cached statement: SQLAlchemy's "insertmanyvalues" turns it
+                # into multi-row INSERTs without compiling every row (compiling a .values(rows)
+                # statement cost ~2 ms of GIL time per row)
+                for row_id, h in conn.execute(_INSERT_CALL, rows):
+                    ids[h] = row_id
+            missing = [job.request_hash for job in calls if job.request_hash not in ids]
+            if missing:
+                found = conn.execute(
+                    select(LLMCall.id, LLMCall.request_hash).where(LLMCall.request_hash.in_(missing))
+                ).all()
+                ids.update({h: row_id for row_id, h in found})
+            if failures:
+                conn.execute(LLMFailure.__table__.insert(), failures)
+        return ids
+
+
+_LOOKUP = select(
+    LLMCall.id, LLMCall.response, LLMCall.response_json, LLMCall.response_vectors, LLMCall.prompt_tokens,
+    LLMCall.completion_tokens, LLMCall.token_source, LLMCall.latency_s, LLMCall.attempts,
+).where(LLMCall.request_hash == bindparam("h"))
+
+_INSERT_CALL = (
+    pg_insert(LLMCall)
+    .on_conflict_do_nothing(index_elements=["request_hash"])
+    .returning(LLMCall.id, LLMCall.request_hash)
+)
+
+def _shutdown(writer: _LedgerWriter, own_db: Engine | None) -> None:
+    writer.stop()
+    if own_db is not None:
+        own_db.dispose()
