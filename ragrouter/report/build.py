@@ -178,10 +178,10 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
         tag = f"{slug(generator)}__{slug(judge)}"
         name4 = f"fig4_accuracy__{tag}"
         report.figures[name4] = figures.save(
-            figures.accuracy_heatmaps(part, f"% correct — generator {generator}, judge {judge} (* = best paradigm)"),
+            figures.accuracy_heatmaps(part, f"% correct (* = best paradigm)\ngenerator {generator}, judge {judge}"),
             out / f"{name4}.png")
         points = _router_points(engine, generator, judge, frames["router_scores"])
-        fig7 = figures.cost_quality(part, points, f"Tokens per query vs. % correct — generator {generator}, judge {judge}")
+        fig7 = figures.cost_quality(part, points, f"Tokens per query vs. % correct\ngenerator {generator}, judge {judge}")
         if fig7 is not None:
             report.figures[f"fig7_cost_quality__{tag}"] = figures.save(fig7, out / f"fig7_cost_quality__{tag}.png")
     for name, path in report.figures.items():

@@ -50,7 +50,7 @@ def save(fig: Figure, path: Path, dpi: int = 110) -> Path:
     """Write ``fig`` as PNG and release it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi, facecolor="white")
+    fig.savefig(path, dpi=dpi, facecolor="white", bbox_inches="tight")  # long titles are not clipped
     plt.close(fig)
     return path
 
