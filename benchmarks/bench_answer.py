@@ -72,13 +72,8 @@ def responder(req: dict):
 
 
 def _serve(conn, latency: float) -> None:  # runs in the server process
-    import tests.fake_openai as fake
-    from tests.fake_openai import FakeOpenAI
+    from tests.fake_openai import FakeOpenAI  # sets TCP_NODELAY (see its _Handler)
 
-    # The stdlib handler writes the headers and the body of a reply in two send() calls; with
-    # Nagle's algorithm on, the body waits for the client's delayed ACK (~40 ms on Linux), which
-    # would dwarf the simulated latency. A real inference server sets TCP_NODELAY.
-    fake._Handler.disable_nagle_algorithm = True
     with FakeOpenAI(responder=responder, latency_s=latency, embedding_dim=DIM, models=("bench-gen", "bench-embed")) as srv:
         conn.send(srv.base_url)
         while True:

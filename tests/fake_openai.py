@@ -203,6 +203,9 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # headers and body go out in two send() calls: with Nagle's algorithm on, the body would
+    # wait ~40 ms for the client's delayed ACK
+    disable_nagle_algorithm = True
     server_version = "FakeOpenAI/1.0"
     disable_nagle_algorithm = True  # headers and body are separate writes: avoid a 40 ms stall
 
