@@ -22,7 +22,6 @@ import argparse
 import copy
 import hashlib
 import json
-import multiprocessing as mp
 import os
 import sys
 import tempfile
@@ -85,30 +84,6 @@ def _serve(conn, latency: float) -> None:  # runs in the server process
                 conn.send("ok")
             else:
                 break
-
-
-class FullEndpoint:
-    """``--server full``: the tests' FakeOpenAI in a child process (same interface as
-    ``benchmarks.lean_endpoint.Handle``)."""
-
-    def __init__(self, latency: float):
-        ctx = mp.get_context("fork")
-        self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(child, latency), daemon=True)
-        self._proc.start()
-        self.base_url = self._conn.recv()
-
-    def stats(self) -> dict:
-        self._conn.send("stats")
-        return self._conn.recv()
-
-    def reset(self) -> None:
-        self._conn.send("reset")
-        self._conn.recv()
-
-    def stop(self) -> None:
-        self._conn.send("stop")
-        self._proc.join(timeout=10)
 
 
 class TimedGateway:
@@ -199,12 +174,12 @@ def main() -> None:
     index = build_index(queries, args.chunks, args.chunk_words, seed=0)
     setup_s = time.perf_counter() - t0
 
-    if args.server == "lean":
-        from benchmarks.lean_endpoint import start_in_process
+    from benchmarks.lean_endpoint import Handle, start_in_process
 
+    if args.server == "lean":
         endpoint = start_in_process(args.latency, responder, DIM)
-    else:
-        endpoint = FullEndpoint(args.latency)
+    else:  # the tests' FakeOpenAI, behind the same pipe protocol
+        endpoint = Handle(_serve, (args.latency,))
     base_url = endpoint.base_url
 
     data = copy.deepcopy(Config.load().data)

@@ -137,12 +137,15 @@ def _child(conn, latency: float, responder, embedding_dim: int) -> None:
 
 
 class Handle:
-    """The endpoint running in a child process: ``base_url``, ``stats()``, ``reset()``, ``stop()``."""
+    """An endpoint running in a child process: ``base_url``, ``stats()``, ``reset()``, ``stop()``.
 
-    def __init__(self, latency: float, responder=None, embedding_dim: int = 8):
+    ``target(conn, *args)`` runs in the child: it sends its base URL over ``conn``, then answers
+    'stats' and 'reset' and returns on 'stop' (as :meth:`LeanEndpoint.serve` does)."""
+
+    def __init__(self, target, args: tuple = ()):
         ctx = mp.get_context("fork")
         self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_child, args=(child, latency, responder, embedding_dim), daemon=True)
+        self._proc = ctx.Process(target=target, args=(child, *args), daemon=True)
         self._proc.start()
         self.base_url: str = self._conn.recv()
 
@@ -167,4 +170,4 @@ class Handle:
 
 
 def start_in_process(latency: float, responder=None, embedding_dim: int = 8) -> Handle:
-    return Handle(latency, responder, embedding_dim)
+    return Handle(_child, (latency, responder, embedding_dim))
