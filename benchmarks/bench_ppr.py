@@ -140,7 +140,7 @@ def main() -> None:
     with Timer() as t:
         g = kg.to_networkx()
     out["to_networkx_s"] = t.wall
-    nx_wall, nx_cpu, diffs, same_top = [], [], [], []
+    nx_wall, nx_cpu, diffs = [], [], []
     for i in range(args.nx_calls + 1):
         tol = 1e-15 if i == args.nx_calls else 1e-6
         with Timer() as t:

@@ -22,7 +22,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 import yaml
 from sqlalchemy import text
 

@@ -101,7 +101,7 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
         report.csv[name] = path
     report.judge = judge = choose_judge(engine, judge)
 
-    md: list[str] = [f"# ragrouter report", ""]
+    md: list[str] = ["# ragrouter report", ""]
     md.append(f"Generated {dt.datetime.now().strftime('%Y-%m-%d %H:%M')}" + (f" from `{store_label}`" if store_label else "")
               + (f"; figures use judge `{judge}`." if judge else "."))
     md.append("")
