@@ -36,10 +36,14 @@ class SklearnRouter(Router):
         if len(self.classes_) == 1:  # nothing to learn
             self.model_ = None
             return
-        self.model_ = self._make()
+        self.model_ = self._make_for(y)
         self.model_.fit(X.classical(), y)
         if not np.array_equal(np.asarray(self.model_.classes_).astype(str), self.classes_):
             raise RuntimeError(f"router {self.name!r}: estimator classes differ from the labels")
+
+    def _make_for(self, y: np.ndarray):
+        """The estimator for one training fold's labels (default: :meth:`_make`)."""
+        return self._make()
 
     def _predict_proba(self, X: Features) -> np.ndarray:
         if self.model_ is None:
@@ -162,19 +166,13 @@ class MLPRouter(SklearnRouter):
             early_stopping=early_stopping, validation_fraction=self.VALIDATION_FRACTION, n_iter_no_change=10,
             random_state=self.seed))
 
-    def _fit(self, X: Features, y: np.ndarray, meta: pd.DataFrame | None) -> None:
+    def _make_for(self, y: np.ndarray):
         # Early stopping holds out a stratified 10 %: it needs a row of every class there and two
         # of every class in the whole fold. A fold too small for that (a demo-sized store) trains
         # for max_iter epochs without it instead of failing.
         counts = np.unique(y, return_counts=True)[1]
-        enough = len(counts) > 1 and counts.min() >= 2 and int(self.VALIDATION_FRACTION * len(y)) >= len(counts)
-        if len(self.classes_) == 1:
-            self.model_ = None
-            return
-        self.model_ = self._make(early_stopping=enough)
-        self.model_.fit(X.classical(), y)
-        if not np.array_equal(np.asarray(self.model_.classes_).astype(str), self.classes_):
-            raise RuntimeError(f"router {self.name!r}: estimator classes differ from the labels")
+        enough = counts.min() >= 2 and int(self.VALIDATION_FRACTION * len(y)) >= len(counts)
+        return self._make(early_stopping=bool(enough))
 
 
 class XGBoostRouter(Router):
