@@ -55,6 +55,8 @@ def test_structural_indicators_equal_networkx(seed):
     assert got["relation_types"] == len({r for _, r, _ in triples})
     assert got["avg_degree"] == pytest.approx(
         sum(d for _, d in ref.degree) / ref.number_of_nodes(), rel=1e-12)
+    assert got["max_degree_centrality"] == pytest.approx(max(nx.degree_centrality(ref).values()), rel=1e-12)
+    assert got["max_degree_centrality"] > got["avg_degree"] / (ref.number_of_nodes() - 1)  # hubs
     assert got["components"] == nx.number_connected_components(ref)
     assert got["lcc_ratio"] == pytest.approx(
         len(max(nx.connected_components(ref), key=len)) / ref.number_of_nodes(), rel=1e-12)
@@ -76,6 +78,7 @@ def test_structural_indicators_on_hand_made_graph():
     assert got == {
         "nodes": 5, "edges": 4, "density": pytest.approx(2 * 4 / (5 * 4)),
         "relation_types": 4, "avg_degree": pytest.approx(8 / 5), "components": 2,
+        "max_degree_centrality": pytest.approx(3 / 4),  # c: neighbours a, b, d of 4 others
         "lcc_ratio": pytest.approx(4 / 5),
         # C(a) = C(b) = 1, C(c) = 1 / 3 (1 of 3 neighbour pairs linked), d and e: 0
         "clustering": pytest.approx((1 + 1 + 1 / 3) / 5),
@@ -92,13 +95,18 @@ def test_structural_indicators_star_and_errors():
     got = ind.structural_indicators(a)
     assert got["clustering"] == 0.0 and got["components"] == 1 and got["relation_types"] == 0
     assert got["lcc_ratio"] == 1.0
+    assert got["max_degree_centrality"] == 1.0 == max(nx.degree_centrality(star).values())
     single = ind.structural_indicators(KnowledgeGraph.from_triples([("x", "is", "x")]))
     assert single["density"] == 0.0 and single["nodes"] == 1 and single["edges"] == 0
+    one = nx.Graph()
+    one.add_node("x")
+    assert single["max_degree_centrality"] == max(nx.degree_centrality(one).values()) == 1.0
     with pytest.raises(TypeError, match="square scipy sparse"):
         ind.structural_indicators(np.ones((3, 3)))
     empty = ind.structural_indicators(KnowledgeGraph.from_triples([]))
     assert (empty["nodes"], empty["edges"], empty["components"]) == (0, 0, 0)
     assert math.isnan(empty["density"]) and math.isnan(empty["clustering"])
+    assert math.isnan(empty["max_degree_centrality"])
     with pytest.raises(ValueError, match="no nodes"):
         ind.average_clustering(KnowledgeGraph.from_triples([]).adjacency)
 

@@ -2,7 +2,8 @@
 
 Structural (on the undirected simple entity graph of a ``KnowledgeGraph``; Table 8):
     nodes, edges, density = 2|E| / (|V| (|V| - 1)), relation_types, avg_degree = 2|E| / |V|,
-    components, lcc_ratio = |V_LCC| / |V|, clustering = mean over *all* nodes of
+    max_degree_centrality = max_v k_v / (|V| - 1) (§3.3; networkx ``degree_centrality``, whose
+    value for a one-node graph is 1), components, lcc_ratio = |V_LCC| / |V|, clustering = mean over *all* nodes of
     C_v = 2 T(v) / (k_v (k_v - 1)) with C_v = 0 when k_v < 2 (networkx ``average_clustering``).
     Triangles are counted with sparse products on a degree-ordered orientation of the edges
     (each node points to higher-ranked neighbours, so out-degrees stay below sqrt(2|E|)):
@@ -43,12 +44,13 @@ from scipy.stats import skew
 __all__ = [
     "INDICATORS", "METRICS", "STRUCTURAL_METRICS", "SEMANTIC_METRICS", "average_clustering",
     "centroid_distances", "clustering_coefficients", "corpus_indicators", "hubness",
+    "max_degree_centrality",
     "k_occurrence", "nearest_neighbors", "semantic", "semantic_indicators", "structural",
     "structural_indicators", "triangle_counts", "twonn_dimension",
 ]
 
 STRUCTURAL_METRICS = ("nodes", "edges", "density", "relation_types", "avg_degree",
-                      "components", "lcc_ratio", "clustering")
+                      "max_degree_centrality", "components", "lcc_ratio", "clustering")
 SEMANTIC_METRICS = ("intrinsic_dim", "hubness", "dist_mean", "dist_std", "dist_min", "dist_max")
 METRICS = STRUCTURAL_METRICS + SEMANTIC_METRICS
 
@@ -111,6 +113,18 @@ def average_clustering(adjacency) -> float:
     return float(c.mean())
 
 
+def max_degree_centrality(adjacency) -> float:
+    """Largest degree centrality k_v / (|V| - 1) of the simple undirected graph (paper §3.3),
+    equal to ``max(networkx.degree_centrality(G).values())`` (1.0 for a single node, as there)."""
+    a = _simple_graph(adjacency)
+    n = a.shape[0]
+    if n == 0:
+        raise ValueError("max_degree_centrality: the graph has no nodes")
+    if n == 1:
+        return 1.0
+    return float(np.diff(a.indptr).max() / (n - 1))
+
+
 def structural_indicators(graph) -> dict[str, float]:
     """Table 8 metrics of a ``KnowledgeGraph`` (or a square sparse adjacency: then
     ``relation_types`` is 0). A graph without nodes (no triples) has 0 nodes, edges and
@@ -121,7 +135,7 @@ def structural_indicators(graph) -> dict[str, float]:
     if n == 0:
         nan = float("nan")
         return {"nodes": 0, "edges": 0, "density": nan, "relation_types": 0, "avg_degree": nan,
-                "components": 0, "lcc_ratio": nan, "clustering": nan}
+                "max_degree_centrality": nan, "components": 0, "lcc_ratio": nan, "clustering": nan}
     m = a.nnz // 2
     n_comp, labels = connected_components(a, directed=False)
     return {
@@ -130,6 +144,7 @@ def structural_indicators(graph) -> dict[str, float]:
         "density": 2.0 * m / (n * (n - 1)) if n > 1 else 0.0,
         "relation_types": int(getattr(graph, "relation_types", 0)),
         "avg_degree": 2.0 * m / n,
+        "max_degree_centrality": max_degree_centrality(a),
         "components": int(n_comp),
         "lcc_ratio": float(np.bincount(labels).max() / n),
         "clustering": average_clustering(a),
