@@ -122,7 +122,7 @@ class ScriptedGateway:
         with self._lock:
             self.chats.append({"backend": backend_or_role, "purpose": purpose, "phase": phase, "stage": stage,
                                "temperature": temperature, "messages": messages, "schema": json_schema,
-                               "thread": threading.get_ident()})
+                               "timeout_s": timeout_s, "thread": threading.get_ident()})
             hit = self._cache.get(key)
         if hit is not None:
             self._log_result(hit)
@@ -513,7 +513,7 @@ def test_graph_whole_query_fallback():
     assert parse_entities(["X"]) == ["X"] and parse_entities("X") == []
 
 
-def test_graph_paradigm_puts_facts_before_passages():
+def test_graph_paradigm_context_is_triples_with_source_sentences():
     index = graph_index({"A": 0.9})
     gw = ScriptedGateway({"entities": {"entities": ["x"]}, "generation": "A knows B."},
                          vectors={"x": unit((0, 1.0)), "Who is A?": unit((0, 1.0))})
@@ -521,12 +521,181 @@ def test_graph_paradigm_puts_facts_before_passages():
     assert [c["purpose"] for c in gw.chats] == ["entities", "generation"]
     assert [p for _, p in res.calls] == ["retrieval", "generation"]
     content = gw.chats[1]["messages"][1]["content"]
-    assert content.startswith("Context:\nKnowledge graph facts:\nA | r1 | B")
+    # triple 1 (A | r1 | B, chunk 1) and its source sentence: chunk 1 says "... topic a." (names A)
+    assert content.startswith("Context:\nKnowledge graph facts and their source sentences:\n"
+                              "[1] A | r1 | B\nPassage 1 about topic a.\n[2] H | r5 | A\n")
     assert res.retrieved_chunk_ids[0] == 1 and res.context_tokens == tokens.count(
         content.split("Context:\n", 1)[1].split("\n\nQuestion:", 1)[0])
+    assert res.trace["empty_context"] is False and res.trace["context"]["empty"] is False
+    assert res.trace["context"]["facts"] == 7 and res.trace["context"]["skipped_facts"] == 0
     ext = gw.chats[0]
     assert res.ret_in == sum(tokens.count(m["content"]) for m in ext["messages"]) and ext["temperature"] == 0.0
     assert ext["schema"] == prompts.ENTITIES_SCHEMA
+
+
+def _sourced_fixture():
+    """Three chunks of real sentences and four triples: the second triple's source sentence is long."""
+    from ragrouter.paradigms.context import Fact
+
+    long = ("Aspirin irreversibly inhibits cyclooxygenase, which " + "blocks the synthesis of prostaglandins and "
+            * 20 + "thromboxanes.")
+    texts = {
+        1: "Melanoma is a skin cancer. It is often treated with surgery. Sunlight is a risk factor.",
+        2: f"The weather was fine. {long} Nothing else happened.",
+        3: "Insulin lowers blood glucose. The pancreas makes insulin.",
+    }
+    facts = [Fact("melanoma", "is treated with", "surgery", 1),
+             Fact("aspirin", "inhibits", "cyclooxygenase", 2),
+             Fact("pancreas", "makes", "insulin", 3),
+             Fact("melanoma", "is a", "skin cancer", 1)]
+    return texts, facts, long
+
+
+def test_source_sentences_are_the_chunk_sentences_naming_the_triple():
+    from ragrouter.paradigms.context import SentenceSplitter, source_sentences
+
+    texts, facts, long = _sourced_fixture()
+    split = SentenceSplitter(texts)
+    # both names in one sentence beat sentences naming one of them
+    assert source_sentences(facts[3], split(1)) == ["Melanoma is a skin cancer."]
+    assert source_sentences(facts[2], split(3)) == ["The pancreas makes insulin."]
+    # "It is often treated with surgery." names only surgery, "Melanoma is a skin cancer." only melanoma
+    assert source_sentences(facts[0], split(1)) == ["Melanoma is a skin cancer.", "It is often treated with surgery."]
+    assert source_sentences(facts[1], split(2)) == [" ".join(long.split())]
+    from ragrouter.paradigms.context import Fact
+
+    assert source_sentences(Fact("zebra", "eats", "grass", 1), split(1)) == []  # named nowhere
+    # whole words only: "a" is no mention inside "Melanoma"
+    assert source_sentences(Fact("a", "r", "b", 3), split(3)) == []
+
+
+def test_graph_context_fills_the_budget_greedily_with_later_triples():
+    from ragrouter.paradigms.context import SOURCED_FACTS_HEADER, build_fact_context
+
+    texts, facts, long = _sourced_fixture()
+    full = build_fact_context(facts, texts, 100_000)
+    assert [f.object for f in full.facts] == ["surgery", "cyclooxygenase", "insulin", "skin cancer"]
+    assert full.tokens == tokens.count(full.text) and full.skipped == 0
+    assert full.text.startswith(SOURCED_FACTS_HEADER + "\n[1] melanoma | is treated with | surgery\n"
+                                "Melanoma is a skin cancer. It is often treated with surgery.\n[2] aspirin")
+    # a sentence already in the context is not repeated: triple 4's only source is in block 1
+    assert full.text.endswith("[4] melanoma | is a | skin cancer") and full.text.count("Melanoma is a skin cancer.") == 1
+    assert full.sentences == 4 and full.chunk_ids == [1, 2, 3]
+    # a budget too small for the long second block: it is skipped, the third and fourth still fill it
+    first = build_fact_context(facts[:1], texts, 100_000)
+    budget = first.tokens + 40
+    ctx = build_fact_context(facts, texts, budget)
+    assert [f.object for f in ctx.facts] == ["surgery", "insulin", "skin cancer"]
+    assert ctx.skipped == 1 and ctx.chunk_ids == [1, 3]
+    assert ctx.tokens == tokens.count(ctx.text) <= budget
+    assert "[2] pancreas | makes | insulin\nThe pancreas makes insulin." in ctx.text and "aspirin" not in ctx.text
+    # the old rule (stop at the first misfit) would have kept the first triple only
+    assert ctx.tokens > first.tokens
+    # every budget: exact count within it, and never a prefix-only stop when a later block fits
+    for b in range(0, full.tokens + 1, 7):
+        c = build_fact_context(facts, texts, b)
+        assert c.tokens == (tokens.count(c.text) if c.text else 0) <= b
+    assert build_fact_context(facts, texts, 5).text == ""  # nothing fits: empty context
+    with pytest.raises(ValueError, match="token_budget"):
+        build_fact_context(facts, texts, -1)
+
+
+def test_empty_context_is_said_in_the_trace():
+    # no entity clears the seed threshold: no triple, so GraphRAG's context is empty
+    index = graph_index({"A": 0.3})
+    gw = ScriptedGateway({"entities": {"entities": ["x"]}, "generation": "I cannot answer", "direct": "d"},
+                         vectors={"x": unit((0, 1.0)), "q": unit((15, 1.0))})
+    cfg = make_config()
+    g = PARADIGMS["graph"].run("q", None, index, gw, "gen", cfg)
+    assert g.trace["empty_context"] is True and g.trace["context"]["empty"] is True and g.context_tokens == 0
+    assert "(no passages retrieved)" in gw.chats[-1]["messages"][1]["content"]
+    n = PARADIGMS["naive"].run("q", None, index, gw, "gen", cfg)  # "q" is orthogonal to every chunk
+    assert n.trace["empty_context"] is True and n.retrieved_chunk_ids == []
+    assert "empty_context" not in PARADIGMS["llm_only"].run("q", None, index, gw, "gen", cfg).trace
+    full = PARADIGMS["naive"].run("x", None, index, gw, "gen", cfg)
+    assert full.trace["empty_context"] is False
+
+
+def test_thresholds_are_per_embedder_model():
+    from ragrouter.config import ConfigError
+
+    cfg = make_config()
+    assert cfg.backend(cfg.role("embedder"))["model"] == "all-MiniLM-L6-v2"
+    table = cfg.get("retrieval.min_similarity")
+    s = Settings.from_config(cfg)
+    assert s.min_similarity == table["all-MiniLM-L6-v2"]
+    assert s.entity_min_similarity == cfg.get("retrieval.entity_min_similarity")["all-MiniLM-L6-v2"]
+    remote = make_config(roles__embedder="openai-embed")
+    assert Settings.from_config(remote).min_similarity == 0.4 == Settings.from_config(remote).entity_min_similarity
+    # an embedder model the map does not name gets its 'default'; a plain number applies to all
+    other = make_config(backends__minilm__model="bge-small", retrieval__min_similarity={"default": 0.55})
+    assert Settings.from_config(other).min_similarity == 0.55
+    assert Settings.from_config(make_config(retrieval__min_similarity=0.7)).min_similarity == 0.7
+    with pytest.raises(ConfigError, match="no value for embedder model 'bge-small'"):
+        Settings.from_config(make_config(backends__minilm__model="bge-small",
+                                         retrieval__entity_min_similarity={"x": 0.3}))
+    with pytest.raises(ConfigError, match="retrieval.min_similarity.all-MiniLM-L6-v2"):
+        Settings.from_config(make_config(retrieval__min_similarity={"all-MiniLM-L6-v2": 2}))
+    # the seed threshold reaches GraphRetriever.seeds: A (0.5) is a seed under 0.45, not under 0.55
+    index = graph_index({"A": 0.5})
+    q = np.vstack([unit((0, 1.0))])
+    assert GraphRetriever(index, Settings.from_config(make_config(retrieval__entity_min_similarity=0.45))).seeds(q)
+    assert not GraphRetriever(index, Settings.from_config(make_config(retrieval__entity_min_similarity=0.55))).seeds(q)
+    # and each threshold changes exactly the hashes of the paradigms that read it
+    h = {n: config_hash(n, cfg) for n in PARADIGMS}
+    ent = {n for n in PARADIGMS if config_hash(n, make_config(retrieval__entity_min_similarity=0.9)) != h[n]}
+    assert ent == {"graph", "hybrid", "iterative"}
+    chunk = {n for n in PARADIGMS if config_hash(n, make_config(retrieval__min_similarity=0.9)) != h[n]}
+    assert chunk == {"naive", "hybrid", "iterative_naive"}
+
+
+def test_timeouts_reach_every_gateway_call():
+    index = graph_index({"A": 0.9})
+    script = {"entities": {"entities": ["x"]}, "generation": "a", "direct": "d", "self_eval": ev(False, "")}
+    cfg = make_config(generation__timeout_s=7.5, extraction__timeout_s=3.0)
+    for name in PARADIGMS:
+        gw = ScriptedGateway(dict(script), vectors={"x": unit((0, 1.0)), "q": unit((0, 1.0))})
+        PARADIGMS[name].run("q", None, index, gw, "gen", cfg)
+        assert gw.chats, name
+        for call in gw.chats:
+            assert call["timeout_s"] == (3.0 if call["purpose"] == "entities" else 7.5), (name, call["purpose"])
+    gw = ScriptedGateway(dict(script), vectors={"x": unit((0, 1.0)), "q": unit((0, 1.0))})
+    PARADIGMS["graph"].run("q", None, index, gw, "gen", make_config())
+    assert {c["timeout_s"] for c in gw.chats} == {None}  # null: the backend's own timeout_s
+    from ragrouter.config import ConfigError
+
+    with pytest.raises(ConfigError, match="generation.timeout_s"):
+        Settings.from_config(make_config(generation__timeout_s=0))
+
+
+def test_generation_timeout_stops_a_slow_endpoint_through_the_real_gateway(store):
+    from ragrouter.corpus.stages import ExtractStage
+    from ragrouter.llm.gateway import Gateway
+    from tests.fake_openai import FakeOpenAI
+
+    with FakeOpenAI(responder=lambda req: "Paris.", latency_s=0.6) as srv:
+        data = copy.deepcopy(Config.load(env={}).data)
+        data["backends"] = {"fake-gen": {"kind": "openai", "base_url": srv.base_url, "model": "fake-model",
+                                         "concurrency": 2, "retries": 0, "timeout_s": 30}}
+        data["roles"] = {k: "fake-gen" for k in ("extractor", "judge", "query_generator", "embedder")}
+        data["roles"]["generators"] = ["fake-gen"]
+        slow_ok = Config(data, source="<test>")
+        data = copy.deepcopy(data)
+        data["generation"]["timeout_s"] = 0.2
+        data["extraction"]["timeout_s"] = 0.25
+        strict = Config(data, source="<test>")
+        with Gateway(slow_ok, store) as gw:  # the backend's 30 s: the 0.6 s reply arrives
+            assert PARADIGMS["llm_only"].run("Capital?", None, small_index(), gw, "fake-gen", slow_ok).answer == "Paris."
+        with Gateway(strict, store) as gw:  # generation.timeout_s = 0.2 s cuts the same (uncached) request
+            with pytest.raises(GatewayError) as err:
+                PARADIGMS["llm_only"].run("Capital of Spain?", None, small_index(), gw, "fake-gen", strict)
+            assert err.value.reason == "timeout"
+
+            class S:  # the extract stage hands extraction.timeout_s to the gateway call
+                config = strict
+            assert ExtractStage()._call_kwargs(S())["timeout_s"] == 0.25
+            S.config = slow_ok
+            assert ExtractStage()._call_kwargs(S())["timeout_s"] is None
 
 
 def test_hybrid_fuses_both_lists():

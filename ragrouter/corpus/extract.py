@@ -10,14 +10,14 @@ from __future__ import annotations
 import re
 import unicodedata
 
-PROMPT_VERSION = "extract-v2"
+PROMPT_VERSION = "extract-v3"  # v3: no "at most 15 triples" cap (the paper sets none)
 
 SYSTEM = (
     "You extract a knowledge graph from text. Return JSON {\"triples\": [[subject, relation, object], ...]}. "
     "Each triple states one fact from the text. Subjects and objects are short names of entities "
     "(diseases, treatments, drugs, body parts, people, organisations, places, concepts), never pronouns: "
     "replace 'it', 'they', 'this' by the entity they refer to. Relations are short verb phrases. "
-    "Use only facts stated in the text, each fact once, at most 15 triples.\n"
+    "Use only facts stated in the text, each fact once.\n"
     "Example. Text: \"Melanoma is a skin cancer. It is often treated with surgery.\" -> "
     "{\"triples\": [[\"melanoma\", \"is a type of\", \"skin cancer\"], "
     "[\"melanoma\", \"is treated with\", \"surgery\"]]}"

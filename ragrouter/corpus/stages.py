@@ -26,6 +26,19 @@ def _corpus_filter(conn: Connection, scope: Scope, alias: str = "d") -> tuple[st
     return f" AND {alias}.corpus_id = :corpus_id", {"corpus_id": ids[0]}
 
 
+def stage_timeout(config, path: str) -> float | None:
+    """A per-call timeout setting (seconds) for the gateway; ``None``: the backend's ``timeout_s``."""
+    from ragrouter.config import ConfigError
+
+    value = config.get(path, None)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ConfigError(f"{config.source}: setting '{path}' must be a positive number of seconds or null, "
+                          f"got {value!r}")
+    return float(value)
+
+
 def _limit(scope: Scope) -> str:
     return f" LIMIT {int(scope.limit)}" if scope.limit else ""
 
@@ -108,7 +121,7 @@ class ExtractStage(Stage):
         return dict(temperature=float(cfg.get("extraction.temperature")),
                     max_tokens=int(cfg.get("extraction.max_tokens")), json_schema=ex.SCHEMA,
                     stage="extract", phase="construction",
-                    timeout_s=None)
+                    timeout_s=stage_timeout(cfg, "extraction.timeout_s"))
 
     def compute(self, unit, services):
         res = services.gateway.chat("extractor", ex.messages(unit.payload["text"]), **self._call_kwargs(services))

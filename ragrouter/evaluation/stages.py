@@ -73,7 +73,7 @@ class JudgeStage(Stage):
                 for r in self._pending_rows(conn, scope)]
 
     def _kwargs(self, config, sample: int) -> dict:
-        return dict(temperature=float(config.get("judge.temperature")), max_tokens=300,
+        return dict(temperature=float(config.get("judge.temperature")), max_tokens=int(config.get("judge.max_tokens", 300)),
                     json_schema=jd.SCHEMA, stage="judge", phase="judge", sample=sample)
 
     def compute(self, unit, services):

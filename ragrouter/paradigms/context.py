@@ -13,6 +13,11 @@
   "Knowledge graph facts" block (one ``subject | relation | object`` line per triple, used by
   the graph paradigm) followed by the passages, numbered ``[1]``, ``[2]``, … in rank order and
   separated by blank lines.
+* :func:`build_fact_context` — GraphRAG's context (Algorithm 4, phase 3): the retrieved
+  triples in rank order, each with its *source sentences* (:func:`source_sentences`), filled
+  **greedily** into the budget: a triple whose block does not fit is skipped and later, smaller
+  ones still fill the remaining budget (Algorithm 4 breaks out of one triple's sentence loop,
+  then goes on with the next triple).
 * :func:`build_context` — the same stop-at-the-first-misfit packing, measured on the *whole*
   formatted context (facts, numbering and separators included) in exact cl100k tokens, so the
   text the generator sees is within the budget; that count is what runs store as
@@ -22,12 +27,15 @@
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
 from ragrouter.llm import tokens
 
 FACTS_HEADER = "Knowledge graph facts:"
+SOURCED_FACTS_HEADER = "Knowledge graph facts and their source sentences:"
+MAX_SOURCE_SENTENCES = 3  # per triple: the best-matching sentences of its source chunk
 PASSAGES_HEADER = "Passages:"
 
 
@@ -194,3 +202,120 @@ def build_context(
     chosen_facts = [f for f in facts if f.chunk_id in kept]
     text = format_context([texts[c] for c in chosen], chosen_facts)
     return Context(chunk_ids=chosen, facts=chosen_facts, text=text, tokens=total)
+
+
+# --------------------------------------------------------------------------- GraphRAG: triples + source sentences
+#
+# The paper's TripletSourceMap maps a triple to the sentences it was extracted from. Our extractor
+# returns triples per chunk, without sentence offsets, so a triple's source sentences are found in
+# its source chunk: the sentences that mention both its subject and its object, else those that
+# mention one of them (a name is mentioned when it occurs case-insensitively as whole words, or
+# when every content word (3+ letters) of it occurs in the sentence), at most MAX_SOURCE_SENTENCES, in text
+# order. A triple none of whose names occurs in its chunk gets no sentence (its fact line alone).
+
+_WORD_RE = re.compile(r"\w{3,}", re.UNICODE)
+
+
+def _mentions(name: str, sentence_cf: str, words: set[str]) -> bool:
+    name = " ".join(name.casefold().split())
+    if not name:
+        return False
+    if re.search(r"(?<!\w)" + re.escape(name) + r"(?!\w)", sentence_cf):
+        return True
+    content = set(_WORD_RE.findall(name))
+    return bool(content) and content <= words
+
+
+class SentenceSplitter:
+    """Thread-safe cache of the sentences of each chunk (the evaluation's sentence splitter)."""
+
+    def __init__(self, texts: Mapping[int, str]):
+        self.texts = texts
+        self._cache: dict[int, list[tuple[str, str, set[str]]]] = {}
+
+    def __call__(self, chunk_id: int) -> list[tuple[str, str, set[str]]]:
+        hit = self._cache.get(chunk_id)
+        if hit is None:
+            from ragrouter.evaluation.sentences import split_sentences
+
+            sents = [" ".join(x.split()) for x in split_sentences(self.texts[chunk_id])]
+            hit = [(x, x.casefold(), set(_WORD_RE.findall(x.casefold()))) for x in sents if x]
+            self._cache[chunk_id] = hit  # benign race: same value
+        return hit
+
+
+def source_sentences(fact: Fact, sentences: Sequence[tuple[str, str, set[str]]]) -> list[str]:
+    """The sentences of ``fact``'s source chunk that state it (see the comment above)."""
+    scored = []
+    for i, (text, cf, words) in enumerate(sentences):
+        score = _mentions(fact.subject, cf, words) + _mentions(fact.object, cf, words)
+        if score:
+            scored.append((score, i, text))
+    if not scored:
+        return []
+    best = max(sc for sc, _, _ in scored)
+    return [t for sc, _, t in scored if sc == best][:MAX_SOURCE_SENTENCES]
+
+
+def _fact_block(n: int, fact: Fact, new_sentences: Sequence[str]) -> str:
+    block = f"[{n}] {fact.line()}"
+    if new_sentences:
+        block += "\n" + " ".join(new_sentences)
+    return block
+
+
+@dataclass
+class FactContext(Context):
+    """A GraphRAG context: what entered, and how many triples were skipped for the budget."""
+
+    sentences: int = 0
+    skipped: int = 0
+
+
+def build_fact_context(
+    facts: Sequence[Fact],
+    texts: Mapping[int, str],
+    budget: int,
+    sentences_of: Callable[[int], Sequence[tuple[str, str, set[str]]]] | None = None,
+) -> FactContext:
+    """GraphRAG's context: numbered triples, each followed by its source sentences not already in
+    the context, taken in rank order and filled **greedily** into ``budget`` cl100k tokens — a
+    triple whose block does not fit is skipped, the next ones are still tried.
+
+    ``sentences_of``: chunk id → cached sentences (the corpus index's ``sentences``); default:
+    split here. ``tokens`` is the exact cl100k count of ``text`` (≤ ``budget``); ``chunk_ids``
+    are the source chunks of the triples that entered, in order of first use.
+    """
+    if budget < 0:
+        raise ValueError(f"retrieval.token_budget must be >= 0, got {budget}")
+    sentences_of = sentences_of or SentenceSplitter(texts)
+    header = _count(SOURCED_FACTS_HEADER + "\n")
+    blocks: list[str] = []
+    chosen: list[Fact] = []
+    per_block: list[int] = []  # source sentences each chosen block adds
+    used_sentences: set[str] = set()
+    skipped = 0
+    total = 0
+    for fact in facts:
+        sents = [x for x in source_sentences(fact, sentences_of(fact.chunk_id)) if x not in used_sentences]
+        block = _fact_block(len(blocks) + 1, fact, sents)
+        cost = _count(block + "\n") + (0 if blocks else header)
+        if total + cost > budget:
+            skipped += 1
+            continue
+        blocks.append(block)
+        chosen.append(fact)
+        per_block.append(len(sents))
+        used_sentences.update(sents)
+        total += cost
+    text = (SOURCED_FACTS_HEADER + "\n" + "\n".join(blocks)) if blocks else ""
+    exact = tokens.count(text) if text else 0
+    while exact > budget and blocks:  # the sum of parts is an estimate; the text itself must fit
+        blocks.pop()
+        chosen.pop()
+        per_block.pop()
+        skipped += 1
+        text = (SOURCED_FACTS_HEADER + "\n" + "\n".join(blocks)) if blocks else ""
+        exact = tokens.count(text) if text else 0
+    return FactContext(chunk_ids=list(dict.fromkeys(f.chunk_id for f in chosen)), facts=chosen, text=text,
+                       tokens=exact, sentences=sum(per_block), skipped=skipped)

@@ -24,7 +24,7 @@ import numpy as np
 
 from ragrouter.graph.kg import KnowledgeGraph
 from ragrouter.graph.ppr import PPR, top_nodes
-from ragrouter.paradigms.context import Fact, PassageCounter
+from ragrouter.paradigms.context import Fact, PassageCounter, SentenceSplitter
 
 
 def _normalised(name: str, vectors, rows: int) -> np.ndarray:
@@ -74,6 +74,7 @@ class CorpusIndex:
         self.texts: dict[int, str] = dict(zip(self.chunk_ids.tolist(), chunk_texts))
         self.tokens: dict[int, int] = {int(c): int(t) for c, t in zip(self.chunk_ids.tolist(), chunk_tokens)}
         self.passage_counts = PassageCounter(self.texts)  # exact context-part token counts, cached
+        self.sentences = SentenceSplitter(self.texts)  # sentences per chunk (GraphRAG's source sentences), cached
         vecs = _normalised("chunk_vectors", chunk_vectors, n) if n else np.zeros((0, 0), np.float32)
         if n == 0 and entity_vectors is not None and len(entity_ids):
             vecs = np.zeros((0, np.asarray(entity_vectors).shape[1]), np.float32)

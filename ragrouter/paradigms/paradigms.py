@@ -15,7 +15,8 @@ LLM calls are made with stage ``answer`` and phase ``retrieval`` or ``generation
 Paradigms (``PARADIGMS``):
     ``llm_only``  DIRECT prompt, ``paradigms.llm_only.temperature`` (0.7); no retrieval.
     ``naive``     NaiveRetriever → budget → GENERATION prompt.
-    ``graph``     GraphRetriever → budget (facts + passages) → GENERATION prompt.
+    ``graph``     GraphRetriever → its triples, each with its source sentences, filled greedily
+                  into the budget (Algorithm 4 phase 3) → GENERATION prompt.
     ``hybrid``    RRF (``retrieval.rrf_k``) over the full naive and graph chunk lists (eq. 9),
                   de-duplicated → budget → GENERATION prompt (passages only).
     ``iterative`` Algorithm 3 over ``paradigms.iterative.base_retriever`` (graph by default);
@@ -43,6 +44,14 @@ IterativeRAG details (Algorithm 3; our readings where the pseudo-code is loose):
     * ``iterations`` = retrieval rounds run; the stored context and chunk ids are the final
       round's (empty when round 0 sufficed).
 
+Empty contexts: every retrieving run's trace has ``empty_context`` (true when the generator got
+no passage / fact at all, so it answered from the "(no passages retrieved)" marker) and
+``context.empty``; LLM-only runs and IterativeRAG runs that stopped at round 0 retrieve nothing
+and carry no such key.
+
+Timeouts: answer, direct, self-evaluation calls use ``generation.timeout_s``, query entity
+extraction ``extraction.timeout_s`` (null: the backend's ``timeout_s``).
+
 Token phases: entity extraction and self-evaluation are ``retrieval``; answers (incl. round
 0's direct answer) are ``generation`` (paper Table 16).
 """
@@ -55,7 +64,7 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 from ragrouter.paradigms import prompts
-from ragrouter.paradigms.context import Context, build_context, rrf_fuse
+from ragrouter.paradigms.context import Context, FactContext, build_context, build_fact_context, rrf_fuse
 from ragrouter.paradigms.query_context import STAGE, QueryContext, make_context
 from ragrouter.paradigms.results import CallUse, ParadigmResult, Retrieval
 from ragrouter.paradigms.retrievers import UNUSABLE_REPLY, _gateway_error_reason
@@ -73,13 +82,14 @@ def _generate(gateway, backend: str, question: str, context: Context, s: Setting
     """GENERATION prompt over ``context`` (a marker text when it is empty)."""
     messages = prompts.GENERATION.messages(context=context.text or EMPTY_CONTEXT, question=question)
     result = gateway.chat(backend, messages, temperature=s.gen_temperature, max_tokens=s.gen_max_tokens,
-                          stage=STAGE, phase="generation")
+                          stage=STAGE, phase="generation", timeout_s=s.gen_timeout_s)
     return (result.text or "").strip(), CallUse.of(result, "generation", "answer")
 
 
-def _direct(gateway, backend: str, question: str, temperature: float, max_tokens: int) -> tuple[str, CallUse]:
+def _direct(gateway, backend: str, question: str, temperature: float, max_tokens: int,
+            timeout_s: float | None = None) -> tuple[str, CallUse]:
     result = gateway.chat(backend, prompts.DIRECT.messages(question=question), temperature=temperature,
-                          max_tokens=max_tokens, stage=STAGE, phase="generation")
+                          max_tokens=max_tokens, stage=STAGE, phase="generation", timeout_s=timeout_s)
     return (result.text or "").strip(), CallUse.of(result, "generation", "direct")
 
 
@@ -88,8 +98,11 @@ def _scores_of(context: Context, ranked: dict[int, float]) -> list[float]:
 
 
 def _context_trace(context: Context, s: Settings) -> dict:
-    return {"chunks": len(context.chunk_ids), "tokens": context.tokens, "budget": s.token_budget,
-            "facts": len(context.facts)}
+    out = {"chunks": len(context.chunk_ids), "tokens": context.tokens, "budget": s.token_budget,
+           "facts": len(context.facts), "empty": not context.text}
+    if isinstance(context, FactContext):
+        out.update(sentences=context.sentences, skipped_facts=context.skipped)
+    return out
 
 
 class Paradigm(ABC):
@@ -125,7 +138,7 @@ class LLMOnly(Paradigm):
 
     def _run(self, q, ctx, gateway, backend):
         s = _settings(ctx)
-        answer, use = _direct(gateway, backend, q, s.llm_only_temperature, s.llm_only_max_tokens)
+        answer, use = _direct(gateway, backend, q, s.llm_only_temperature, s.llm_only_max_tokens, s.gen_timeout_s)
         return ParadigmResult.build(answer=answer, retrieved_chunk_ids=[], context_tokens=0, iterations=0,
                                     trace={}, uses=[use])
 
@@ -133,7 +146,7 @@ class LLMOnly(Paradigm):
 class _OneShot(Paradigm):
     """Retrieve once, pack, generate."""
 
-    with_facts = False
+    with_facts = False  # GraphRAG: the context is triples + source sentences (Algorithm 4)
 
     @abstractmethod
     def _retrieve(self, q: str, ctx: QueryContext, backend: str) -> tuple[list[int], dict[int, float], list[Retrieval], dict]:
@@ -142,10 +155,15 @@ class _OneShot(Paradigm):
     def _run(self, q, ctx, gateway, backend):
         s = _settings(ctx)
         ranked, scores, retrievals, trace = self._retrieve(q, ctx, backend)
-        facts = [f for r in retrievals for f in r.facts] if self.with_facts else []
-        context = build_context(ranked, ctx.index.texts, s.token_budget, facts=facts, counts=ctx.index.passage_counts)
+        if self.with_facts:
+            facts = [f for r in retrievals for f in r.facts]
+            context = build_fact_context(facts, ctx.index.texts, s.token_budget,
+                                         sentences_of=getattr(ctx.index, "sentences", None))
+        else:
+            context = build_context(ranked, ctx.index.texts, s.token_budget, counts=ctx.index.passage_counts)
         answer, gen_use = _generate(gateway, backend, q, context, s)
         trace["context"] = _context_trace(context, s)
+        trace["empty_context"] = not context.text
         trace["context_scores"] = _scores_of(context, scores)
         uses = [u for r in retrievals for u in r.calls] + [gen_use]
         return ParadigmResult.build(answer=answer, retrieved_chunk_ids=context.chunk_ids,
@@ -222,7 +240,8 @@ class IterativeRAG(Paradigm):
         messages = prompts.self_eval_messages(q, answer, context_text)
         try:
             result = gateway.chat(backend, messages, temperature=s.iter_eval_temperature, max_tokens=s.gen_max_tokens,
-                                  json_schema=prompts.SELF_EVAL_SCHEMA, stage=STAGE, phase="retrieval")
+                                  json_schema=prompts.SELF_EVAL_SCHEMA, stage=STAGE, phase="retrieval",
+                                  timeout_s=s.gen_timeout_s)
         except Exception as exc:
             reason = _gateway_error_reason(exc)
             if reason in UNUSABLE_REPLY:
@@ -236,7 +255,7 @@ class IterativeRAG(Paradigm):
         uses: list[CallUse] = []
         rounds: list[dict[str, Any]] = []
 
-        answer, use = _direct(gateway, backend, q, s.gen_temperature, s.gen_max_tokens)
+        answer, use = _direct(gateway, backend, q, s.gen_temperature, s.gen_max_tokens, s.gen_timeout_s)
         uses.append(use)
         ev, ev_uses = self._evaluate(gateway, backend, q, answer, None, s)
         uses += ev_uses
@@ -284,6 +303,7 @@ class IterativeRAG(Paradigm):
         if iterations:
             trace["context"] = _context_trace(context, s)
             trace["context_scores"] = _scores_of(context, scores)
+            trace["empty_context"] = not context.text
         return ParadigmResult.build(answer=answer, retrieved_chunk_ids=context.chunk_ids,
                                     context_tokens=context.tokens, iterations=iterations, trace=trace, uses=uses)
 

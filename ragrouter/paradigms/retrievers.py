@@ -6,7 +6,8 @@ HybridRAG can fuse the full lists), details for the run's trace, and the LLM cal
 
 NaiveRetriever
     query vector → inner product over the L2-normalised chunk vectors (cosine) → top
-    ``retrieval.top_k`` → keep similarity ≥ ``retrieval.min_similarity``.
+    ``retrieval.top_k`` → keep similarity ≥ ``retrieval.min_similarity`` (per embedder model:
+    a similarity scale is the embedder's, see ``configs/default.yaml``).
 
 GraphRetriever (Algorithm 4)
     1. The LLM (the paradigm's generator backend, prompt ``entities``, extraction
@@ -16,8 +17,8 @@ GraphRetriever (Algorithm 4)
        errors after the gateway's retries) are raised, so the unit fails and is retried
        later instead of being stored with a degraded retrieval.
     2. The entities are embedded (gateway ``embedder`` role); each one's top
-       ``retrieval.entity_top_k`` graph entities with similarity **>** ``min_similarity``
-       are collected, max-pooled per entity; the top ``retrieval.seed_entities`` are the
+       ``retrieval.entity_top_k`` graph entities with similarity **>**
+       ``retrieval.entity_min_similarity`` (τ_entity, per embedder model) are collected, max-pooled per entity; the top ``retrieval.seed_entities`` are the
        seeds (ties: lower entity position first).
     3. Personalized PageRank over the whole graph, damping ``retrieval.ppr_alpha``,
        personalisation ∝ seed similarity (eq. 7).
@@ -112,6 +113,7 @@ class GraphRetriever:
                 backend, prompts.ENTITIES.messages(question=text),
                 temperature=self.s.extract_temperature, max_tokens=self.s.extract_max_tokens,
                 json_schema=prompts.ENTITIES_SCHEMA, stage=stage, phase="retrieval",
+                timeout_s=self.s.extract_timeout_s,
             )
         except Exception as exc:
             reason = _gateway_error_reason(exc)
@@ -127,14 +129,14 @@ class GraphRetriever:
     # -- phase 1b: seeds ---------------------------------------------------------------
     def seeds(self, entity_vectors: np.ndarray) -> dict[int, float]:
         """Seed entity positions → similarity: top ``entity_top_k`` per query entity with
-        sim > ``min_similarity``, max-pooled, then the top ``seed_entities``."""
+        sim > ``entity_min_similarity``, max-pooled, then the top ``seed_entities``."""
         pooled: dict[int, float] = {}
         if self.index.n_entities == 0 or len(entity_vectors) == 0:
             return pooled
         positions, sims = self.index.search_entities(entity_vectors, self.s.entity_top_k)
         for row_pos, row_sim in zip(positions, sims):
             for pos, sim in zip(row_pos, row_sim):
-                if pos < 0 or not sim > self.s.min_similarity:
+                if pos < 0 or not sim > self.s.entity_min_similarity:
                     continue
                 pos, sim = int(pos), float(sim)
                 if sim > pooled.get(pos, -np.inf):

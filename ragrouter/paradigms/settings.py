@@ -58,6 +58,11 @@ class Settings:
     iter_eval_temperature: float
     # which embedder the vectors come from (a different one changes every retrieval)
     embedder: str
+    # GraphRetriever seed threshold (Algorithm 4's tau_entity; per embedder model like min_similarity)
+    entity_min_similarity: float = 0.4
+    # per-call timeouts handed to the gateway (None: the backend's timeout_s); no effect on outputs
+    gen_timeout_s: float | None = None
+    extract_timeout_s: float | None = None
 
     @classmethod
     def from_config(cls, config: Config) -> "Settings":
@@ -82,6 +87,34 @@ class Settings:
             )
         embedder = config.get("roles.embedder")
         gen_max = num("generation.max_tokens", int, 1)
+        embedder_model = str(config.backend(embedder).get("model", embedder)) if embedder else ""
+
+        def per_embedder(path: str) -> float:
+            """A number, or a mapping embedder model → number with an optional ``default``."""
+            value = config.get(path)
+            if isinstance(value, dict):
+                if embedder_model in value:
+                    value, where = value[embedder_model], f"{path}.{embedder_model}"
+                elif "default" in value:
+                    value, where = value["default"], f"{path}.default"
+                else:
+                    raise ConfigError(f"{config.source}: setting '{path}' has no value for embedder model "
+                                      f"'{embedder_model}' and no 'default'")
+            else:
+                where = path
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not -1.0 <= value <= 1.0:
+                raise ConfigError(f"{config.source}: setting '{where}' must be a number in [-1, 1], got {value!r}")
+            return float(value)
+
+        def timeout(path: str) -> float | None:
+            value = config.get(path, None)
+            if value is None:
+                return None
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ConfigError(f"{config.source}: setting '{path}' must be a positive number of seconds "
+                                  f"or null, got {value!r}")
+            return float(value)
+
         return cls(
             gen_temperature=num("generation.temperature", float, 0.0, 2.0),
             gen_max_tokens=gen_max,
@@ -91,7 +124,7 @@ class Settings:
             extract_max_tokens=num("extraction.max_tokens", int, 1),
             token_budget=num("retrieval.token_budget", int, 0),
             top_k=num("retrieval.top_k", int, 1),
-            min_similarity=num("retrieval.min_similarity", float, -1.0, 1.0),
+            min_similarity=per_embedder("retrieval.min_similarity"),
             seed_entities=num("retrieval.seed_entities", int, 1),
             entity_top_k=num("retrieval.entity_top_k", int, 1),
             ppr_alpha=num("retrieval.ppr_alpha", float, 0.0, 1.0),
@@ -104,6 +137,9 @@ class Settings:
             iter_max_rounds=num("paradigms.iterative.max_rounds", int, 0),
             iter_eval_temperature=num("paradigms.iterative.eval_temperature", float, 0.0, 2.0),
             embedder=str(embedder),
+            entity_min_similarity=per_embedder("retrieval.entity_min_similarity"),
+            gen_timeout_s=timeout("generation.timeout_s"),
+            extract_timeout_s=timeout("extraction.timeout_s"),
         )
 
 
@@ -119,7 +155,7 @@ def _graph(s: Settings) -> dict:
     return {
         "embedder": s.embedder,
         "token_budget": s.token_budget,
-        "min_similarity": s.min_similarity,
+        "entity_min_similarity": s.entity_min_similarity,
         "seed_entities": s.seed_entities,
         "entity_top_k": s.entity_top_k,
         "ppr_alpha": s.ppr_alpha,
@@ -130,6 +166,11 @@ def _graph(s: Settings) -> dict:
         "extract_temperature": s.extract_temperature,
         "extract_max_tokens": s.extract_max_tokens,
     }
+
+
+# GraphRAG's own context: triples + source sentences, filled greedily (Algorithm 4 phase 3).
+# Only the graph paradigm's hash carries it; hybrid and iterative contexts are passages.
+GRAPH_CONTEXT_VERSION = "triples+source-sentences-greedy-v1"
 
 
 def paradigm_config(paradigm: str, config: Config | Settings, *, base_retriever: str | None = None) -> dict:
@@ -146,7 +187,7 @@ def paradigm_config(paradigm: str, config: Config | Settings, *, base_retriever:
         params = {**_generation(s), **_naive(s)}
         used = ("generation",)
     elif paradigm == "graph":
-        params = {**_generation(s), **_graph(s)}
+        params = {**_generation(s), **_graph(s), "context": GRAPH_CONTEXT_VERSION}
         used = ("generation", "entities")
     elif paradigm == "hybrid":
         params = {**_generation(s), **_naive(s), **_graph(s), "rrf_k": s.rrf_k}
