@@ -222,31 +222,45 @@ class EmbedStage(Stage):
 
 
 class MetricsStage(Stage):
+    """Corpus indicators, keyed by what they were computed from.
+
+    The variant of every ``corpus_metrics`` row is ``extractor|embedder|fp:<fingerprint>``, the
+    fingerprint being :func:`storeio.corpus_fingerprint` of the corpus' chunks, triples and chunk
+    vectors. A corpus that grew (more chunks, triples or vectors) has a new fingerprint, so its
+    unit is pending again; writing the fresh indicators removes the stale ones of the same
+    extractor and embedder, so the store holds the indicators of what it now holds.
+    """
+
     name = "metrics"
     description = "corpus indicators: graph structure (LCC, density, clustering, …) and embedding space (TwoNN, hubness, dispersion)"
 
-    def _variant(self, config) -> str:
+    def _base(self, config) -> str:
         return f"{storeio.extractor_key(config)}|{storeio.model_key(config, 'embedder')}"
 
+    def _variant(self, conn, config, corpus_id: int) -> str:
+        fp = storeio.corpus_fingerprint(conn, corpus_id, storeio.extractor_key(config),
+                                        storeio.model_key(config, "embedder"))
+        return f"{self._base(config)}|fp:{fp}"
+
+    @staticmethod
+    def _have(conn, corpus_id: int, variant: str) -> bool:
+        return bool(conn.execute(text("SELECT 1 FROM corpus_metrics WHERE corpus_id = :c AND variant = :v "
+                                      "AND metric = 'hubness'"), {"c": corpus_id, "v": variant}).first())
+
     def counts(self, conn, scope):
-        variant = self._variant(scope.config)
         corpora = [cid for cid, _ in storeio.corpus_ids(conn, scope.corpus)]
-        done = 0
-        for cid in corpora:
-            done += bool(conn.execute(text("SELECT 1 FROM corpus_metrics WHERE corpus_id = :c AND variant = :v "
-                                           "AND metric = 'hubness'"), {"c": cid, "v": variant}).first())
+        done = sum(self._have(conn, cid, self._variant(conn, scope.config, cid)) for cid in corpora)
         return len(corpora), done
 
     def pending(self, conn, scope):
         cfg = scope.config
-        variant = self._variant(cfg)
         out = []
         for cid, name in storeio.corpus_ids(conn, scope.corpus):
-            have = conn.execute(text("SELECT 1 FROM corpus_metrics WHERE corpus_id = :c AND variant = :v "
-                                     "AND metric = 'hubness'"), {"c": cid, "v": variant}).first()
+            variant = self._variant(conn, cfg, cid)
             n_chunks = conn.execute(text("SELECT COUNT(*) FROM chunks WHERE corpus_id = :c"), {"c": cid}).scalar()
-            if not have and n_chunks:
-                out.append(Unit(f"corpus:{name}:{variant}", {"corpus_id": cid, "variant": variant}))
+            if n_chunks and not self._have(conn, cid, variant):
+                out.append(Unit(f"corpus:{name}:{variant}", {"corpus_id": cid, "variant": variant,
+                                                            "base": self._base(cfg)}))
         return out
 
     def compute(self, unit, services):
@@ -265,6 +279,13 @@ class MetricsStage(Stage):
         return metrics
 
     def write(self, conn, unit, result):
+        p = unit.payload
+        stale = [v for (v,) in conn.execute(text("SELECT DISTINCT variant FROM corpus_metrics WHERE corpus_id = :c"),
+                                            {"c": p["corpus_id"]}).all()
+                 if v.startswith(p["base"] + "|fp:") and v != p["variant"]]
+        for v in stale:
+            conn.execute(text("DELETE FROM corpus_metrics WHERE corpus_id = :c AND variant = :v"),
+                         {"c": p["corpus_id"], "v": v})
         rows = [{"corpus_id": unit.payload["corpus_id"], "metric": k, "variant": unit.payload["variant"],
                  "value": (None if v is None or (isinstance(v, float) and not np.isfinite(v)) else float(v))}
                 for k, v in result.items()]

@@ -56,6 +56,27 @@ def load_triples(conn: Connection, corpus_id: int, extractor: str) -> list[tuple
     return [(r[0], r[1], r[2], int(r[3])) for r in rows]
 
 
+def corpus_fingerprint(conn: Connection, corpus_id: int, extractor: str, embedder: str) -> str:
+    """12 hex digits that change whenever the corpus' chunks, its triples (of ``extractor``) or its
+    chunk vectors (of ``embedder``) change: sha256 over count, id sum, id max and token/dim sums
+    of each. Rows are only ever added (or deleted with their corpus), so a grown corpus always
+    gets a new fingerprint. Cheap: three aggregate queries, no row is read."""
+    import hashlib
+
+    parts = [
+        conn.execute(text("SELECT COUNT(*), COALESCE(SUM(id), 0), COALESCE(MAX(id), 0), COALESCE(SUM(n_tokens), 0) "
+                          "FROM chunks WHERE corpus_id = :c"), {"c": corpus_id}).one(),
+        conn.execute(text("SELECT COUNT(*), COALESCE(SUM(id), 0), COALESCE(MAX(id), 0) FROM triples "
+                          "WHERE corpus_id = :c AND extractor = :x"), {"c": corpus_id, "x": extractor}).one(),
+        conn.execute(text("SELECT COUNT(*), COALESCE(SUM(v.owner_id), 0), COALESCE(MAX(v.owner_id), 0), "
+                          "COALESCE(SUM(v.dim), 0) FROM vectors v JOIN chunks o ON o.id = v.owner_id "
+                          "WHERE v.owner_kind = 'chunk' AND v.embedder = :e AND o.corpus_id = :c"),
+                     {"c": corpus_id, "e": embedder}).one(),
+    ]
+    blob = "|".join(",".join(str(int(x)) for x in row) for row in parts)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
 def corpus_ids(conn: Connection, name: str | None) -> list[tuple[int, str]]:
     if name:
         rows = conn.execute(text("SELECT id, name FROM corpora WHERE name = :n"), {"n": name}).all()
