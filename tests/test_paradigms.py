@@ -311,9 +311,11 @@ def test_build_context_lists_the_facts_of_the_packed_chunks_first():
 def test_naive_retriever_keeps_top_k_with_similarity_at_least_the_threshold():
     index = small_index()
     gw = ScriptedGateway(vectors={"q": unit((0, 1.0))})
-    qc = QueryContext("q", index, gw, make_config())
+    qc = QueryContext("q", index, gw, make_config(retrieval__min_similarity=0.4))
     r = qc.dense("q")
     assert r.chunk_ids == (1, 2, 3, 4)  # 0.39 and 0.1 are below 0.4
+    # the default for MiniLM is its measured 0.28: chunk 5 (0.39) passes, chunk 6 (0.1) does not
+    assert QueryContext("q", index, gw, make_config()).dense("q").chunk_ids == (1, 2, 3, 4, 5)
     assert r.scores == pytest.approx((1.0, 0.8, 0.6, 0.45), abs=1e-6)
     r2 = QueryContext("q", index, gw, make_config(retrieval__top_k=2)).dense("q")
     assert r2.chunk_ids == (1, 2)
@@ -816,8 +818,8 @@ def test_iterative_context_accumulates_rounds_interleaved():
     vectors = {"Q?": unit((0, 1.0)), "sub 1?": unit((0, 1.0)), "sub 2?": unit((7, 1.0))}
     gw = ScriptedGateway({"direct": "?", "self_eval": [ev(False, "sub 1?"), ev(False, "sub 2?"), ev(True)],
                           "generation": "done"}, vectors=vectors)
-    res = PARADIGMS["iterative_naive"].run("Q?", None, index, gw, "gen", make_config())
-    r2 = QueryContext("Q?", index, gw, make_config()).dense("sub 2?")
+    res = PARADIGMS["iterative_naive"].run("Q?", None, index, gw, "gen", make_config(retrieval__min_similarity=0.4))
+    r2 = QueryContext("Q?", index, gw, make_config(retrieval__min_similarity=0.4)).dense("sub 2?")
     assert r2.chunk_ids == (6,)
     assert res.retrieved_chunk_ids == [1, 6, 2, 3, 4] and res.iterations == 2
     assert res.trace["rounds"][2]["new_chunks"] == 1
