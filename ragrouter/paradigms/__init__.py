@@ -3,7 +3,8 @@
 Modules:
     :mod:`~ragrouter.paradigms.index`          CorpusIndex — one corpus' retrieval state.
     :mod:`~ragrouter.paradigms.retrievers`     NaiveRetriever, GraphRetriever (Algorithm 4).
-    :mod:`~ragrouter.paradigms.context`        RRF, the token-budget packer, the context text.
+    :mod:`~ragrouter.paradigms.context`        RRF, the token-budget packer, the context text,
+                                               GraphRAG's triples + source sentences context.
     :mod:`~ragrouter.paradigms.query_context`  QueryContext — per-query compute-once memo.
     :mod:`~ragrouter.paradigms.paradigms`      the paradigms and the PARADIGMS registry.
     :mod:`~ragrouter.paradigms.prompts`        versioned prompts (Figures 13–16).
@@ -19,7 +20,16 @@ Typical use (the answer stage)::
         key = (query.id, name, generator, config_hash(name, config))
 """
 
-from ragrouter.paradigms.context import Context, Fact, build_context, format_context, pack, rrf_fuse
+from ragrouter.paradigms.context import (
+    Context,
+    Fact,
+    FactContext,
+    build_context,
+    build_fact_context,
+    format_context,
+    pack,
+    rrf_fuse,
+)
 from ragrouter.paradigms.index import CorpusIndex
 from ragrouter.paradigms.paradigms import PARADIGMS, IterativeRAG, Paradigm, get, run
 from ragrouter.paradigms.query_context import QueryContext
@@ -28,7 +38,8 @@ from ragrouter.paradigms.retrievers import RETRIEVERS, GraphRetriever, NaiveRetr
 from ragrouter.paradigms.settings import Settings, config_hash, paradigm_config
 
 __all__ = [
-    "PARADIGMS", "RETRIEVERS", "CallUse", "Context", "CorpusIndex", "Fact", "GraphRetriever", "IterativeRAG",
-    "NaiveRetriever", "Paradigm", "ParadigmResult", "QueryContext", "Retrieval", "Settings", "build_context",
+    "PARADIGMS", "RETRIEVERS", "CallUse", "Context", "CorpusIndex", "Fact", "FactContext", "GraphRetriever",
+    "IterativeRAG", "NaiveRetriever", "Paradigm", "ParadigmResult", "QueryContext", "Retrieval", "Settings",
+    "build_context", "build_fact_context",
     "config_hash", "format_context", "get", "pack", "paradigm_config", "rrf_fuse", "run",
 ]
