@@ -670,6 +670,13 @@ def test_timeouts_reach_every_gateway_call():
         Settings.from_config(make_config(generation__timeout_s=0))
 
 
+def test_judge_max_tokens_is_a_setting():
+    from ragrouter.evaluation.stages import JudgeStage
+
+    assert JudgeStage()._kwargs(make_config(), 0)["max_tokens"] == make_config().get("judge.max_tokens") == 300
+    assert JudgeStage()._kwargs(make_config(judge__max_tokens=120), 1)["max_tokens"] == 120
+
+
 def test_generation_timeout_stops_a_slow_endpoint_through_the_real_gateway(store):
     from ragrouter.corpus.stages import ExtractStage
     from ragrouter.llm.gateway import Gateway
