@@ -97,6 +97,17 @@ def _grow(engine, config, corpus_id: int, doc_id: int, start: int, n: int, seed:
                 object_id=ents[1]))
 
 
+def test_the_extractor_key_names_model_prompt_version_and_output_limit():
+    from ragrouter.corpus import extract, storeio
+
+    config = Config.load(env={})
+    key = storeio.extractor_key(config)
+    assert key == f"qwen2.5-coder-0.5b|{extract.PROMPT_VERSION}|mt4096"
+    demo = Config.load(Path(__file__).resolve().parent.parent / "configs" / "demo.yaml", env={})
+    assert storeio.extractor_key(demo).endswith("|mt300")  # the demo's capped replies are another graph
+    assert "at most" not in extract.SYSTEM  # no cap on the number of triples (paper Fig. 8)
+
+
 def test_a_grown_corpus_gets_fresh_indicators(store):
     from ragrouter.db import models
 

@@ -17,9 +17,11 @@ def model_key(config, role: str) -> str:
 
 
 def extractor_key(config) -> str:
+    """The store key of an extraction: model, prompt version and output limit (a reply cut at
+    another ``extraction.max_tokens`` holds other triples, so it is another graph)."""
     from ragrouter.corpus.extract import PROMPT_VERSION
 
-    return f"{model_key(config, 'extractor')}|{PROMPT_VERSION}"
+    return f"{model_key(config, 'extractor')}|{PROMPT_VERSION}|mt{int(config.get('extraction.max_tokens'))}"
 
 
 def load_vectors(conn: Connection, owner_kind: str, ids: list[int] | None, embedder: str,
