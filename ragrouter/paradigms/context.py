@@ -216,14 +216,14 @@ def build_context(
 _WORD_RE = re.compile(r"\w{3,}", re.UNICODE)
 
 
-def _mentions(name: str, sentence_cf: str, words: set[str]) -> bool:
+def _matcher(name: str) -> Callable[[str, set[str]], bool]:
+    """``(casefolded sentence, its words) -> bool``: does the sentence mention ``name``?"""
     name = " ".join(name.casefold().split())
     if not name:
-        return False
-    if re.search(r"(?<!\w)" + re.escape(name) + r"(?!\w)", sentence_cf):
-        return True
+        return lambda cf, words: False
+    whole = re.compile(r"(?<!\w)" + re.escape(name) + r"(?!\w)")
     content = set(_WORD_RE.findall(name))
-    return bool(content) and content <= words
+    return lambda cf, words: bool(whole.search(cf)) or (bool(content) and content <= words)
 
 
 class SentenceSplitter:
@@ -246,9 +246,10 @@ class SentenceSplitter:
 
 def source_sentences(fact: Fact, sentences: Sequence[tuple[str, str, set[str]]]) -> list[str]:
     """The sentences of ``fact``'s source chunk that state it (see the comment above)."""
+    subject, obj = _matcher(fact.subject), _matcher(fact.object)
     scored = []
     for i, (text, cf, words) in enumerate(sentences):
-        score = _mentions(fact.subject, cf, words) + _mentions(fact.object, cf, words)
+        score = subject(cf, words) + obj(cf, words)
         if score:
             scored.append((score, i, text))
     if not scored:
