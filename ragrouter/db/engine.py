@@ -73,7 +73,7 @@ def make_engine(url: str | None = None) -> Engine:
         if path and path != ":memory:":
             parent = os.path.dirname(os.path.abspath(path))
             os.makedirs(parent, exist_ok=True)
-        # One connection per process for a DuckDB file (DESIGN.md §3: one writer).
+        # One connection per process for a DuckDB file (docs/architecture.md §3: one writer).
         from sqlalchemy.pool import StaticPool
 
         kwargs["poolclass"] = StaticPool
