@@ -46,6 +46,8 @@ class Answer:
     answer: str = ""
     tokens: dict[str, int] = field(default_factory=dict)
     run_id: int | None = None
+    encoder: str = ""
+    router_run_id: str = ""
 
 
 def infer_query_type(engine, question: str, encoder) -> str:
@@ -65,43 +67,71 @@ def infer_query_type(engine, question: str, encoder) -> str:
     return best
 
 
-def pick_router(engine, requested: str | None, generator: str) -> tuple[str, str]:
-    """(router, features): the requested router on Q+C, else the best non-baseline by correct rate."""
+@dataclass
+class TrainedRouter:
+    """A router of this store's ``v_router_scores`` and its MLflow run."""
+
+    router: str
+    features: str
+    encoder: str
+    run_id: str
+
+
+def pick_router(engine, requested: str | None, generator: str, run_id: str | None = None) -> TrainedRouter:
+    """The router ``ask`` uses, among this store's trained routers (``v_router_scores`` with
+    fold metrics, so only runs `routers train` wrote into this store): ``run_id`` if given, else
+    the requested router (its Q+C run first), else the best non-baseline. Ties are broken by
+    a fixed order — correct rate, routing accuracy, macro-F1 (fold means, higher first), then
+    router, features and encoder names — so the same store always gives the same router."""
     with engine.connect() as conn:
         rows = conn.execute(text(
-            "SELECT router, features, correct_rate, routing_accuracy FROM v_router_scores "
-            "WHERE dataset = 'store' AND generator = :g ORDER BY correct_rate DESC, routing_accuracy DESC"),
-            {"g": generator}).all()
+            "SELECT router, features, encoder, mlflow_run_id, correct_rate, routing_accuracy, macro_f1 "
+            "FROM v_router_scores WHERE dataset = 'store' AND generator = :g AND routing_accuracy IS NOT NULL "
+            "AND mlflow_run_id IS NOT NULL"), {"g": generator}).all()
+
+    def key(r):
+        neg = [-(v if v is not None else -1.0) for v in (r[4], r[5], r[6])]
+        return (*neg, r[0], 0 if r[1] == "qc" else 1, r[1], r[2])
+
+    rows = sorted({tuple(r) for r in rows}, key=key)
+    if run_id:
+        for r in rows:
+            if r[3] == run_id:
+                return TrainedRouter(r[0], r[1], r[2], r[3])
+        raise AskError(f"MLflow run '{run_id}' is not a router trained on this store (see 'python cli.py routers compare')")
     if requested:
-        feats = [r[1] for r in rows if r[0] == requested]
-        return requested, ("qc" if "qc" in feats or not feats else feats[0])
-    for router, features, *_ in rows:
-        if router not in BASELINES:
-            return router, features
-    raise AskError("no trained router in the store: run 'python cli.py routers train' (or make run) first")
+        mine = [r for r in rows if r[0] == requested]
+        if not mine:
+            raise AskError(f"router '{requested}' was not trained on this store for generator '{generator}': "
+                           "run 'python cli.py routers train'")
+        r = mine[0]
+        return TrainedRouter(r[0], r[1], r[2], r[3])
+    for r in rows:
+        if r[0] not in BASELINES:
+            return TrainedRouter(r[0], r[1], r[2], r[3])
+    raise AskError("no trained router in this store: run 'python cli.py routers train' (or make run) first")
 
 
-def load_router(config, router: str, features: str, generator: str):
-    """The router refitted on all labelled queries, as logged to MLflow by `routers train`."""
-    from mlflow.tracking import MlflowClient
+def load_router(config, chosen: TrainedRouter, store: str):
+    """The router refitted on all labelled queries, as `routers train` logged it to MLflow:
+    the pyfunc model of run ``chosen.run_id``, which must carry this store's id."""
+    from ragrouter.routers import tracking
 
-    client = MlflowClient(tracking_uri=routing.tracking_uri(config))
-    exp = client.get_experiment_by_name(str(config.get("routers.experiment")))
-    if exp is None:
-        raise AskError("no MLflow experiment with routers: run 'python cli.py routers train' first")
-    runs = client.search_runs([exp.experiment_id],
-                              filter_string=(f"tags.router = '{router}' and tags.features = '{features}' "
-                                             f"and tags.generator = '{generator}' and attributes.status = 'FINISHED'"),
-                              order_by=["attributes.start_time DESC"], max_results=20)
-    runs = [r for r in runs if r.data.tags.get("ragrouter.kind") == "router-cv"]
-    if not runs:
-        raise AskError(f"router '{router}' ({features}) was not trained for generator '{generator}': "
-                       "run 'python cli.py routers train'")
-    from ragrouter.routers.tracking import load_model
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = client.download_artifacts(runs[0].info.run_id, "model/model.pkl", tmp)
-        return load_model(path), runs[0].data.tags.get("encoder", "onehot")
+    client = tracking.client(routing.tracking_uri(config))
+    try:
+        run = client.get_run(chosen.run_id)
+    except Exception as exc:  # noqa: BLE001 - MLflow raises its own types
+        raise AskError(f"MLflow run '{chosen.run_id}' of router '{chosen.router}' is not in "
+                       f"{routing.tracking_uri(config)} ({exc.__class__.__name__}): retrain with "
+                       "'python cli.py routers train'") from None
+    if run.data.tags.get("ragrouter.store_id") != store:
+        raise AskError(f"MLflow run '{chosen.run_id}' was trained on store "
+                       f"{run.data.tags.get('ragrouter.store_id') or '(unknown)'}, not this store ({store})")
+    try:
+        return tracking.load_model(f"runs:/{chosen.run_id}/model")
+    except Exception as exc:  # noqa: BLE001
+        raise AskError(f"router '{chosen.router}' (run {chosen.run_id}) has no loadable model ({exc.__class__.__name__}): "
+                       "retrain with 'python cli.py routers train'") from None
 
 
 def expected_tokens(engine, corpus_id: int, generator: str) -> dict[str, float]:
@@ -129,10 +159,9 @@ def choose(probabilities: dict[str, float], costs: dict[str, float], budget: int
 
 
 def ask(engine, config, corpus: str, question: str, router: str | None = None, budget: int | None = None,
-        query_type: str | None = None, services=None) -> Answer:
+        query_type: str | None = None, services=None, run_id: str | None = None) -> Answer:
     from ragrouter.llm.encoder import get_encoder
     from ragrouter.paradigms import paradigms
-    from ragrouter.routers.features import build_features
     from ragrouter.stages.answer import AnswerStage, load_index, run_hash
 
     generator = config.generators()[0]
@@ -143,22 +172,34 @@ def ask(engine, config, corpus: str, question: str, router: str | None = None, b
         raise AskError(f"corpus '{corpus}' has no indicators yet: run 'python cli.py run --stage metrics --corpus {corpus}'")
     enc = get_encoder(str(config.get("scoring.encoder")))
     qtype = query_type or infer_query_type(engine, question, enc)
-    router, features = pick_router(engine, router, generator)
-    model, encoder_name = load_router(config, router, features, generator)
-    row = pd.DataFrame([{"query_type": qtype, "query_text": question,
-                         # an undefined indicator is 0, as in training (ragrouter.routing)
-                         **{k: float(prof[v]) if prof[v] is not None else 0.0
-                            for k, v in INDICATOR_COLUMNS.items()}}])
-    q_encoder = None
-    if encoder_name != "onehot":
-        from ragrouter.routers.features import minilm_encoder
+    chosen = pick_router(engine, router, generator, run_id)
+    router, features = chosen.router, chosen.features
+    model = load_router(config, chosen, routing.store_id(engine))
+    meta = model.metadata.metadata or {}
+    if meta.get("store_id") and meta["store_id"] != routing.store_id(engine):
+        raise AskError(f"the model of run {chosen.run_id} belongs to another store ({meta['store_id']})")
+    encoder_name = chosen.encoder
+    from ragrouter.routers.dataset import INDICATORS
 
-        q_encoder = minilm_encoder()
-    feats = build_features(row, "qc", q_encoder).with_feature_set(features)
-    if getattr(model, "needs_labels", False):
-        raise AskError(f"router '{router}' needs the true label (a baseline); pick a trained router")
-    proba = model.predict_proba(feats)[0]
-    probs = {str(c): float(p) for c, p in zip(model.classes_, proba)}
+    cols = [INDICATOR_COLUMNS[k] for k in INDICATORS]
+    indicators = np.array([[float(prof[v]) if prof[v] is not None else 0.0  # undefined → 0, as in training
+                            for v in cols]])
+    q_emb = None
+    own = services is None
+    if own:
+        from ragrouter.stages.services import Services
+
+        services = Services(config, engine, command="ask")
+    if encoder_name not in ("onehot", "none"):
+        from ragrouter.routers.features import GatewayEncoder
+
+        # the question through the router's own encoder (a ledger row, like every call)
+        q_emb = GatewayEncoder(services.gateway, encoder_name)([question])
+    from ragrouter.routers.mlflow_model import model_input
+
+    frame = model_input([qtype], indicators, q_emb)
+    out_frame = model.predict(frame)
+    probs = {str(c): float(out_frame[c].iloc[0]) for c in out_frame.columns}
     costs = expected_tokens(engine, cid, generator)
     from ragrouter.report import data
 
@@ -166,7 +207,8 @@ def ask(engine, config, corpus: str, question: str, router: str | None = None, b
                                    "GROUP BY label ORDER BY n DESC", {})
     fallback = str(labels["label"].iloc[0]) if len(labels) else "naive"
     paradigm, why = choose(probs, costs, budget, fallback)
-    out = Answer(question, qtype, router, features, probs, paradigm, why)
+    out = Answer(question, qtype, router, features, probs, paradigm, why, encoder=encoder_name,
+                 router_run_id=chosen.run_id)
 
     ext = "ask:" + hashlib.sha256(question.encode()).hexdigest()[:16]
     with write_lock(engine), engine.begin() as conn:
@@ -177,11 +219,6 @@ def ask(engine, config, corpus: str, question: str, router: str | None = None, b
         qid = conn.execute(text("SELECT id FROM queries WHERE corpus_id = :c AND external_id = :e"),
                            {"c": cid, "e": ext}).scalar_one()
         index = load_index(conn, cid, corpus, config)
-    own = services is None
-    if own:
-        from ragrouter.stages.services import Services
-
-        services = Services(config, engine, command="ask")
     try:
         result = paradigms.run(paradigm, question, None, index, services.gateway, generator, config)
         services.gateway.flush()
