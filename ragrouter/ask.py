@@ -128,7 +128,7 @@ def load_router(config, chosen: TrainedRouter, store: str):
         raise AskError(f"MLflow run '{chosen.run_id}' was trained on store "
                        f"{run.data.tags.get('ragrouter.store_id') or '(unknown)'}, not this store ({store})")
     try:
-        return tracking.load_model(f"runs:/{chosen.run_id}/model")
+        return tracking.load_model(f"runs:/{chosen.run_id}/model", routing.tracking_uri(config))
     except Exception as exc:  # noqa: BLE001
         raise AskError(f"router '{chosen.router}' (run {chosen.run_id}) has no loadable model ({exc.__class__.__name__}): "
                        "retrain with 'python cli.py routers train'") from None

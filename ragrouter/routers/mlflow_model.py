@@ -105,6 +105,9 @@ def save_router_model(path: str | Path, router, feature_set: str, encoder: str, 
     wrapper = RouterModel(router, feature_set, encoder)
     frame = frame_from_features(example)
     signature = infer_signature(frame, wrapper.predict(None, frame))
+    import logging
+
+    logging.getLogger("mlflow.pyfunc").setLevel(logging.ERROR)  # the CloudPickle notice, once per router
     mlflow.pyfunc.save_model(str(path), python_model=wrapper, signature=signature,
                              pip_requirements=pip_requirements(),
                              metadata={"router": router.name, "features": feature_set, "encoder": encoder,

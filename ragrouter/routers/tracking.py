@@ -15,8 +15,10 @@ trained router, named ``xgboost · qc · minilm`` (``· <generator>`` when sever
   as ``fold.<metric>`` with step = fold; ``aiq`` / ``aiq_fixed`` only when a λ sweep ran;
 * the training frame as an MLflow dataset input (``mlflow.log_input``: name, digest, schema);
 * artefacts: ``confusion_matrix.png``, ``cost_quality.png`` (+ ``.csv``), ``fold_metrics.csv``
-  and ``model/`` — the router refitted on all rows as an MLflow pyfunc model
-  (:mod:`ragrouter.routers.mlflow_model`; load it with ``mlflow.pyfunc.load_model``).
+  ``model/`` — the router refitted on all rows as an MLflow pyfunc model
+  (:mod:`ragrouter.routers.mlflow_model`; load it with ``mlflow.pyfunc.load_model``) — and
+  ``refit_predictions.csv``, that model's class probabilities for every training row as
+  computed in memory at training time (a loaded model must reproduce them).
 
 The experiment carries ``mlflow.experimentKind = custom_model_development`` so MLflow 3's UI
 opens it on its runs table (not the GenAI traces page).
@@ -162,12 +164,19 @@ def _log(client, run_id: str, params: dict | None = None, metrics: dict | None =
         client.log_batch(run_id, metrics=ms[i:i + 100], params=ps[i:i + 100], tags=ts[i:i + 100])
 
 
-def load_model(model_uri: str | Path):
-    """A router logged by :func:`train_and_track` (``runs:/<id>/model`` or a model folder) as
-    an MLflow pyfunc model; ``.predict(frame)`` gives class probabilities."""
+def load_model(model_uri: str | Path, tracking_uri: str | None = None):
+    """A router logged by :func:`train_and_track` (``runs:/<id>/model`` or a model folder/URI)
+    as an MLflow pyfunc model (``mlflow.pyfunc.load_model``); ``.predict(frame)`` gives class
+    probabilities. A ``runs:/`` URI is resolved in ``tracking_uri`` (default: the default
+    store), not in MLflow's global tracking URI."""
     import mlflow.pyfunc
 
-    return mlflow.pyfunc.load_model(str(model_uri))
+    uri = str(model_uri)
+    if uri.startswith("runs:/"):
+        run_id, _, path = uri[len("runs:/"):].partition("/")
+        run = client(tracking_uri).get_run(run_id)
+        uri = f"{run.info.artifact_uri.rstrip('/')}/{path or 'model'}"
+    return mlflow.pyfunc.load_model(uri)
 
 
 def run_name(router: str, features: str, encoder: str, generator: str | None = None) -> str:
@@ -182,14 +191,46 @@ def _refit(res: CVResult, part: pd.DataFrame, features: Features, seed: int, rou
     return model
 
 
+def _store_source(uri: str):
+    """An MLflow dataset source naming where the router dataset came from (a store id, a file)."""
+    from mlflow.data.dataset_source import DatasetSource
+
+    class RagrouterSource(DatasetSource):
+        def __init__(self, uri: str):
+            self.uri = uri
+
+        @staticmethod
+        def _get_source_type() -> str:
+            return "ragrouter"
+
+        def load(self, **kwargs):
+            return self.uri
+
+        @staticmethod
+        def _can_resolve(raw_source) -> bool:
+            return False
+
+        @classmethod
+        def _resolve(cls, raw_source):
+            return cls(str(raw_source))
+
+        def to_dict(self) -> dict:
+            return {"uri": self.uri}
+
+        @classmethod
+        def from_dict(cls, source_dict):
+            return cls(source_dict["uri"])
+
+    return RagrouterSource(uri)
+
+
 def _log_dataset(client, run_id: str, part: pd.DataFrame, name: str, source: str) -> None:
-    try:
-        from mlflow.data.pandas_dataset import from_pandas
-        from mlflow.entities import DatasetInput, InputTag
-    except ImportError:  # pragma: no cover - older MLflow
-        return
+    """``mlflow.log_input`` of the training frame: name, digest, schema, row count, source."""
+    from mlflow.data.pandas_dataset import from_pandas
+    from mlflow.entities import DatasetInput, InputTag
+
     cols = [c for c in part.columns if c != "probabilities"]
-    ds = from_pandas(part[cols], source=source, targets="label", name=name)
+    ds = from_pandas(part[cols], source=_store_source(source), targets="label", name=name)
     client.log_inputs(run_id, datasets=[DatasetInput(ds._to_mlflow_entity(),
                                                      tags=[InputTag("mlflow.data.context", "training")])])
 
@@ -255,12 +296,23 @@ def _log_cv_result(client, experiment_id: str, res: CVResult, part: pd.DataFrame
             for f in ("confusion_matrix.png", "cost_quality.png", "cost_quality.csv", "fold_metrics.csv"):
                 client.log_artifact(pid, str(tmp / f))
             if log_models and not ROUTERS[res.router].needs_labels:
+                if res.encoder in ("onehot", "none"):  # the model's input has no embedding columns
+                    from dataclasses import replace
+
+                    features = replace(features, q_emb=None, encoder_name="onehot")
                 model = _refit(res, part, features, seed, router_params)
                 fs = res.feature_set if res.feature_set != "none" else "qc"
                 save_router_model(tmp / "model", model, res.feature_set, res.encoder,
                                   features.with_feature_set(fs).subset(np.arange(min(3, len(part)))),
                                   metadata={"generator": res.generator, "store_id": store_id or ""})
                 client.log_artifacts(pid, str(tmp / "model"), artifact_path="model")
+                # what the refitted router predicted at training time, for checking a loaded model
+                from ragrouter.routers.mlflow_model import RouterModel, frame_from_features
+
+                refit = RouterModel(model, res.feature_set, res.encoder).predict(None, frame_from_features(features))
+                refit.insert(0, "query_id", part["query_id"].astype(str).to_numpy())
+                refit.to_csv(tmp / "refit_predictions.csv", index=False, float_format="%.17g")
+                client.log_artifact(pid, str(tmp / "refit_predictions.csv"))
         client.set_terminated(pid, "FINISHED")
     except BaseException:
         client.set_terminated(pid, "FAILED")
