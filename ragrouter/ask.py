@@ -158,48 +158,73 @@ def choose(probabilities: dict[str, float], costs: dict[str, float], budget: int
     return cheapest, f"no routed paradigm fits the budget {budget}; cheapest on this corpus: {cheapest}"
 
 
-def ask(engine, config, corpus: str, question: str, router: str | None = None, budget: int | None = None,
-        query_type: str | None = None, services=None, run_id: str | None = None) -> Answer:
-    from ragrouter.llm.encoder import get_encoder
-    from ragrouter.paradigms import paradigms
-    from ragrouter.stages.answer import AnswerStage, load_index, run_hash
+@dataclass
+class Routed:
+    """What the router says about a question (before any paradigm runs)."""
 
+    corpus_id: int
+    generator: str
+    query_type: str
+    chosen: TrainedRouter
+    probabilities: dict[str, float]
+
+
+def route(engine, config, corpus: str, question: str, router: str | None = None, query_type: str | None = None,
+          services=None, run_id: str | None = None) -> Routed:
+    """Route ``question`` on ``corpus``: pick this store's router (:func:`pick_router`), load its
+    MLflow pyfunc model (:func:`load_router`), encode the question with the router's own
+    encoder (through the gateway: a ledger row) and return the class probabilities."""
     generator = config.generators()[0]
     with engine.connect() as conn:
-        cid = storeio.corpus_ids(conn, corpus)[0][0]
+        ids = storeio.corpus_ids(conn, corpus)
         prof = conn.execute(text("SELECT * FROM v_corpus_profile WHERE corpus = :n"), {"n": corpus}).mappings().first()
+    cid = ids[0][0]
     if prof is None or prof.get("lcc_ratio") is None:
         raise AskError(f"corpus '{corpus}' has no indicators yet: run 'python cli.py run --stage metrics --corpus {corpus}'")
-    enc = get_encoder(str(config.get("scoring.encoder")))
-    qtype = query_type or infer_query_type(engine, question, enc)
+    if query_type is None:
+        from ragrouter.llm.encoder import get_encoder
+
+        query_type = infer_query_type(engine, question, get_encoder(str(config.get("scoring.encoder"))))
     chosen = pick_router(engine, router, generator, run_id)
-    router, features = chosen.router, chosen.features
-    model = load_router(config, chosen, routing.store_id(engine))
+    sid = routing.store_id(engine)
+    model = load_router(config, chosen, sid)
     meta = model.metadata.metadata or {}
-    if meta.get("store_id") and meta["store_id"] != routing.store_id(engine):
+    if meta.get("store_id") and meta["store_id"] != sid:
         raise AskError(f"the model of run {chosen.run_id} belongs to another store ({meta['store_id']})")
-    encoder_name = chosen.encoder
     from ragrouter.routers.dataset import INDICATORS
+    from ragrouter.routers.mlflow_model import model_input
 
     cols = [INDICATOR_COLUMNS[k] for k in INDICATORS]
     indicators = np.array([[float(prof[v]) if prof[v] is not None else 0.0  # undefined → 0, as in training
                             for v in cols]])
     q_emb = None
-    own = services is None
-    if own:
-        from ragrouter.stages.services import Services
-
-        services = Services(config, engine, command="ask")
-    if encoder_name not in ("onehot", "none"):
+    if chosen.encoder not in ("onehot", "none"):
         from ragrouter.routers.features import GatewayEncoder
 
-        # the question through the router's own encoder (a ledger row, like every call)
-        q_emb = GatewayEncoder(services.gateway, encoder_name)([question])
-    from ragrouter.routers.mlflow_model import model_input
+        own = services is None
+        if own:
+            from ragrouter.stages.services import Services
 
-    frame = model_input([qtype], indicators, q_emb)
-    out_frame = model.predict(frame)
-    probs = {str(c): float(out_frame[c].iloc[0]) for c in out_frame.columns}
+            services = Services(config, engine, command="ask")
+        try:
+            q_emb = GatewayEncoder(services.gateway, chosen.encoder)([question])
+            services.gateway.flush()
+        finally:
+            if own:
+                services.finish()
+    out = model.predict(model_input([query_type], indicators, q_emb))
+    probs = {str(c): float(out[c].iloc[0]) for c in out.columns}
+    return Routed(cid, generator, query_type, chosen, probs)
+
+
+def ask(engine, config, corpus: str, question: str, router: str | None = None, budget: int | None = None,
+        query_type: str | None = None, services=None, run_id: str | None = None) -> Answer:
+    from ragrouter.paradigms import paradigms
+    from ragrouter.stages.answer import AnswerStage, load_index, run_hash
+
+    r = route(engine, config, corpus, question, router, query_type, services, run_id)
+    cid, generator, qtype, chosen, probs = r.corpus_id, r.generator, r.query_type, r.chosen, r.probabilities
+    router, features, encoder_name = chosen.router, chosen.features, chosen.encoder
     costs = expected_tokens(engine, cid, generator)
     from ragrouter.report import data
 
@@ -219,6 +244,11 @@ def ask(engine, config, corpus: str, question: str, router: str | None = None, b
         qid = conn.execute(text("SELECT id FROM queries WHERE corpus_id = :c AND external_id = :e"),
                            {"c": cid, "e": ext}).scalar_one()
         index = load_index(conn, cid, corpus, config)
+    own = services is None
+    if own:
+        from ragrouter.stages.services import Services
+
+        services = Services(config, engine, command="ask")
     try:
         result = paradigms.run(paradigm, question, None, index, services.gateway, generator, config)
         services.gateway.flush()

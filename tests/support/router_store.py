@@ -34,6 +34,10 @@ def make_store(path: Path, seed: int = 0, queries_per_corpus: int = 40):
 
 
 def config_for(mlflow_uri: str, encoders: str = "[onehot]", folds: int = 3, **extra: str) -> Config:
+    # the synthetic rows' generator 'gen-a' as a (never called) backend, so `ask` routes for it
+    gen = "RAGROUTER__backends__gen-a__"
     env = {"RAGROUTER__routers__mlflow_uri": mlflow_uri, "RAGROUTER__routers__encoders": encoders,
-           "RAGROUTER__routers__folds": str(folds), **extra}
+           "RAGROUTER__routers__folds": str(folds), "RAGROUTER__roles__generators": "[gen-a]",
+           gen + "kind": "openai", gen + "base_url": "http://127.0.0.1:9/v1", gen + "model": "gen-a",
+           gen + "api_key_env": "RAGROUTER_TEST_FAKE_KEY", **extra}
     return Config.load(env=env)
