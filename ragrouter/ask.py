@@ -3,7 +3,9 @@ token budget, runs it and records the run in the store like any other.
 
 The question's type (factual / reasoning / summary), which the routers' Q features need, is
 inferred without a model call: the nearest type centroid of the store's labelled questions
-in the sentence-encoder space.
+in the sentence-encoder space. Everything read from the store goes through
+:mod:`ragrouter.reading`; the router is this store's (see :func:`pick_router`), loaded as
+the MLflow pyfunc model its run logged.
 """
 
 from __future__ import annotations
@@ -19,14 +21,12 @@ import pandas as pd
 from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import insert
 
-from ragrouter import routing
-from ragrouter.corpus import storeio
+from ragrouter import reading, routing
 from ragrouter.db import models
 from ragrouter.db.engine import write_lock
 from ragrouter.stages.base import ScopeError
 
-INDICATOR_COLUMNS = {"lcc_ratio": "lcc_ratio", "density": "density", "clustering": "clustering",
-                     "intrinsic_dim": "intrinsic_dim", "hubness": "hubness", "avg_distance": "dist_mean"}
+INDICATOR_COLUMNS = reading.INDICATOR_COLUMNS
 BASELINES = {"random", "oracle", "best_fixed", "by_query_type"}
 
 
@@ -51,8 +51,7 @@ class Answer:
 
 
 def infer_query_type(engine, question: str, encoder) -> str:
-    with engine.connect() as conn:
-        rows = conn.execute(text("SELECT qtype, question FROM queries WHERE status = 'accepted'")).all()
+    rows = reading.labelled_questions(engine)
     if not rows:
         raise AskError("the store has no accepted questions to infer the query type from; pass --type")
     types = sorted({r[0] for r in rows})
@@ -83,11 +82,8 @@ def pick_router(engine, requested: str | None, generator: str, run_id: str | Non
     the requested router (its Q+C run first), else the best non-baseline. Ties are broken by
     a fixed order — correct rate, routing accuracy, macro-F1 (fold means, higher first), then
     router, features and encoder names — so the same store always gives the same router."""
-    with engine.connect() as conn:
-        rows = conn.execute(text(
-            "SELECT router, features, encoder, mlflow_run_id, correct_rate, routing_accuracy, macro_f1 "
-            "FROM v_router_scores WHERE dataset = 'store' AND generator = :g AND routing_accuracy IS NOT NULL "
-            "AND mlflow_run_id IS NOT NULL"), {"g": generator}).all()
+    rows = [(r["router"], r["features"], r["encoder"], r["mlflow_run_id"], r["correct_rate"], r["routing_accuracy"],
+             r["macro_f1"]) for r in reading.trained_routers(engine, generator)]
 
     def key(r):
         neg = [-(v if v is not None else -1.0) for v in (r[4], r[5], r[6])]
@@ -135,12 +131,7 @@ def load_router(config, chosen: TrainedRouter, store: str):
 
 
 def expected_tokens(engine, corpus_id: int, generator: str) -> dict[str, float]:
-    with engine.connect() as conn:
-        rows = conn.execute(text(
-            "SELECT r.paradigm, AVG(r.ret_in_tokens + r.ret_out_tokens + r.gen_in_tokens + r.gen_out_tokens) "
-            "FROM paradigm_runs r JOIN queries q ON q.id = r.query_id WHERE q.corpus_id = :c AND r.generator = :g "
-            "GROUP BY r.paradigm"), {"c": corpus_id, "g": generator}).all()
-    return {r[0]: float(r[1]) for r in rows}
+    return reading.expected_tokens(engine, corpus_id, generator)
 
 
 def choose(probabilities: dict[str, float], costs: dict[str, float], budget: int | None,
@@ -175,11 +166,9 @@ def route(engine, config, corpus: str, question: str, router: str | None = None,
     MLflow pyfunc model (:func:`load_router`), encode the question with the router's own
     encoder (through the gateway: a ledger row) and return the class probabilities."""
     generator = config.generators()[0]
-    with engine.connect() as conn:
-        ids = storeio.corpus_ids(conn, corpus)
-        prof = conn.execute(text("SELECT * FROM v_corpus_profile WHERE corpus = :n"), {"n": corpus}).mappings().first()
-    cid = ids[0][0]
-    if prof is None or prof.get("lcc_ratio") is None:
+    cid = reading.corpus_id(engine, corpus)
+    values = reading.corpus_indicators(engine, corpus)
+    if values is None:
         raise AskError(f"corpus '{corpus}' has no indicators yet: run 'python cli.py run --stage metrics --corpus {corpus}'")
     if query_type is None:
         from ragrouter.llm.encoder import get_encoder
@@ -191,12 +180,9 @@ def route(engine, config, corpus: str, question: str, router: str | None = None,
     meta = model.metadata.metadata or {}
     if meta.get("store_id") and meta["store_id"] != sid:
         raise AskError(f"the model of run {chosen.run_id} belongs to another store ({meta['store_id']})")
-    from ragrouter.routers.dataset import INDICATORS
     from ragrouter.routers.mlflow_model import model_input
 
-    cols = [INDICATOR_COLUMNS[k] for k in INDICATORS]
-    indicators = np.array([[float(prof[v]) if prof[v] is not None else 0.0  # undefined → 0, as in training
-                            for v in cols]])
+    indicators = np.array([values])
     q_emb = None
     if chosen.encoder not in ("onehot", "none"):
         from ragrouter.routers.features import GatewayEncoder
@@ -220,17 +206,14 @@ def route(engine, config, corpus: str, question: str, router: str | None = None,
 def ask(engine, config, corpus: str, question: str, router: str | None = None, budget: int | None = None,
         query_type: str | None = None, services=None, run_id: str | None = None) -> Answer:
     from ragrouter.paradigms import paradigms
-    from ragrouter.stages.answer import AnswerStage, load_index, run_hash
+    from ragrouter.stages.answer import AnswerStage, run_hash
 
     r = route(engine, config, corpus, question, router, query_type, services, run_id)
     cid, generator, qtype, chosen, probs = r.corpus_id, r.generator, r.query_type, r.chosen, r.probabilities
     router, features, encoder_name = chosen.router, chosen.features, chosen.encoder
     costs = expected_tokens(engine, cid, generator)
-    from ragrouter.report import data
-
-    labels = data.read_sql(engine, "SELECT label, COUNT(*) AS n FROM v_oracle_label WHERE label <> 'cannot_answer' "
-                                   "GROUP BY label ORDER BY n DESC", {})
-    fallback = str(labels["label"].iloc[0]) if len(labels) else "naive"
+    # 'cannot_answer' runs the router's own fallback: its training labels' most frequent paradigm
+    fallback = reading.router_fallback(engine, chosen.run_id) or "naive"
     paradigm, why = choose(probs, costs, budget, fallback)
     out = Answer(question, qtype, router, features, probs, paradigm, why, encoder=encoder_name,
                  router_run_id=chosen.run_id)
@@ -243,7 +226,7 @@ def ask(engine, config, corpus: str, question: str, router: str | None = None, b
         ).on_conflict_do_nothing(index_elements=["corpus_id", "external_id"]))
         qid = conn.execute(text("SELECT id FROM queries WHERE corpus_id = :c AND external_id = :e"),
                            {"c": cid, "e": ext}).scalar_one()
-        index = load_index(conn, cid, corpus, config)
+        index = reading.corpus_index(conn, cid, corpus, config)
     own = services is None
     if own:
         from ragrouter.stages.services import Services

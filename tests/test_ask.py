@@ -48,6 +48,20 @@ def test_store_ids_differ_and_runs_carry_them(two_stores):
     assert c.get_run(two_stores["run_b"]).data.tags["ragrouter.store_id"] == sb
 
 
+def test_reading_layer_fallback_is_the_training_rule(two_stores):
+    from ragrouter import reading
+    from ragrouter.routers.evaluate import fallback_paradigm
+
+    b = two_stores["b"]
+    with b.connect() as conn:
+        labels = [r[0] for r in conn.execute(text("SELECT true_label FROM router_predictions WHERE mlflow_run_id = :r"),
+                                             {"r": two_stores["run_b"]})]
+    paradigms = sorted(set(labels) - {"cannot_answer"})
+    assert reading.router_fallback(b, two_stores["run_b"]) == fallback_paradigm(labels, paradigms)
+    assert reading.router_fallback(b, "no-such-run") is None
+    assert len(reading.corpus_indicators(b, _corpus_with_profile(b))) == 6
+
+
 def test_ask_on_store_b_never_loads_a_router_of_store_a(two_stores, monkeypatch):
     cfg, a, b = two_stores["cfg"], two_stores["a"], two_stores["b"]
     loaded = []
