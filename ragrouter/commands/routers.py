@@ -45,7 +45,13 @@ def routers_group() -> None:
 def train_command(ctx: Ctx, routers: tuple[str, ...], feature_sets: tuple[str, ...], dataset_path: Path | None,
                   encoders: tuple[str, ...], cost_sweep: bool) -> None:
     """Cross-validate routers; log each to MLflow (one run per router, features and encoder,
-    tagged with this store's id) and store every prediction and fold metric."""
+    tagged with this store's id) and store every prediction and fold metric.
+
+    \b
+    Examples:
+      python cli.py routers train --router dnn --router lr --features qc
+      python cli.py routers train --router dnn --encoder minilm --encoder openai-embed
+    """
     from ragrouter import routing
     from ragrouter.routers.dataset import load_router_dataset
 
