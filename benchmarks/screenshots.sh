@@ -8,6 +8,7 @@
 # two corpora, one judge, every paradigm run), runs `routers train` on it with a temporary
 # MLflow store, starts `cli.py mlflow-ui` on a free port, and writes
 #   OUT_DIR/runs_table.png   the experiment's runs table (one row per trained router)
+#   OUT_DIR/runs_table_routers_view.png   the same on the shared 'routers' view (metric columns)
 #   OUT_DIR/compare.png      MLflow's compare view of every run
 # then stops the UI (SIGTERM: its whole process group) and removes the temporary folder.
 # Set RAGROUTER_SCREENSHOT_DB / RAGROUTER_SCREENSHOT_MLFLOW to use an existing store instead.
@@ -84,4 +85,5 @@ shot() {  # shot URL FILE
     echo "wrote $2"
 }
 shot "$URL/#/experiments/$EXP_ID/runs" "$OUT/runs_table.png"
+shot "$URL/#/experiments/$EXP_ID/runs?viewStateShareKey=routers" "$OUT/runs_table_routers_view.png"
 shot "$COMPARE" "$OUT/compare.png"

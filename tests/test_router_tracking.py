@@ -33,7 +33,7 @@ from ragrouter.routers.dataset import INDICATORS  # noqa: E402
 from ragrouter.routers.evaluate import mrr  # noqa: E402
 from ragrouter.routers.mlflow_model import model_input  # noqa: E402
 from ragrouter.routers.tracking import (  # noqa: E402
-    EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, client, group_processes, start_ui, stop_ui, train_and_track,
+    EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, VIEW_TAG, client, group_processes, start_ui, stop_ui, train_and_track,
 )
 from tests.support.router_store import config_for, make_store  # noqa: E402
 
@@ -83,7 +83,10 @@ def test_rest_api_one_parent_run_per_router_with_context(trained):
     proc, url = start_ui(uri, host="127.0.0.1", port=0)
     try:
         exp = _get(f"{url}/api/2.0/mlflow/experiments/get-by-name?experiment_name=ragrouter")["experiment"]
-        assert {t["key"]: t["value"] for t in exp["tags"]}[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND
+        exp_tags = {t["key"]: t["value"] for t in exp["tags"]}
+        assert exp_tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND
+        view = json.loads(exp_tags[VIEW_TAG])  # the shared runs-table view: metric columns, best R.A first
+        assert "metrics.`routing_accuracy_ci_low`" in view["selectedColumns"] and view["orderByAsc"] is False
         runs = _post(f"{url}/api/2.0/mlflow/runs/search", {"experiment_ids": [exp["experiment_id"]],
                                                             "max_results": 100})["runs"]
     finally:

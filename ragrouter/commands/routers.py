@@ -182,7 +182,11 @@ def mlflow_ui_command(ctx: Ctx, host: str, port: int) -> None:
     old = {s: signal.signal(s, _stop) for s in (signal.SIGTERM, signal.SIGHUP)}
     proc = None
     try:
-        proc, url = tracking.start_ui(routing.tracking_uri(ctx.config), host=host, port=port)
+        uri = routing.tracking_uri(ctx.config)
+        proc, url = tracking.start_ui(uri, host=host, port=port)
+        exp = tracking.client(uri).get_experiment_by_name(str(ctx.config.get("routers.experiment")))
+        if exp is not None:
+            click.echo(f"routers view (R.A, F1, MRR, C.R, tokens, intervals): {tracking.view_url(url, exp.experiment_id)}")
         click.echo(f"MLflow UI at {url} (experiment '{ctx.config.get('routers.experiment')}'); "
                    f"server pid {proc.pid} (process group {proc.pid}); log {proc.log_path}; Ctrl-C to stop",
                    )

@@ -67,6 +67,19 @@ PREDICTION_COLUMNS = ("query_id", "generator", "router", "features", "encoder", 
                       "probabilities", "true_label", "run_id")
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
+VIEW_KEY = "routers"
+VIEW_TAG = f"mlflow.sharedViewState.{VIEW_KEY}"  # MLflow's shared runs-table view (experiment tag)
+VIEW_COLUMNS = ("params.`router`", "params.`features`", "params.`encoder`", "params.`judge`",
+                "metrics.`routing_accuracy`", "metrics.`routing_accuracy_std`", "metrics.`routing_accuracy_ci_low`",
+                "metrics.`routing_accuracy_ci_high`", "metrics.`macro_f1`", "metrics.`mrr`",
+                "metrics.`correct_rate`", "metrics.`correct_rate_ci_low`", "metrics.`correct_rate_ci_high`",
+                "metrics.`avg_tokens`", "metrics.`n`")
+
+
+def view_url(base_url: str, experiment_id: str) -> str:
+    """The runs table of the experiment opened on the ``routers`` view (R.A, F1, MRR, C.R,
+    tokens and their intervals as columns, best routing accuracy first)."""
+    return f"{base_url}/#/experiments/{experiment_id}/runs?viewStateShareKey={VIEW_KEY}"
 FOLD_PREFIX = "fold."
 
 
@@ -148,6 +161,10 @@ def get_or_create_experiment(client, name: str, artifact_location: str | None) -
     if (exp is None or exp.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND):
         # MLflow 3 opens an experiment without this tag on its GenAI "Traces" page
         client.set_experiment_tag(exp_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+    view = json.dumps({"selectedColumns": list(VIEW_COLUMNS), "orderByKey": "metrics.`routing_accuracy`",
+                       "orderByAsc": False})
+    if exp is None or exp.tags.get(VIEW_TAG) != view:
+        client.set_experiment_tag(exp_id, VIEW_TAG, view)  # a shared view: the URL of view_url()
     return exp_id
 
 
