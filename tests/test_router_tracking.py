@@ -251,8 +251,12 @@ def test_sigterm_to_mlflow_ui_stops_its_whole_group(trained):
     while group_processes(server) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert group_processes(server) == []
-    with socket.socket() as s:  # the port is free again
+    with socket.socket() as s:  # nobody listens any more …
+        assert s.connect_ex(("127.0.0.1", port)) != 0
+    with socket.socket() as s:  # … and a new server may bind the port (TIME_WAIT leftovers aside)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", port))
+        s.listen()
 
 
 def test_remote_embedder_is_a_router_encoder_and_cached(tmp_path, monkeypatch):
