@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import insert
 
