@@ -3,30 +3,28 @@ token budget, runs it and records the run in the store like any other.
 
 The question's type (factual / reasoning / summary), which the routers' Q features need, is
 inferred without a model call: the nearest type centroid of the store's labelled questions
-in the sentence-encoder space.
+in the sentence-encoder space. Everything read from the store goes through
+:mod:`ragrouter.reading`; the router is this store's (see :func:`pick_router`), loaded as
+the MLflow pyfunc model its run logged.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import insert
 
-from ragrouter import routing
-from ragrouter.corpus import storeio
+from ragrouter import reading, routing
 from ragrouter.db import models
 from ragrouter.db.engine import write_lock
 from ragrouter.stages.base import ScopeError
 
-INDICATOR_COLUMNS = {"lcc_ratio": "lcc_ratio", "density": "density", "clustering": "clustering",
-                     "intrinsic_dim": "intrinsic_dim", "hubness": "hubness", "avg_distance": "dist_mean"}
+INDICATOR_COLUMNS = reading.INDICATOR_COLUMNS
 BASELINES = {"random", "oracle", "best_fixed", "by_query_type"}
 
 
@@ -46,11 +44,12 @@ class Answer:
     answer: str = ""
     tokens: dict[str, int] = field(default_factory=dict)
     run_id: int | None = None
+    encoder: str = ""
+    router_run_id: str = ""
 
 
 def infer_query_type(engine, question: str, encoder) -> str:
-    with engine.connect() as conn:
-        rows = conn.execute(text("SELECT qtype, question FROM queries WHERE status = 'accepted'")).all()
+    rows = reading.labelled_questions(engine)
     if not rows:
         raise AskError("the store has no accepted questions to infer the query type from; pass --type")
     types = sorted({r[0] for r in rows})
@@ -65,52 +64,72 @@ def infer_query_type(engine, question: str, encoder) -> str:
     return best
 
 
-def pick_router(engine, requested: str | None, generator: str) -> tuple[str, str]:
-    """(router, features): the requested router on Q+C, else the best non-baseline by correct rate."""
-    with engine.connect() as conn:
-        rows = conn.execute(text(
-            "SELECT router, features, correct_rate, routing_accuracy FROM v_router_scores "
-            "WHERE dataset = 'store' AND generator = :g ORDER BY correct_rate DESC, routing_accuracy DESC"),
-            {"g": generator}).all()
+@dataclass
+class TrainedRouter:
+    """A router of this store's ``v_router_scores`` and its MLflow run."""
+
+    router: str
+    features: str
+    encoder: str
+    run_id: str
+
+
+def pick_router(engine, requested: str | None, generator: str, run_id: str | None = None) -> TrainedRouter:
+    """The router ``ask`` uses, among this store's trained routers (``v_router_scores`` with
+    fold metrics, so only runs `routers train` wrote into this store): ``run_id`` if given, else
+    the requested router (its Q+C run first), else the best non-baseline. Ties are broken by
+    a fixed order — correct rate, routing accuracy, macro-F1 (fold means, higher first), then
+    router, features and encoder names — so the same store always gives the same router."""
+    rows = [(r["router"], r["features"], r["encoder"], r["mlflow_run_id"], r["correct_rate"], r["routing_accuracy"],
+             r["macro_f1"]) for r in reading.trained_routers(engine, generator)]
+
+    def key(r):
+        neg = [-(v if v is not None else -1.0) for v in (r[4], r[5], r[6])]
+        return (*neg, r[0], 0 if r[1] == "qc" else 1, r[1], r[2])
+
+    rows = sorted({tuple(r) for r in rows}, key=key)
+    if run_id:
+        for r in rows:
+            if r[3] == run_id:
+                return TrainedRouter(r[0], r[1], r[2], r[3])
+        raise AskError(f"MLflow run '{run_id}' is not a router trained on this store (see 'python cli.py routers compare')")
     if requested:
-        feats = [r[1] for r in rows if r[0] == requested]
-        return requested, ("qc" if "qc" in feats or not feats else feats[0])
-    for router, features, *_ in rows:
-        if router not in BASELINES:
-            return router, features
-    raise AskError("no trained router in the store: run 'python cli.py routers train' (or make run) first")
+        mine = [r for r in rows if r[0] == requested]
+        if not mine:
+            raise AskError(f"router '{requested}' was not trained on this store for generator '{generator}': "
+                           "run 'python cli.py routers train'")
+        r = mine[0]
+        return TrainedRouter(r[0], r[1], r[2], r[3])
+    for r in rows:
+        if r[0] not in BASELINES:
+            return TrainedRouter(r[0], r[1], r[2], r[3])
+    raise AskError("no trained router in this store: run 'python cli.py routers train' (or make run) first")
 
 
-def load_router(config, router: str, features: str, generator: str):
-    """The router refitted on all labelled queries, as logged to MLflow by `routers train`."""
-    from mlflow.tracking import MlflowClient
+def load_router(config, chosen: TrainedRouter, store: str):
+    """The router refitted on all labelled queries, as `routers train` logged it to MLflow:
+    the pyfunc model of run ``chosen.run_id``, which must carry this store's id."""
+    from ragrouter.routers import tracking
 
-    client = MlflowClient(tracking_uri=routing.tracking_uri(config))
-    exp = client.get_experiment_by_name(str(config.get("routers.experiment")))
-    if exp is None:
-        raise AskError("no MLflow experiment with routers: run 'python cli.py routers train' first")
-    runs = client.search_runs([exp.experiment_id],
-                              filter_string=(f"tags.router = '{router}' and tags.features = '{features}' "
-                                             f"and tags.generator = '{generator}' and attributes.status = 'FINISHED'"),
-                              order_by=["attributes.start_time DESC"], max_results=20)
-    runs = [r for r in runs if r.data.tags.get("ragrouter.kind") == "router-cv"]
-    if not runs:
-        raise AskError(f"router '{router}' ({features}) was not trained for generator '{generator}': "
-                       "run 'python cli.py routers train'")
-    from ragrouter.routers.tracking import load_model
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = client.download_artifacts(runs[0].info.run_id, "model/model.pkl", tmp)
-        return load_model(path), runs[0].data.tags.get("encoder", "onehot")
+    client = tracking.client(routing.tracking_uri(config))
+    try:
+        run = client.get_run(chosen.run_id)
+    except Exception as exc:  # noqa: BLE001 - MLflow raises its own types
+        raise AskError(f"MLflow run '{chosen.run_id}' of router '{chosen.router}' is not in "
+                       f"{routing.tracking_uri(config)} ({exc.__class__.__name__}): retrain with "
+                       "'python cli.py routers train'") from None
+    if run.data.tags.get("ragrouter.store_id") != store:
+        raise AskError(f"MLflow run '{chosen.run_id}' was trained on store "
+                       f"{run.data.tags.get('ragrouter.store_id') or '(unknown)'}, not this store ({store})")
+    try:
+        return tracking.load_model(f"runs:/{chosen.run_id}/model", routing.tracking_uri(config))
+    except Exception as exc:  # noqa: BLE001
+        raise AskError(f"router '{chosen.router}' (run {chosen.run_id}) has no loadable model ({exc.__class__.__name__}): "
+                       "retrain with 'python cli.py routers train'") from None
 
 
 def expected_tokens(engine, corpus_id: int, generator: str) -> dict[str, float]:
-    with engine.connect() as conn:
-        rows = conn.execute(text(
-            "SELECT r.paradigm, AVG(r.ret_in_tokens + r.ret_out_tokens + r.gen_in_tokens + r.gen_out_tokens) "
-            "FROM paradigm_runs r JOIN queries q ON q.id = r.query_id WHERE q.corpus_id = :c AND r.generator = :g "
-            "GROUP BY r.paradigm"), {"c": corpus_id, "g": generator}).all()
-    return {r[0]: float(r[1]) for r in rows}
+    return reading.expected_tokens(engine, corpus_id, generator)
 
 
 def choose(probabilities: dict[str, float], costs: dict[str, float], budget: int | None,
@@ -128,45 +147,74 @@ def choose(probabilities: dict[str, float], costs: dict[str, float], budget: int
     return cheapest, f"no routed paradigm fits the budget {budget}; cheapest on this corpus: {cheapest}"
 
 
-def ask(engine, config, corpus: str, question: str, router: str | None = None, budget: int | None = None,
-        query_type: str | None = None, services=None) -> Answer:
-    from ragrouter.llm.encoder import get_encoder
-    from ragrouter.paradigms import paradigms
-    from ragrouter.routers.features import build_features
-    from ragrouter.stages.answer import AnswerStage, load_index, run_hash
+@dataclass
+class Routed:
+    """What the router says about a question (before any paradigm runs)."""
 
+    corpus_id: int
+    generator: str
+    query_type: str
+    chosen: TrainedRouter
+    probabilities: dict[str, float]
+
+
+def route(engine, config, corpus: str, question: str, router: str | None = None, query_type: str | None = None,
+          services=None, run_id: str | None = None) -> Routed:
+    """Route ``question`` on ``corpus``: pick this store's router (:func:`pick_router`), load its
+    MLflow pyfunc model (:func:`load_router`), encode the question with the router's own
+    encoder (through the gateway: a ledger row) and return the class probabilities."""
     generator = config.generators()[0]
-    with engine.connect() as conn:
-        cid = storeio.corpus_ids(conn, corpus)[0][0]
-        prof = conn.execute(text("SELECT * FROM v_corpus_profile WHERE corpus = :n"), {"n": corpus}).mappings().first()
-    if prof is None or prof.get("lcc_ratio") is None:
+    cid = reading.corpus_id(engine, corpus)
+    values = reading.corpus_indicators(engine, corpus)
+    if values is None:
         raise AskError(f"corpus '{corpus}' has no indicators yet: run 'python cli.py run --stage metrics --corpus {corpus}'")
-    enc = get_encoder(str(config.get("scoring.encoder")))
-    qtype = query_type or infer_query_type(engine, question, enc)
-    router, features = pick_router(engine, router, generator)
-    model, encoder_name = load_router(config, router, features, generator)
-    row = pd.DataFrame([{"query_type": qtype, "query_text": question,
-                         # an undefined indicator is 0, as in training (ragrouter.routing)
-                         **{k: float(prof[v]) if prof[v] is not None else 0.0
-                            for k, v in INDICATOR_COLUMNS.items()}}])
-    q_encoder = None
-    if encoder_name != "onehot":
-        from ragrouter.routers.features import minilm_encoder
+    if query_type is None:
+        from ragrouter.llm.encoder import get_encoder
 
-        q_encoder = minilm_encoder()
-    feats = build_features(row, "qc", q_encoder).with_feature_set(features)
-    if getattr(model, "needs_labels", False):
-        raise AskError(f"router '{router}' needs the true label (a baseline); pick a trained router")
-    proba = model.predict_proba(feats)[0]
-    probs = {str(c): float(p) for c, p in zip(model.classes_, proba)}
+        query_type = infer_query_type(engine, question, get_encoder(str(config.get("scoring.encoder"))))
+    chosen = pick_router(engine, router, generator, run_id)
+    sid = routing.store_id(engine)
+    model = load_router(config, chosen, sid)
+    meta = model.metadata.metadata or {}
+    if meta.get("store_id") and meta["store_id"] != sid:
+        raise AskError(f"the model of run {chosen.run_id} belongs to another store ({meta['store_id']})")
+    from ragrouter.routers.mlflow_model import model_input
+
+    indicators = np.array([values])
+    q_emb = None
+    if chosen.encoder not in ("onehot", "none"):
+        from ragrouter.routers.features import GatewayEncoder
+
+        own = services is None
+        if own:
+            from ragrouter.stages.services import Services
+
+            services = Services(config, engine, command="ask")
+        try:
+            q_emb = GatewayEncoder(services.gateway, chosen.encoder)([question])
+            services.gateway.flush()
+        finally:
+            if own:
+                services.finish()
+    out = model.predict(model_input([query_type], indicators, q_emb))
+    probs = {str(c): float(out[c].iloc[0]) for c in out.columns}
+    return Routed(cid, generator, query_type, chosen, probs)
+
+
+def ask(engine, config, corpus: str, question: str, router: str | None = None, budget: int | None = None,
+        query_type: str | None = None, services=None, run_id: str | None = None) -> Answer:
+    from ragrouter.paradigms import paradigms
+    from ragrouter.stages.answer import AnswerStage, run_hash
+
+    r = route(engine, config, corpus, question, router, query_type, services, run_id)
+    cid, generator, qtype, chosen, probs = r.corpus_id, r.generator, r.query_type, r.chosen, r.probabilities
+    router, features, encoder_name = chosen.router, chosen.features, chosen.encoder
     costs = expected_tokens(engine, cid, generator)
-    from ragrouter.report import data
-
-    labels = data.read_sql(engine, "SELECT label, COUNT(*) AS n FROM v_oracle_label WHERE label <> 'cannot_answer' "
-                                   "GROUP BY label ORDER BY n DESC", {})
-    fallback = str(labels["label"].iloc[0]) if len(labels) else "naive"
+    # 'cannot_answer' runs the router's own fallback: its training labels' most frequent paradigm
+    fallback = reading.router_fallback(engine, chosen.run_id) or "naive"
     paradigm, why = choose(probs, costs, budget, fallback)
-    out = Answer(question, qtype, router, features, probs, paradigm, why)
+    out = Answer(question, qtype, router, features, probs, paradigm, why, encoder=encoder_name,
+                 router_run_id=chosen.run_id)
 
     ext = "ask:" + hashlib.sha256(question.encode()).hexdigest()[:16]
     with write_lock(engine), engine.begin() as conn:
@@ -176,7 +224,7 @@ def ask(engine, config, corpus: str, question: str, router: str | None = None, b
         ).on_conflict_do_nothing(index_elements=["corpus_id", "external_id"]))
         qid = conn.execute(text("SELECT id FROM queries WHERE corpus_id = :c AND external_id = :e"),
                            {"c": cid, "e": ext}).scalar_one()
-        index = load_index(conn, cid, corpus, config)
+        index = reading.corpus_index(conn, cid, corpus, config)
     own = services is None
     if own:
         from ragrouter.stages.services import Services

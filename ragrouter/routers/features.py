@@ -165,7 +165,28 @@ class HashEncoder:
         return out
 
 
+class GatewayEncoder:
+    """Query texts embedded by an embedder backend of the gateway (``backends.<name>`` with
+    kind ``local-encoder`` — the offline MiniLM — or ``openai``: any OpenAI-compatible
+    ``/v1/embeddings``, e.g. a BGE or BERT model behind TEI or vLLM). Every batch is one
+    ledger row of ``llm_calls`` (stage ``routers``, phase ``query``), so a second training
+    on the same questions makes no embedding call. ``name`` is the backend name — the
+    encoder recorded with every router run and prediction."""
+
+    def __init__(self, gateway, backend: str):
+        self.gateway = gateway
+        self.name = str(backend)
+        self.backend = gateway.resolve(backend)
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        texts = [str(t) for t in texts]
+        if not texts:
+            return np.zeros((0, 0), np.float32)
+        return np.asarray(self.gateway.embed(self.backend, texts, stage="routers", phase="query"), dtype=np.float32)
+
+
 ENCODERS: dict[str, Callable[..., Encoder]] = {"minilm": minilm_encoder, "hash": HashEncoder}
+ONEHOT = "onehot"  # the encoder name of "no text encoder": the 3-d one-hot query type
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,27 +1,44 @@
 """MLflow tracking of router cross-validation, and the MLflow UI as a local subprocess.
 
-One MLflow run per (router, features, encoder, generator), with one nested run per fold:
+One MLflow run per (router, features, encoder, generator) — one row of the runs table per
+trained router, named ``xgboost · qc · minilm`` (``· <generator>`` when several generators):
 
-* parent params: the router's hyperparameters, ``router``, ``features``, ``encoder``,
-  ``generator``, ``n_splits``, ``seed``, ``n_rows``, ``classes``, ``paradigms``;
-  parent metrics: fold means (and ``_std``) of every metric, ``aiq`` / ``aiq_fixed`` (area
-  under the cost–quality frontier of the router's λ sweep / of the fixed paradigms), fit time;
-* fold runs (tag ``mlflow.parentRunId``): fold params and metrics;
-* artefacts: ``confusion_matrix.png``, ``cost_quality.png`` (+ ``cost_quality.csv``),
-  ``fold_metrics.csv``, and ``model/model.pkl`` (the router refitted on all rows of the
-  generator; a pickle, load it with :func:`load_model`) with ``model/model_info.json``.
+* params: the router's hyperparameters (``router.<name>``), ``router``, ``features``,
+  ``encoder``, ``generator``, ``n_splits``, ``seed``, ``n_rows``, ``classes``, ``paradigms``,
+  and the run context passed by the caller (``judge``, ``corpora``, ``store_id``,
+  ``config_hash``, ``git_commit``, …);
+* tags: ``ragrouter.kind = router-cv``, ``router``, ``features``, ``encoder``, ``generator``,
+  ``family``, and the context (``ragrouter.store_id``, ``ragrouter.training_session`` — one id
+  per ``routers train`` —, ``judge``, ``corpora``, ``config_hash``, ``git_commit``);
+* metrics: the headline fold mean of every metric with ``<metric>_std``, the Wilson 95 %
+  interval of the per-query rates (``routing_accuracy_ci_low`` …), ``n``; each fold's value
+  as ``fold.<metric>`` with step = fold; ``aiq`` / ``aiq_fixed`` only when a λ sweep ran;
+* the training frame as an MLflow dataset input (``mlflow.log_input``: name, digest, schema);
+* artefacts: ``confusion_matrix.png``, ``cost_quality.png`` (+ ``.csv``), ``fold_metrics.csv``
+  ``model/`` — the router refitted on all rows as an MLflow pyfunc model
+  (:mod:`ragrouter.routers.mlflow_model`; load it with ``mlflow.pyfunc.load_model``) — and
+  ``refit_predictions.csv``, that model's class probabilities for every training row as
+  computed in memory at training time (a loaded model must reproduce them).
+
+The experiment carries ``mlflow.experimentKind = custom_model_development`` so MLflow 3's UI
+opens it on its runs table (not the GenAI traces page).
+
+Relocatable store: the default store is ``sqlite:///<dir>/mlflow.db`` with artefacts in
+``<dir>/artifacts``. MLflow writes absolute ``file:`` URIs into the database; every open of a
+SQLite store here (:func:`relocate_store`) rebases the experiments' and runs' artefact URIs
+whose folder is named ``artifacts`` onto ``<dir>/artifacts`` of the database actually opened,
+so a copied or moved ``mlflow/`` folder reads (and writes) its own artefacts.
 
 The client API (``MlflowClient``) is used throughout, so no global MLflow state is touched.
-Default store: ``sqlite:///<repo>/mlflow/mlflow.db`` with artefacts in ``<repo>/mlflow/artifacts``.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import pickle
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -30,7 +47,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Callable, NamedTuple, Sequence
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
@@ -48,60 +65,140 @@ from ragrouter.routers.registry import ROUTERS, make_router  # noqa: E402
 
 PREDICTION_COLUMNS = ("query_id", "generator", "router", "features", "encoder", "fold", "predicted",
                       "probabilities", "true_label", "run_id")
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+VIEW_KEY = "routers"
+VIEW_TAG = f"mlflow.sharedViewState.{VIEW_KEY}"  # MLflow's shared runs-table view (experiment tag)
+VIEW_COLUMNS = ("params.`router`", "params.`features`", "params.`encoder`", "params.`judge`",
+                "metrics.`routing_accuracy`", "metrics.`routing_accuracy_std`", "metrics.`routing_accuracy_ci_low`",
+                "metrics.`routing_accuracy_ci_high`", "metrics.`macro_f1`", "metrics.`mrr`",
+                "metrics.`correct_rate`", "metrics.`correct_rate_ci_low`", "metrics.`correct_rate_ci_high`",
+                "metrics.`avg_tokens`", "metrics.`n`")
+
+
+def view_url(base_url: str, experiment_id: str) -> str:
+    """The runs table of the experiment opened on the ``routers`` view (R.A, F1, MRR, C.R,
+    tokens and their intervals as columns, best routing accuracy first)."""
+    return f"{base_url}/#/experiments/{experiment_id}/runs?viewStateShareKey={VIEW_KEY}"
+FOLD_PREFIX = "fold."
 
 
 class TrackingOutput(NamedTuple):
     results: pd.DataFrame  # one row per run
     predictions: pd.DataFrame  # one row per (run, dataset row): PREDICTION_COLUMNS
+    folds: pd.DataFrame | None = None  # one row per (run, fold): run key, run_id and every fold metric
 
 
 def default_tracking_uri() -> str:
     return f"sqlite:///{REPO_ROOT / 'mlflow' / 'mlflow.db'}"
 
 
+def _sqlite_path(tracking_uri: str) -> Path | None:
+    return Path(tracking_uri[len("sqlite:///"):]) if tracking_uri.startswith("sqlite:///") else None
+
+
 def default_artifact_location(tracking_uri: str) -> str | None:
     """``<folder of the SQLite file>/artifacts`` for a SQLite store, else ``None`` (server decides)."""
-    if tracking_uri.startswith("sqlite:///"):
-        db = Path(tracking_uri[len("sqlite:///"):])
+    db = _sqlite_path(tracking_uri)
+    if db is not None:
         return (db.parent / "artifacts").resolve().as_uri()
-    if tracking_uri.startswith("file:"):
-        return None
     return None
+
+
+def relocate_store(tracking_uri: str) -> int:
+    """Rebase artefact URIs of a SQLite store onto ``<its folder>/artifacts`` (see the module
+    docstring); returns the number of experiments rebased (0 when nothing moved)."""
+    db = _sqlite_path(tracking_uri)
+    if db is None or not db.exists():
+        return 0
+    root = default_artifact_location(tracking_uri)
+    con = sqlite3.connect(db, timeout=60)
+    moved = 0
+    try:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not {"experiments", "runs"} <= tables:
+            return 0
+        with con:
+            for exp_id, loc in con.execute("SELECT experiment_id, artifact_location FROM experiments").fetchall():
+                if not loc or not loc.startswith("file:") or loc.rstrip("/") == root:
+                    continue
+                if Path(unquote(urlparse(loc).path)).name != "artifacts":
+                    continue  # not a ragrouter-made location: leave it alone
+                old = loc.rstrip("/")
+                con.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?", (root, exp_id))
+                con.execute("UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?) "
+                            "WHERE experiment_id = ? AND substr(artifact_uri, 1, ?) = ?",
+                            (root, len(old) + 1, exp_id, len(old), old))
+                moved += 1
+    finally:
+        con.close()
+    return moved
 
 
 def _client(tracking_uri: str):
     from mlflow.tracking import MlflowClient
 
-    if tracking_uri.startswith("sqlite:///"):
-        Path(tracking_uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+    db = _sqlite_path(tracking_uri)
+    if db is not None:
+        db.parent.mkdir(parents=True, exist_ok=True)
+        relocate_store(tracking_uri)
     return MlflowClient(tracking_uri=tracking_uri)
+
+
+def client(tracking_uri: str | None = None):
+    """An ``MlflowClient`` on ``tracking_uri`` (default store), after :func:`relocate_store`."""
+    return _client(tracking_uri or default_tracking_uri())
 
 
 def get_or_create_experiment(client, name: str, artifact_location: str | None) -> str:
     exp = client.get_experiment_by_name(name)
-    if exp is not None:
-        return exp.experiment_id
-    if artifact_location and artifact_location.startswith("file:"):
-        Path(urlparse(artifact_location).path).mkdir(parents=True, exist_ok=True)
-    return client.create_experiment(name, artifact_location=artifact_location)
+    if exp is None:
+        if artifact_location and artifact_location.startswith("file:"):
+            Path(urlparse(artifact_location).path).mkdir(parents=True, exist_ok=True)
+        exp_id = client.create_experiment(name, artifact_location=artifact_location)
+    else:
+        exp_id = exp.experiment_id
+    if (exp is None or exp.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND):
+        # MLflow 3 opens an experiment without this tag on its GenAI "Traces" page
+        client.set_experiment_tag(exp_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+    view = json.dumps({"selectedColumns": list(VIEW_COLUMNS), "orderByKey": "metrics.`routing_accuracy`",
+                       "orderByAsc": False})
+    if exp is None or exp.tags.get(VIEW_TAG) != view:
+        client.set_experiment_tag(exp_id, VIEW_TAG, view)  # a shared view: the URL of view_url()
+    return exp_id
 
 
-def _log(client, run_id: str, params: dict | None = None, metrics: dict | None = None, tags: dict | None = None) -> None:
+def _log(client, run_id: str, params: dict | None = None, metrics: dict | None = None, tags: dict | None = None,
+         steps: list[tuple[str, float, int]] | None = None) -> None:
     from mlflow.entities import Metric, Param, RunTag
 
     now = int(time.time() * 1000)
-    client.log_batch(
-        run_id,
-        metrics=[Metric(k, float(v), now, 0) for k, v in (metrics or {}).items() if v is not None and np.isfinite(v)],
-        params=[Param(k, str(v)[:6000]) for k, v in (params or {}).items()],
-        tags=[RunTag(k, str(v)) for k, v in (tags or {}).items()],
-    )
+    ms = [Metric(k, float(v), now, 0) for k, v in (metrics or {}).items() if v is not None and np.isfinite(v)]
+    ms += [Metric(k, float(v), now, int(step)) for k, v, step in (steps or []) if v is not None and np.isfinite(v)]
+    ps = [Param(k, str(v)[:6000]) for k, v in (params or {}).items()]
+    ts = [RunTag(k, str(v)) for k, v in (tags or {}).items()]
+    for i in range(0, max(len(ms), len(ps), len(ts), 1), 100):  # log_batch limits: 1000 metrics, 100 params
+        client.log_batch(run_id, metrics=ms[i:i + 100], params=ps[i:i + 100], tags=ts[i:i + 100])
 
 
-def load_model(path: str | Path):
-    """Unpickle a router logged as ``model/model.pkl`` (only load files you trust)."""
-    with open(path, "rb") as fh:
-        return pickle.load(fh)
+def load_model(model_uri: str | Path, tracking_uri: str | None = None):
+    """A router logged by :func:`train_and_track` (``runs:/<id>/model`` or a model folder/URI)
+    as an MLflow pyfunc model (``mlflow.pyfunc.load_model``); ``.predict(frame)`` gives class
+    probabilities. A ``runs:/`` URI is resolved in ``tracking_uri`` (default: the default
+    store), not in MLflow's global tracking URI."""
+    import mlflow.pyfunc
+
+    uri = str(model_uri)
+    if uri.startswith("runs:/"):
+        run_id, _, path = uri[len("runs:/"):].partition("/")
+        run = client(tracking_uri).get_run(run_id)
+        uri = f"{run.info.artifact_uri.rstrip('/')}/{path or 'model'}"
+    return mlflow.pyfunc.load_model(uri)
+
+
+def run_name(router: str, features: str, encoder: str, generator: str | None = None) -> str:
+    """The short run name: ``xgboost · qc · minilm`` (``· generator`` when given)."""
+    return " · ".join([router, features, encoder] + ([generator] if generator else []))
 
 
 def _refit(res: CVResult, part: pd.DataFrame, features: Features, seed: int, router_params: dict | None):
@@ -111,23 +208,78 @@ def _refit(res: CVResult, part: pd.DataFrame, features: Features, seed: int, rou
     return model
 
 
+def _store_source(uri: str):
+    """An MLflow dataset source naming where the router dataset came from (a store id, a file)."""
+    from mlflow.data.dataset_source import DatasetSource
+
+    class RagrouterSource(DatasetSource):
+        def __init__(self, uri: str):
+            self.uri = uri
+
+        @staticmethod
+        def _get_source_type() -> str:
+            return "ragrouter"
+
+        def load(self, **kwargs):
+            return self.uri
+
+        @staticmethod
+        def _can_resolve(raw_source) -> bool:
+            return False
+
+        @classmethod
+        def _resolve(cls, raw_source):
+            return cls(str(raw_source))
+
+        def to_dict(self) -> dict:
+            return {"uri": self.uri}
+
+        @classmethod
+        def from_dict(cls, source_dict):
+            return cls(source_dict["uri"])
+
+    return RagrouterSource(uri)
+
+
+def _log_dataset(client, run_id: str, part: pd.DataFrame, name: str, source: str) -> None:
+    """``mlflow.log_input`` of the training frame: name, digest, schema, row count, source."""
+    from mlflow.data.pandas_dataset import from_pandas
+    from mlflow.entities import DatasetInput, InputTag
+
+    cols = [c for c in part.columns if c != "probabilities"]
+    ds = from_pandas(part[cols], source=_store_source(source), targets="label", name=name)
+    client.log_inputs(run_id, datasets=[DatasetInput(ds._to_mlflow_entity(),
+                                                     tags=[InputTag("mlflow.data.context", "training")])])
+
+
 def _log_cv_result(client, experiment_id: str, res: CVResult, part: pd.DataFrame, features: Features, *,
                    n_splits: int, seed: int, lambdas: Sequence[float] | None, log_models: bool,
-                   router_params: dict | None) -> dict:
+                   router_params: dict | None, context: dict | None = None, with_generator: bool = False) -> dict:
+    from ragrouter.routers.mlflow_model import save_router_model
     from ragrouter.routers.plots import confusion_png, cost_quality_png
 
-    name = f"{res.router}|{res.feature_set}|{res.encoder}|{res.generator}"
+    context = dict(context or {})
+    name = run_name(res.router, res.feature_set, res.encoder, res.generator if with_generator else None)
+    session = context.pop("training_session", None)
+    store_id = context.get("store_id")
     tags = {"ragrouter.kind": "router-cv", "router": res.router, "features": res.feature_set,
-            "encoder": res.encoder, "generator": res.generator, "family": ROUTERS[res.router].family}
+            "encoder": res.encoder, "generator": res.generator, "family": ROUTERS[res.router].family,
+            **{k: v for k, v in context.items() if k in ("judge", "corpora", "dataset", "config_hash", "git_commit")}}
+    if store_id:
+        tags["ragrouter.store_id"] = store_id
+    if session:
+        tags["ragrouter.training_session"] = session
     parent = client.create_run(experiment_id, run_name=name, tags=tags)
     pid = parent.info.run_id
     try:
         params = {**{f"router.{k}": v for k, v in res.params.items()},
                   "router": res.router, "features": res.feature_set, "encoder": res.encoder,
                   "generator": res.generator, "n_splits": n_splits, "seed": seed, "n_rows": len(part),
-                  "classes": ",".join(res.classes), "paradigms": ",".join(paradigms_of(part))}
+                  "classes": ",".join(res.classes), "paradigms": ",".join(paradigms_of(part)),
+                  **{k: v for k, v in context.items() if v is not None}}
+        sweep = bool(lambdas and any(lam != 0.0 for lam in lambdas))
         # cost–quality: the router's λ sweep (λ = 0 is this CV) against fixed paradigms
-        if lambdas and any(lam != 0.0 for lam in lambdas):
+        if sweep:
             cq = cost_quality_curve(part, res.router, res.feature_set, lambdas, features=features,
                                     n_splits=n_splits, seed=seed, router_params=router_params, base=res)
         else:
@@ -140,21 +292,18 @@ def _log_cv_result(client, experiment_id: str, res: CVResult, part: pd.DataFrame
                               {"strategy": "oracle", "kind": "oracle", "lam": 0.0, "avg_tokens": float(t.mean()),
                                "correct_rate": float(c.mean()), "routing_accuracy": 1.0}]),
                 fixed_paradigm_points(part)], ignore_index=True)
-        rng = (float(cq["avg_tokens"].min()), float(cq["avg_tokens"].max()))
-        router_pts = cq[cq["kind"] == "router"]
-        fixed_pts = cq[cq["kind"] == "fixed"]
-        extra = {"aiq": aiq(router_pts["avg_tokens"], router_pts["correct_rate"], rng),
-                 "aiq_fixed": aiq(fixed_pts["avg_tokens"], fixed_pts["correct_rate"], rng),
-                 "fit_seconds": res.fit_seconds, "predict_seconds": res.predict_seconds}
-        _log(client, pid, params=params, metrics={**res.metrics, **extra})
-        for _, row in res.fold_metrics.iterrows():
-            k = int(row["fold"])
-            fold_run = client.create_run(experiment_id, run_name=f"{name}|fold{k}",
-                                         tags={**tags, "ragrouter.kind": "router-cv-fold", "mlflow.parentRunId": pid, "fold": k})
-            _log(client, fold_run.info.run_id,
-                 params={"fold": k, "n_train": int(row["n_train"]), "n_test": int(row["n_test"]), "fallback": row["fallback"]},
-                 metrics={m: row[m] for m in (*METRICS, "fit_seconds")})
-            client.set_terminated(fold_run.info.run_id, "FINISHED")
+        extra: dict = {"fit_seconds": res.fit_seconds, "predict_seconds": res.predict_seconds}
+        if sweep:  # a single point ranks random above oracle: the area needs the sweep
+            rng = (float(cq["avg_tokens"].min()), float(cq["avg_tokens"].max()))
+            router_pts = cq[cq["kind"] == "router"]
+            fixed_pts = cq[cq["kind"] == "fixed"]
+            extra["aiq"] = aiq(router_pts["avg_tokens"], router_pts["correct_rate"], rng)
+            extra["aiq_fixed"] = aiq(fixed_pts["avg_tokens"], fixed_pts["correct_rate"], rng)
+        steps = [(f"{FOLD_PREFIX}{m}", row[m], int(row["fold"]))
+                 for _, row in res.fold_metrics.iterrows() for m in (*METRICS, "n_test", "fit_seconds")]
+        _log(client, pid, params=params, metrics={**res.metrics, **extra}, steps=steps)
+        _log_dataset(client, pid, part, name=str(context.get("dataset") or "router-dataset"),
+                     source=str(context.get("dataset_source") or context.get("dataset") or "router-dataset"))
         with tempfile.TemporaryDirectory() as tmp:
             tmp = Path(tmp)
             confusion_png(res.confusion(), tmp / "confusion_matrix.png", title=name)
@@ -163,18 +312,24 @@ def _log_cv_result(client, experiment_id: str, res: CVResult, part: pd.DataFrame
             res.fold_metrics.to_csv(tmp / "fold_metrics.csv", index=False)
             for f in ("confusion_matrix.png", "cost_quality.png", "cost_quality.csv", "fold_metrics.csv"):
                 client.log_artifact(pid, str(tmp / f))
-            if log_models:
+            if log_models and not ROUTERS[res.router].needs_labels:
+                if res.encoder in ("onehot", "none"):  # the model's input has no embedding columns
+                    from dataclasses import replace
+
+                    features = replace(features, q_emb=None, encoder_name="onehot")
                 model = _refit(res, part, features, seed, router_params)
-                mdir = tmp / "model"
-                mdir.mkdir()
-                with open(mdir / "model.pkl", "wb") as fh:
-                    pickle.dump(model, fh)
-                (mdir / "model_info.json").write_text(json.dumps({
-                    "router": res.router, "features": res.feature_set, "encoder": res.encoder,
-                    "generator": res.generator, "classes": [str(c) for c in model.classes_],
-                    "params": {k: (v if isinstance(v, (int, float, str, bool)) or v is None else str(v)) for k, v in model.get_params().items()},
-                }, indent=2))
-                client.log_artifacts(pid, str(mdir), artifact_path="model")
+                fs = res.feature_set if res.feature_set != "none" else "qc"
+                save_router_model(tmp / "model", model, res.feature_set, res.encoder,
+                                  features.with_feature_set(fs).subset(np.arange(min(3, len(part)))),
+                                  metadata={"generator": res.generator, "store_id": store_id or ""})
+                client.log_artifacts(pid, str(tmp / "model"), artifact_path="model")
+                # what the refitted router predicted at training time, for checking a loaded model
+                from ragrouter.routers.mlflow_model import RouterModel, frame_from_features
+
+                refit = RouterModel(model, res.feature_set, res.encoder).predict(None, frame_from_features(features))
+                refit.insert(0, "query_id", part["query_id"].astype(str).to_numpy())
+                refit.to_csv(tmp / "refit_predictions.csv", index=False, float_format="%.17g")
+                client.log_artifact(pid, str(tmp / "refit_predictions.csv"))
         client.set_terminated(pid, "FINISHED")
     except BaseException:
         client.set_terminated(pid, "FAILED")
@@ -191,56 +346,79 @@ def train_and_track(
     seed: int = 0,
     *,
     encoder: Encoder | None = None,
+    encoders: Sequence[Encoder | None] | None = None,
     n_splits: int = 5,
     lambdas: Sequence[float] | None = None,
     log_models: bool = True,
     router_params: dict[str, dict] | None = None,
     artifact_location: str | None = None,
     progress: Callable[[CVResult], None] | None = None,
+    context: dict | None = None,
 ) -> TrackingOutput:
-    """Cross-validate every (generator, router, feature set) and log each to MLflow.
+    """Cross-validate every (generator, router, feature set, encoder) and log each to MLflow.
 
-    Returns :class:`TrackingOutput` ``(results, predictions)``: ``results`` has one row per run
-    (``router, features, encoder, generator, run_id, n_rows``, every metric and its ``_std``,
-    ``aiq``, ``aiq_fixed``, ``fit_seconds``); ``predictions`` has one row per (run, query) with
-    :data:`PREDICTION_COLUMNS` (``probabilities`` is a JSON object class → probability;
-    ``fold`` is the CV fold that predicted the row) for the ``router_predictions`` table.
+    ``encoders`` (default ``[encoder]``) are the query encoders to try: a text encoder (a
+    callable with a ``name``) or ``None`` (the one-hot query type). Neural routers run once per
+    encoder; classical routers and baselines do not read the text and run once (``onehot`` /
+    ``none``). ``context`` adds params and tags to every run (``store_id``, ``judge``,
+    ``corpora``, ``dataset``, ``config_hash``, ``git_commit``, ``training_session``).
+
+    Returns :class:`TrackingOutput` ``(results, predictions, folds)``: ``results`` has one row
+    per run (``router, features, encoder, generator, run_id, n_rows``, every metric with its
+    ``_std`` and intervals, ``fit_seconds``, ``aiq`` when swept); ``predictions`` has one row
+    per (run, query) with :data:`PREDICTION_COLUMNS` (``probabilities`` is a JSON object class →
+    unrounded probability; ``fold`` is the CV fold that predicted the row) for the
+    ``router_predictions`` table; ``folds`` one row per (run, fold) for ``router_fold_metrics``.
     ``lambdas`` (e.g. ``evaluate.DEFAULT_LAMBDAS``) adds a cost-aware λ sweep per run (one
     more CV per λ ≠ 0) for the cost–quality plot and ``aiq``.
     """
     df = validate_router_dataset(df)
+    encoders = list(encoders) if encoders is not None else [encoder]
+    if not encoders:
+        encoders = [None]
     tracking_uri = tracking_uri or default_tracking_uri()
     client = _client(tracking_uri)
     art = artifact_location or default_artifact_location(tracking_uri)
     experiment_id = get_or_create_experiment(client, experiment, art)
-    rows, preds = [], []
-    features_by_gen: dict[str, tuple[pd.DataFrame, Features]] = {}
+    rows, preds, folds = [], [], []
+    pairs = plan(routers, feature_sets)
+    generators = sorted(df["generator"].astype(str).unique())
     for generator, part in df.groupby("generator", sort=True):
         part = part.reset_index(drop=True)
-        features_by_gen[str(generator)] = (part, build_features(part, "qc", encoder))
-    for generator, (part, features) in features_by_gen.items():
-        for res in _iter_one(part, features, routers, feature_sets, n_splits, seed, router_params):
-            logged = _log_cv_result(client, experiment_id, res, part, features, n_splits=n_splits, seed=seed,
-                                    lambdas=lambdas, log_models=log_models,
-                                    router_params=(router_params or {}).get(res.router))
-            rows.append({"router": res.router, "features": res.feature_set, "encoder": res.encoder,
-                         "generator": res.generator, "run_id": logged["run_id"], "n_rows": len(part),
-                         **res.metrics, "aiq": logged["aiq"], "aiq_fixed": logged["aiq_fixed"],
-                         "fit_seconds": res.fit_seconds})
-            p = res.predictions.copy()
-            p["run_id"] = logged["run_id"]
-            preds.append(p[list(PREDICTION_COLUMNS)])
-            if progress is not None:
-                progress(res)
+        for i, enc in enumerate(encoders):
+            features = build_features(part, "qc", enc)
+            for router, fs in pairs:
+                if i > 0 and not (ROUTERS[router].uses_text_encoder and "q" in fs):
+                    continue  # reads no query text: the same run as on the first encoder
+                if i > 0 and enc is None and encoders[0] is None:
+                    continue
+                res = cross_validate(part, router, fs, features=features, n_splits=n_splits, seed=seed,
+                                     router_params=(router_params or {}).get(router))
+                if any(r["router"] == res.router and r["features"] == res.feature_set and r["encoder"] == res.encoder
+                       and r["generator"] == res.generator for r in rows):
+                    continue  # e.g. a neural router with the one-hot encoder listed twice
+                logged = _log_cv_result(client, experiment_id, res, part, features, n_splits=n_splits, seed=seed,
+                                        lambdas=lambdas, log_models=log_models,
+                                        router_params=(router_params or {}).get(res.router), context=context,
+                                        with_generator=len(generators) > 1)
+                rows.append({"router": res.router, "features": res.feature_set, "encoder": res.encoder,
+                             "generator": res.generator, "run_id": logged["run_id"], "n_rows": len(part),
+                             **res.metrics, **{k: v for k, v in logged.items() if k != "run_id"}})
+                p = res.predictions.copy()
+                p["run_id"] = logged["run_id"]
+                preds.append(p[list(PREDICTION_COLUMNS)])
+                f = res.fold_metrics.copy()
+                for k in ("router", "encoder", "generator"):
+                    f[k] = getattr(res, k)
+                f["features"] = res.feature_set
+                f["run_id"] = logged["run_id"]
+                folds.append(f)
+                if progress is not None:
+                    progress(res)
     results = pd.DataFrame(rows)
     predictions = pd.concat(preds, ignore_index=True) if preds else pd.DataFrame(columns=list(PREDICTION_COLUMNS))
-    return TrackingOutput(results, predictions)
-
-
-def _iter_one(part, features, routers, feature_sets, n_splits, seed, router_params):
-    for router, fs in plan(routers, feature_sets):
-        yield cross_validate(part, router, fs, features=features, n_splits=n_splits, seed=seed,
-                             router_params=(router_params or {}).get(router))
+    fold_frame = pd.concat(folds, ignore_index=True) if folds else pd.DataFrame()
+    return TrackingOutput(results, predictions, fold_frame)
 
 
 # --------------------------------------------------------------------------------------------
@@ -265,10 +443,13 @@ def start_ui(
     """Start ``mlflow server`` (UI + REST API) on ``host:port`` (0 = a free port) as a subprocess
     in its own process group, and return ``(process, url)`` once ``/health`` answers.
 
-    Stop it with :func:`stop_ui`. Output goes to ``log_path`` (default: a temporary file)."""
+    Stop it with :func:`stop_ui`. Output goes to ``log_path`` (default: ``mlflow-ui.log`` beside
+    a SQLite store, else a temporary file); ``process.log_path`` says where."""
     tracking_uri = tracking_uri or default_tracking_uri()
-    if tracking_uri.startswith("sqlite:///"):
-        Path(tracking_uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+    db = _sqlite_path(tracking_uri)
+    if db is not None:
+        db.parent.mkdir(parents=True, exist_ok=True)
+        relocate_store(tracking_uri)
     port = port or _free_port(host)
     art = artifact_location or default_artifact_location(tracking_uri)
     cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", tracking_uri,
@@ -276,20 +457,23 @@ def start_ui(
     if art:
         cmd += ["--default-artifact-root", art, "--no-serve-artifacts"]
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1"}
-    log_path = Path(log_path) if log_path else Path(tempfile.mkstemp(prefix="mlflow-ui-", suffix=".log")[1])
+    if log_path is None:
+        log_path = db.parent / "mlflow-ui.log" if db is not None else Path(tempfile.mkstemp(prefix="mlflow-ui-", suffix=".log")[1])
+    log_path = Path(log_path)
     log = open(log_path, "ab")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     log.close()
+    proc.log_path = str(log_path)  # type: ignore[attr-defined]
     url = f"http://{host}:{port}"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             tail = log_path.read_text(errors="replace")[-2000:]
+            stop_ui(proc)
             raise RuntimeError(f"mlflow server exited with status {proc.returncode} (log {log_path}):\n{tail}")
         try:
             with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
                 if r.status == 200:
-                    proc.log_path = str(log_path)  # type: ignore[attr-defined]
                     return proc, url
         except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
             pass
@@ -298,16 +482,70 @@ def start_ui(
     raise TimeoutError(f"mlflow server did not answer on {url} within {timeout:.0f} s (log {log_path})")
 
 
+def _proc_table() -> dict[int, tuple[int, int]]:
+    """pid → (parent pid, process group) of every live process (from /proc)."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat", "rb") as fh:
+                stat = fh.read().decode(errors="replace")
+        except OSError:
+            continue
+        rest = stat[stat.rfind(")") + 2:].split()
+        if rest and rest[0] != "Z":  # zombies hold no port
+            out[int(d)] = (int(rest[1]), int(rest[2]))
+    return out
+
+
+def group_processes(pgid: int) -> list[int]:
+    """Live processes of process group ``pgid``."""
+    return sorted(pid for pid, (_, g) in _proc_table().items() if g == pgid)
+
+
+def _family(root: int) -> set[int]:
+    """``root``'s process group and every descendant of ``root`` (also those that left the group)."""
+    table = _proc_table()
+    members = {pid for pid, (_, g) in table.items() if g == root}
+    frontier = [root]
+    while frontier:
+        parent = frontier.pop()
+        for pid, (ppid, _) in table.items():
+            if ppid == parent and pid not in members:
+                members.add(pid)
+                frontier.append(pid)
+    return members - {os.getpid()}
+
+
 def stop_ui(proc: subprocess.Popen, timeout: float = 15.0) -> None:
-    """Terminate the server's process group (the server and its workers only)."""
-    if proc.poll() is not None:
-        return
+    """Stop the server and everything it started: SIGTERM to its process group (and to any
+    descendant outside it), then SIGKILL to whatever is left after ``timeout`` seconds."""
+    family = _family(proc.pid)
     try:
         os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
+    except (ProcessLookupError, PermissionError):
+        pass
+    for pid in family:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
     try:
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        pass
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        left = (set(group_processes(proc.pid)) | family) & set(_proc_table())
+        if not left:
+            break
+        time.sleep(0.2)
+    for pid in (set(group_processes(proc.pid)) | family) & set(_proc_table()):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    if proc.poll() is None:
+        proc.kill()
         proc.wait(timeout=timeout)

@@ -1,0 +1,85 @@
+"""The reading layer of `ask`: what answering one new question reads from the store, in one
+place (instead of borrowing SQL from ``report/`` and loading code from ``stages/``).
+
+Every function takes an engine (or, for the index, a connection) and returns plain Python
+values; none writes. The SQL reads the same views the benchmark tables read
+(``v_corpus_profile``, ``v_router_scores``), so `ask` and the report agree.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection, Engine
+
+# router-dataset indicator → v_corpus_profile column
+INDICATOR_COLUMNS = {"lcc_ratio": "lcc_ratio", "density": "density", "clustering": "clustering",
+                     "intrinsic_dim": "intrinsic_dim", "hubness": "hubness", "avg_distance": "dist_mean"}
+
+
+class ReadError(LookupError):
+    """What a reader needs is not in the store."""
+
+
+def corpus_id(engine: Engine, corpus: str) -> int:
+    """``corpora.id`` of ``corpus`` (a ScopeError naming the ingest command when unknown)."""
+    from ragrouter.corpus import storeio
+
+    with engine.connect() as conn:
+        return storeio.corpus_ids(conn, corpus)[0][0]
+
+
+def corpus_indicators(engine: Engine, corpus: str) -> list[float] | None:
+    """The six router indicators of ``corpus`` in ``routers.dataset.INDICATORS`` order (an
+    undefined one is 0, as in training), or None when the metrics stage has not run."""
+    from ragrouter.routers.dataset import INDICATORS
+
+    with engine.connect() as conn:
+        prof = conn.execute(text("SELECT * FROM v_corpus_profile WHERE corpus = :n"), {"n": corpus}).mappings().first()
+    if prof is None or prof.get("lcc_ratio") is None:
+        return None
+    return [float(prof[INDICATOR_COLUMNS[k]]) if prof[INDICATOR_COLUMNS[k]] is not None else 0.0 for k in INDICATORS]
+
+
+def labelled_questions(engine: Engine) -> list[tuple[str, str]]:
+    """(query type, question) of every accepted question."""
+    with engine.connect() as conn:
+        return [(r[0], r[1]) for r in conn.execute(text("SELECT qtype, question FROM queries WHERE status = 'accepted'"))]
+
+
+def trained_routers(engine: Engine, generator: str) -> list[dict]:
+    """This store's trained routers for ``generator`` (rows of ``v_router_scores`` with fold
+    metrics and an MLflow run)."""
+    with engine.connect() as conn:
+        return [dict(r) for r in conn.execute(text(
+            "SELECT router, features, encoder, mlflow_run_id, correct_rate, routing_accuracy, macro_f1 "
+            "FROM v_router_scores WHERE dataset = 'store' AND generator = :g AND routing_accuracy IS NOT NULL "
+            "AND mlflow_run_id IS NOT NULL"), {"g": generator}).mappings()]
+
+
+def router_fallback(engine: Engine, run_id: str) -> str | None:
+    """The paradigm a ``cannot_answer`` prediction of the router of ``run_id`` runs: the most
+    frequent optimal paradigm of its training labels (every CV prediction's true label is a
+    training label of the refitted router; ties alphabetical) — the rule of
+    ``routers.evaluate.fallback_paradigm``."""
+    with engine.connect() as conn:
+        row = conn.execute(text(
+            "SELECT true_label FROM router_predictions WHERE mlflow_run_id = :r AND true_label <> 'cannot_answer' "
+            "GROUP BY true_label ORDER BY COUNT(*) DESC, true_label LIMIT 1"), {"r": run_id}).first()
+    return None if row is None else str(row[0])
+
+
+def expected_tokens(engine: Engine, corpus_id: int, generator: str) -> dict[str, float]:
+    """Mean tokens per run of each paradigm on the corpus (its recorded runs)."""
+    with engine.connect() as conn:
+        rows = conn.execute(text(
+            "SELECT r.paradigm, AVG(r.ret_in_tokens + r.ret_out_tokens + r.gen_in_tokens + r.gen_out_tokens) "
+            "FROM paradigm_runs r JOIN queries q ON q.id = r.query_id WHERE q.corpus_id = :c AND r.generator = :g "
+            "GROUP BY r.paradigm"), {"c": corpus_id, "g": generator}).all()
+    return {r[0]: float(r[1]) for r in rows}
+
+
+def corpus_index(conn: Connection, corpus_id: int, corpus: str, config):
+    """The corpus' retrieval state (chunks, vectors, graph) as the answer stage reads it."""
+    from ragrouter.stages.answer import load_index
+
+    return load_index(conn, corpus_id, corpus, config)
