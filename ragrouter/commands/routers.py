@@ -87,7 +87,7 @@ def compare_command(ctx: Ctx, dataset: str, fmt: str) -> None:
 
     from ragrouter.routers.evaluate import macro_f1, mrr, routing_accuracy
 
-    engine = ctx.engine()
+    engine = ctx.engine(read_only=True)  # readers share a DuckDB file
     migrate.ensure_current(engine)
     with engine.connect() as conn:
         preds = conn.execute(text(
