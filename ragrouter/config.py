@@ -285,6 +285,13 @@ class Config:
         except ValidationError as exc:
             err = exc.errors()[0]
             loc = tuple(err["loc"])
+            node: Any = self.data  # drop pydantic's union tags ('float', 'list[str]') from the path
+            for n, part in enumerate(loc):
+                if isinstance(node, dict) and part in node:
+                    node = node[part]
+                elif err["type"] != "extra_forbidden":
+                    loc = loc[:n]
+                    break
             dotted = ".".join(map(str, loc))
             where = self.where(dotted)
             if err["type"] == "extra_forbidden":

@@ -40,11 +40,22 @@ class Ctx:
         readers (commands, notebooks, the duckdb CLI) share it; a store whose schema or views
         are behind this code is first brought up to date in a brief read-write open. A DuckDB
         file that does not exist is created only with ``create`` (``db upgrade``) or --create."""
-        url = resolve_url(self.db_url)
-        if not read_only or duckdb_path(url) is None:
-            return make_engine(url, create=create or self.create)
         from ragrouter.db import migrate
 
+        url = resolve_url(self.db_url)
+        if not read_only or duckdb_path(url) is None:
+            engine = make_engine(url, create=create or self.create)
+            migrate.check_revision(engine)  # a newer or foreign revision: one line, every command
+            return engine
+
+        import os
+
+        if self.create and not os.path.exists(duckdb_path(url)):  # --create: make and migrate it first
+            writer = make_engine(url, create=True)
+            try:
+                migrate.upgrade(writer)
+            finally:
+                forget(writer)
         engine = make_engine(url, read_only=True, create=False)
         if engine.ragrouter_read_only is False:  # this process holds it read-write already
             return engine

@@ -24,20 +24,35 @@ def _db_message(exc: BaseException) -> str:
 
 
 def execute(engine, statement: str, write: bool) -> tuple[list[str], list[tuple]]:
-    """Run one statement verbatim; (columns, rows). Read-only unless ``write``."""
-    with engine.connect() as conn:
-        if not write and engine.dialect.name == "postgresql":
-            conn.exec_driver_sql("SET TRANSACTION READ ONLY")
-        result = conn.exec_driver_sql(statement)
-        if result.returns_rows:
-            columns = list(result.keys())
-            rows = [tuple(r) for r in result.all()]
+    """Run one statement verbatim on the driver's own cursor; (columns, rows).
+
+    Read-only unless ``write``: a DuckDB engine of a reader is read-only already; on
+    PostgreSQL the transaction is READ ONLY and rolled back."""
+    raw = engine.raw_connection()
+    pg = engine.dialect.name == "postgresql"  # DuckDB's driver cursor autocommits each statement
+    try:
+        cursor = raw.cursor()
+        if not write and pg:
+            cursor.execute("SET TRANSACTION READ ONLY")
+        cursor.execute(statement)
+        if cursor.description:
+            columns = [d[0] for d in cursor.description]
+            rows = [tuple(r) for r in cursor.fetchall()]
         else:
             columns, rows = [], []
-        if write:
-            conn.commit()
-        else:
-            conn.rollback()
+        if pg and write:
+            raw.commit()
+        elif pg:
+            raw.rollback()
+    except BaseException:
+        try:
+            if pg:
+                raw.rollback()
+        except Exception:  # noqa: BLE001 - the original error matters
+            pass
+        raise
+    finally:
+        raw.close()
     return columns, rows
 
 
