@@ -56,7 +56,10 @@ _TYPE_NAMES = {StrictBool: "true or false", StrictInt: "an integer", StrictStr: 
                list: "a list", dict: "a mapping"}
 
 
-def _leaf_type(value: Any) -> Any:
+def _leaf_type(value: Any, key: str = "") -> Any:
+    """The type a setting takes, from its default (durations, ``*_s``, take any number)."""
+    if str(key).endswith("_s") and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return Union[StrictFloat, StrictInt]
     if value is None:
         return Any
     if isinstance(value, bool):
@@ -86,7 +89,7 @@ def _model(name: str, shape: dict, path: str) -> type[BaseModel]:
         elif isinstance(value, dict):
             typ = _model(f"{name}_{i}", value, dotted)
         else:
-            typ = _leaf_type(value)
+            typ = _leaf_type(value, key)
         fields[f"f{i}"] = (typ | None if typ is not Any else Any, Field(default=None, alias=str(key)))
     return create_model(name, __config__=ConfigDict(extra="forbid", populate_by_name=False), **fields)
 
@@ -95,7 +98,7 @@ def _backend_model(backends: dict) -> type[BaseModel]:
     types: dict[str, set] = {}
     for spec in backends.values():
         for key, value in (spec or {}).items():
-            types.setdefault(key, set()).add(_leaf_type(value) if not isinstance(value, dict) else dict)
+            types.setdefault(key, set()).add(_leaf_type(value, key) if not isinstance(value, dict) else dict)
     for key in BACKEND_EXTRA_KEYS:
         types.setdefault(key, {Any})
     shape = {}
