@@ -181,7 +181,7 @@ def test_progress_file_is_written_by_the_stage_runner(duck_store):
     finally:
         eng.dispose_all()
     runner = (REPO / "ragrouter" / "stages" / "runner.py").read_text()
-    assert runner.count("progress.update(") == 3
+    assert runner.count("progress_file.update(") == 3
 
 
 # ------------------------------------------------------------------ 2. sql
