@@ -435,3 +435,27 @@ def test_config_accepts_what_the_code_reads():
     assert cfg.where("backends.mine.model") == "environment RAGROUTER__backends__mine__model"
     assert cfg.get("paradigms.llm_only.max_tokens") == 150
     assert Config.load(None, env={}).get("paradigms.llm_only.max_tokens", 7) == 7  # null = the code's default
+
+
+def test_dry_run_reads_beside_a_read_only_holder(tmp_path):
+    """run --dry-run only reads: it works while a notebook holds the file read-only, and writes
+    nothing (no worker_runs row)."""
+    url = f"duckdb:///{tmp_path / 's.duckdb'}"
+    docs = tmp_path / "c.jsonl"
+    docs.write_text(json.dumps({"id": "d1", "title": "T", "text": "Alpha beta gamma. Delta epsilon."}) + "\n")
+    assert run_fast("--db", url, "db", "upgrade").returncode == 0
+    assert run_fast("--db", url, "ingest", "--corpus", "c", "--format", "jsonl", str(docs)).returncode == 0
+    assert run_fast("--db", url, "run", "--stage", "chunk", "--quiet").returncode == 0
+    before = fingerprint(url)
+    path = url.split("///", 1)[1]
+    holder = subprocess.Popen([sys.executable, "-c", f"import duckdb, time; c = duckdb.connect({path!r}, read_only=True); "
+                               "print('ready', flush=True); time.sleep(120)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        out = run_cli("--db", url, "run", "--stage", "extract", "--dry-run")
+        assert out.returncode == 0, out.stderr
+        assert "extract" in out.stdout and "to_call" in out.stdout
+    finally:
+        holder.kill()
+        holder.wait()
+    assert fingerprint(url) == before
