@@ -113,7 +113,7 @@ def test_readers_share_the_file_with_a_read_only_holder(duck_store, tmp_path):
     holder = subprocess.Popen([sys.executable, "-c",
                                f"import duckdb, time; c = duckdb.connect({path!r}, read_only=True); "
                                "print(c.execute('select count(*) from documents').fetchone()[0], flush=True); "
-                               "time.sleep(120)"], stdout=subprocess.PIPE, text=True)
+                               "time.sleep(900)"], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "1"
         env = {"RAGROUTER_DB": duck_store}
@@ -128,6 +128,11 @@ def test_readers_share_the_file_with_a_read_only_holder(duck_store, tmp_path):
         assert (tmp_path / "rep" / "report.md").exists()
         cur = run_cli("db", "current", env=env)
         assert cur.returncode == 0 and "current: 0001" in cur.stdout
+        ex = run_cli("export", "--format", "parquet", str(tmp_path / "ex"), env=env)
+        assert ex.returncode == 0, ex.stderr
+        assert (tmp_path / "ex" / "queries.parquet").exists()
+        cmp_ = run_cli("routers", "compare", env=env)  # it reads the store: no lock error
+        one_line(cmp_, 2, "no router predictions for dataset 'store'")
         # a writer is refused with one line that never says "kill"
         line = one_line(run_cli("sql", "--write", "delete from documents", env=env), 2,
                         f"locked by process {holder.pid}")
@@ -147,7 +152,7 @@ def test_status_shows_a_running_workers_progress(duck_store):
         "from ragrouter.db import engine as eng, progress\n"
         "e = eng.make_engine(%r); e.connect().close()\n"
         "progress.update(e, 'judge', done=3, failed=1, pending=10, force=True)\n"
-        "print('ready', flush=True); time.sleep(120)\n") % (str(REPO), duck_store)],
+        "print('ready', flush=True); time.sleep(900)\n") % (str(REPO), duck_store)],
         stdout=subprocess.PIPE, text=True)
     try:
         assert worker.stdout.readline().strip() == "ready"
@@ -448,7 +453,7 @@ def test_dry_run_reads_beside_a_read_only_holder(tmp_path):
     before = fingerprint(url)
     path = url.split("///", 1)[1]
     holder = subprocess.Popen([sys.executable, "-c", f"import duckdb, time; c = duckdb.connect({path!r}, read_only=True); "
-                               "print('ready', flush=True); time.sleep(120)"], stdout=subprocess.PIPE, text=True)
+                               "print('ready', flush=True); time.sleep(900)"], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "ready"
         out = run_cli("--db", url, "run", "--stage", "extract", "--dry-run")
