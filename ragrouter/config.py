@@ -3,18 +3,29 @@
 ``RAGROUTER__a__b__c=value`` sets ``a.b.c`` (the value is parsed as YAML, so numbers, booleans
 and lists work). Settings are read with :meth:`Config.get` using dotted paths; a missing or
 malformed setting raises :class:`ConfigError` naming the file and the setting.
+
+The config is typed: the known settings and their types are derived from the shape of
+``configs/default.yaml`` itself (a value's type from its default; ``null`` takes anything;
+the user-named maps ``backends`` and ``querygen.reasoning_hops`` take any entry name, a
+backend entry the keys seen in any default backend plus :data:`BACKEND_EXTRA_KEYS`), and
+checked with pydantic. An unknown key is refused with the closest known one ("did you mean
+concurrency?"); every error names where the value came from: the file and line, or the
+environment variable.
 """
 
 from __future__ import annotations
 
 import copy
+import difflib
 import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError
+from pydantic import create_model
 
 from ragrouter.paths import REPO_ROOT
 
@@ -26,6 +37,120 @@ BACKEND_KINDS = ("local", "local-encoder", "openai")
 
 class ConfigError(ValueError):
     """A setting is missing or malformed; the message names the file and the setting."""
+
+
+# Backend keys the code reads that no default backend entry shows (one place to add them).
+BACKEND_EXTRA_KEYS = (
+    "api_key_env", "base_url", "batch_size", "n_ctx", "n_parallel", "threads", "n_predict",
+    "structured_output", "strict_schema", "dimensions", "api_key_required", "max_tokens_param",
+    "encoding_format", "requests_per_minute", "tokens_per_minute", "price_per_million", "extra_body",
+    "headers", "seed", "top_p", "max_completion_tokens", "preset", "n_gpu_layers", "flash_attn",
+    "temperature", "max_tokens", "timeout_s", "retries", "concurrency", "api_key",
+)
+# Maps whose keys the user names (any key is allowed; values typed like the default's).
+FREE_MAPS = ("backends", "querygen.reasoning_hops", "querygen.counts")
+# Settings whose type is wider than their default's.
+WIDE_TYPES: dict[str, Any] = {f"roles.{r}": Union[StrictStr, list[StrictStr]] for r in ROLES}
+
+_TYPE_NAMES = {StrictBool: "true or false", StrictInt: "an integer", StrictStr: "a string",
+               list: "a list", dict: "a mapping"}
+
+
+def _leaf_type(value: Any, key: str = "") -> Any:
+    """The type a setting takes, from its default (durations, ``*_s``, take any number)."""
+    if str(key).endswith("_s") and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return Union[StrictFloat, StrictInt]
+    if value is None:
+        return Any
+    if isinstance(value, bool):
+        return StrictBool
+    if isinstance(value, int):
+        return StrictInt
+    if isinstance(value, float):
+        return Union[StrictFloat, StrictInt]
+    if isinstance(value, str):
+        return StrictStr
+    if isinstance(value, list):
+        return list
+    return Any
+
+
+def _model(name: str, shape: dict, path: str) -> type[BaseModel]:
+    fields: dict[str, Any] = {}
+    for i, (key, value) in enumerate(shape.items()):
+        dotted = f"{path}.{key}" if path else str(key)
+        if dotted in WIDE_TYPES:
+            typ = WIDE_TYPES[dotted]
+        elif dotted == "backends" and isinstance(value, dict):
+            typ = dict[str, _backend_model(value)]
+        elif dotted in FREE_MAPS and isinstance(value, dict):
+            inner = {_leaf_type(v) for v in value.values()}
+            typ = dict[Any, inner.pop() if len(inner) == 1 else Any]
+        elif isinstance(value, dict):
+            typ = _model(f"{name}_{i}", value, dotted)
+        else:
+            typ = _leaf_type(value, key)
+        fields[f"f{i}"] = (typ | None if typ is not Any else Any, Field(default=None, alias=str(key)))
+    return create_model(name, __config__=ConfigDict(extra="forbid", populate_by_name=False), **fields)
+
+
+def _backend_model(backends: dict) -> type[BaseModel]:
+    types: dict[str, set] = {}
+    for spec in backends.values():
+        for key, value in (spec or {}).items():
+            types.setdefault(key, set()).add(_leaf_type(value, key) if not isinstance(value, dict) else dict)
+    for key in BACKEND_EXTRA_KEYS:
+        types.setdefault(key, {Any})
+    shape = {}
+    for key, seen in types.items():
+        shape[key] = seen.pop() if len(seen) == 1 else Any
+    fields = {f"f{i}": (t | None if t is not Any else Any, Field(default=None, alias=k))
+              for i, (k, t) in enumerate(shape.items())}
+    return create_model("Backend", __config__=ConfigDict(extra="forbid"), **fields)
+
+
+_SCHEMA: type[BaseModel] | None = None
+
+
+def schema() -> type[BaseModel]:
+    """The pydantic model of the config, derived from configs/default.yaml's shape."""
+    global _SCHEMA
+    if _SCHEMA is None:
+        _SCHEMA = _model("RagrouterConfig", Config._read(DEFAULT_CONFIG), "")
+    return _SCHEMA
+
+
+def _known_keys(loc: tuple) -> list[str]:
+    """The keys allowed beside the last element of ``loc`` (for "did you mean")."""
+    node: Any = Config._read(DEFAULT_CONFIG)
+    parts = [str(p) for p in loc[:-1]]
+    if parts[:1] == ["backends"] and len(parts) >= 2:
+        keys = set()
+        for spec in node.get("backends", {}).values():
+            keys.update(spec or {})
+        return sorted(keys | set(BACKEND_EXTRA_KEYS) - {"api_key"})
+    for part in parts:
+        node = node.get(part) if isinstance(node, dict) else None
+    return sorted(map(str, node)) if isinstance(node, dict) else []
+
+
+def _line_map(path: Path, text: str) -> dict[str, int]:
+    """{dotted key: line number} of a YAML file (1-based)."""
+    out: dict[str, int] = {}
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError:
+        return out
+
+    def walk(node, prefix: str) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                dotted = f"{prefix}.{key_node.value}" if prefix else str(key_node.value)
+                out[dotted] = key_node.start_mark.line + 1
+                walk(value_node, dotted)
+
+    walk(root, "")
+    return out
 
 
 def _deep_merge(base: dict, extra: dict) -> dict:
@@ -41,9 +166,12 @@ def _deep_merge(base: dict, extra: dict) -> dict:
 class Config:
     """A loaded configuration (a nested dict) with dotted-path access."""
 
-    def __init__(self, data: dict, source: str = "<dict>") -> None:
+    def __init__(self, data: dict, source: str = "<dict>", origins: dict[str, str] | None = None) -> None:
         self.data = data
         self.source = source
+        self.origins = origins or {}
+        """{dotted setting: where its value came from ('FILE line N' or 'environment VAR')}."""
+        self.check_types()
         self.validate()
 
     # --- loading -------------------------------------------------------------------------
@@ -53,8 +181,10 @@ class Config:
         env = os.environ if env is None else env
         path = Path(path or env.get("RAGROUTER_CONFIG") or DEFAULT_CONFIG)
         data = cls._read(DEFAULT_CONFIG)
+        origins = {k: f"{DEFAULT_CONFIG} line {n}" for k, n in cls._lines(DEFAULT_CONFIG).items()}
         if path.resolve() != DEFAULT_CONFIG.resolve():
             data = _deep_merge(data, cls._read(path))
+            origins.update({k: f"{path} line {n}" for k, n in cls._lines(path).items()})
         for key, raw in sorted(env.items()):
             if not key.startswith(ENV_PREFIX):
                 continue
@@ -68,8 +198,21 @@ class Config:
                 node = node.setdefault(part, {})
                 if not isinstance(node, dict):
                     raise ConfigError(f"environment {key}: '{part}' is not a section")
+            if not parts:
+                raise ConfigError(f"environment {key}: names no setting (RAGROUTER__section__key=value)")
             node[parts[-1]] = value
-        return cls(data, source=str(path))
+            dotted = ".".join(parts)
+            for k in [k for k in origins if k == dotted or k.startswith(dotted + ".")]:
+                origins.pop(k)
+            origins[dotted] = f"environment {key}"
+        return cls(data, source=str(path), origins=origins)
+
+    @staticmethod
+    def _lines(path: Path) -> dict[str, int]:
+        try:
+            return _line_map(path, path.read_text(encoding="utf-8"))
+        except OSError:
+            return {}
 
     @staticmethod
     def _read(path: Path) -> dict:
@@ -87,6 +230,8 @@ class Config:
 
     # --- access --------------------------------------------------------------------------
     def get(self, dotted: str, default: Any = ...) -> Any:
+        """The setting at ``dotted``; ``default`` when it is missing or null (null in the
+        config means "the code's default"), else ConfigError."""
         node: Any = self.data
         for part in dotted.split("."):
             if isinstance(node, dict) and part in node:
@@ -95,7 +240,18 @@ class Config:
                 return default
             else:
                 raise ConfigError(f"{self.source}: setting '{dotted}' is missing")
+        if node is None and default is not ...:
+            return default
         return node
+
+    def where(self, dotted: str) -> str:
+        """Where setting ``dotted`` came from: 'FILE line N', 'environment VAR', or the file."""
+        parts = dotted.split(".")
+        for n in range(len(parts), 0, -1):
+            origin = self.origins.get(".".join(parts[:n]))
+            if origin:
+                return origin
+        return self.source
 
     def section(self, dotted: str) -> dict:
         value = self.get(dotted, {})
@@ -125,6 +281,33 @@ class Config:
         return hashlib.sha256(blob).hexdigest()[:16]
 
     # --- validation ----------------------------------------------------------------------
+    def check_types(self) -> None:
+        """Unknown keys and values of the wrong type, against configs/default.yaml's shape."""
+        try:
+            schema().model_validate(self.data)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = tuple(err["loc"])
+            node: Any = self.data  # drop pydantic's union tags ('float', 'list[str]') from the path
+            for n, part in enumerate(loc):
+                if isinstance(node, dict) and part in node:
+                    node = node[part]
+                elif err["type"] != "extra_forbidden":
+                    loc = loc[:n]
+                    break
+            dotted = ".".join(map(str, loc))
+            where = self.where(dotted)
+            if err["type"] == "extra_forbidden":
+                known = _known_keys(loc)
+                close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+                hint = f" (did you mean {close[0]}?)" if close else (
+                    f" (known here: {', '.join(known[:12])}{', ...' if len(known) > 12 else ''})" if known else "")
+                raise ConfigError(f"{where}: unknown setting '{dotted}'{hint}") from None
+            value = err.get("input")
+            shown = repr(value) if not isinstance(value, (dict, list)) else type(value).__name__
+            raise ConfigError(f"{where}: setting '{dotted}' has the wrong type: {err['msg'].lower()} "
+                              f"(got {shown})") from None
+
     def validate(self) -> None:
         backends = self.data.get("backends") or {}
         if not isinstance(backends, dict):

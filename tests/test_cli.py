@@ -63,7 +63,9 @@ def test_sql_error_is_one_line_and_nonzero(tmp_path):
 
 def test_status_json_zeros_on_empty_store(tmp_path):
     env = {"RAGROUTER_DB": f"duckdb:///{tmp_path / 'x.duckdb'}"}
-    out = run_cli("status", "--json", env=env)
+    assert run_cli("status", env=env).returncode == 2  # only db upgrade (or --create) makes a store
+    assert not (tmp_path / "x.duckdb").exists()
+    out = run_cli("--create", "status", "--json", env=env)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["tokens"] == []

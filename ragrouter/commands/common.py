@@ -13,7 +13,10 @@ from typing import Any
 import click
 
 from ragrouter.config import Config, ConfigError
-from ragrouter.db.engine import StoreError, make_engine, resolve_url
+from ragrouter.db.engine import StoreError, StoreLockedError, duckdb_path, forget, make_engine, resolve_url
+
+# Exit statuses (README "Exit codes").
+EXIT_OK, EXIT_INTERNAL, EXIT_USER, EXIT_FAILED_UNITS = 0, 1, 2, 3
 
 
 @dataclass
@@ -23,6 +26,8 @@ class Ctx:
     db_url: str
     config_path: str | None
     _config: Config | None = field(default=None, repr=False)
+    create: bool = False
+    """--create: a command may create a DuckDB file that does not exist (db upgrade always may)."""
 
     @property
     def config(self) -> Config:
@@ -30,8 +35,48 @@ class Ctx:
             self._config = Config.load(self.config_path)
         return self._config
 
-    def engine(self):
-        return make_engine(self.db_url)
+    def engine(self, read_only: bool = False, create: bool = False):
+        """The store's engine. ``read_only`` opens a DuckDB file read-only, so any number of
+        readers (commands, notebooks, the duckdb CLI) share it; a store whose schema or views
+        are behind this code is first brought up to date in a brief read-write open. A DuckDB
+        file that does not exist is created only with ``create`` (``db upgrade``) or --create."""
+        from ragrouter.db import migrate
+
+        url = resolve_url(self.db_url)
+        if not read_only or duckdb_path(url) is None:
+            engine = make_engine(url, create=create or self.create)
+            migrate.check_revision(engine)  # a newer or foreign revision: one line, every command
+            return engine
+
+        import os
+
+        if self.create and not os.path.exists(duckdb_path(url)):  # --create: make and migrate it first
+            writer = make_engine(url, create=True)
+            try:
+                migrate.upgrade(writer)
+            finally:
+                forget(writer)
+        engine = make_engine(url, read_only=True, create=False)
+        if engine.ragrouter_read_only is False:  # this process holds it read-write already
+            return engine
+        work = migrate.needs_work(engine)
+        if work is None:
+            return engine
+        forget(engine)
+        try:
+            writer = make_engine(url, create=False)
+        except StoreError as exc:
+            if work == "upgrade":
+                raise StoreError(f"store {duckdb_path(url)} is behind this code's schema and cannot be "
+                                 f"upgraded now ({exc}); run 'db upgrade' when it can be written") from None
+            echo_err(f"warning: the store's SQL views are older than queries/views and cannot be "
+                     f"re-created now ({'held by another process' if isinstance(exc, StoreLockedError) else exc})")
+            return make_engine(url, read_only=True, create=False)
+        try:
+            migrate.ensure_current(writer)
+        finally:
+            forget(writer)
+        return make_engine(url, read_only=True, create=False)
 
 
 pass_ctx = click.make_pass_decorator(Ctx)
@@ -46,8 +91,20 @@ def register_user_error(exc_type: type[BaseException]) -> None:
         USER_ERRORS = USER_ERRORS + (exc_type,)
 
 
+class UserError(click.ClickException):
+    """A mistake the user can fix (input, flag, config, store): one line, exit status 2."""
+
+    exit_code = EXIT_USER
+
+
+class FailedUnits(click.ClickException):
+    """A run finished, but some units failed: exit status 3."""
+
+    exit_code = EXIT_FAILED_UNITS
+
+
 def fail(message: str) -> None:
-    raise click.ClickException(message)
+    raise UserError(message)
 
 
 def _jsonable(value: Any) -> Any:

@@ -23,25 +23,38 @@ def db_group() -> None:
 @click.argument("revision", default="head")
 @pass_ctx
 def upgrade(ctx: Ctx, revision: str) -> None:
-    """Upgrade the store to REVISION (default: head) and re-create the SQL views."""
-    engine = ctx.engine()
+    """Upgrade the store to REVISION (default: head) and re-create the SQL views.
+
+    This is the command that creates a DuckDB file that does not exist yet."""
+    engine = ctx.engine(create=True)
     migrate.upgrade(engine, revision)
     click.echo(f"store at revision {migrate.current_revision(engine)} ({ctx.db_url})")
 
 
 @db_group.command("downgrade")
 @click.argument("revision")
+@click.option("--yes", is_flag=True, help="Drop tables that hold rows (without it such a downgrade "
+              "is refused, naming the tables and their row counts).")
 @pass_ctx
-def downgrade(ctx: Ctx, revision: str) -> None:
-    """Downgrade the store to REVISION ('base' drops every table)."""
+def downgrade(ctx: Ctx, revision: str, yes: bool) -> None:
+    """Downgrade the store to REVISION ('base' drops every table).
+
+    A downgrade that would drop tables holding rows changes nothing unless --yes is given."""
     engine = ctx.engine()
-    migrate.downgrade(engine, revision)
-    click.echo(f"store at revision {migrate.current_revision(engine) or 'base'} ({ctx.db_url})")
+    lost = migrate.downgrade(engine, revision, allow_loss=yes)
+    gone = f"; dropped {', '.join(f'{t} ({n} rows)' for t, n in sorted(lost.items()))}" if lost else ""
+    click.echo(f"store at revision {migrate.current_revision(engine) or 'base'} ({ctx.db_url}){gone}")
 
 
 @db_group.command("current")
 @pass_ctx
 def current(ctx: Ctx) -> None:
-    """Print the store's revision and the newest one available."""
-    engine = ctx.engine()
-    click.echo(f"current: {migrate.current_revision(engine) or 'base'}  head: {migrate.head_revision()}")
+    """Print the store's revision and the newest one available (opens the store read-only)."""
+    from ragrouter.db.engine import duckdb_path, make_engine, resolve_url
+
+    url = resolve_url(ctx.db_url)
+    # Read-only without the up-to-date step of Ctx.engine: this command reports, never migrates.
+    engine = make_engine(url, read_only=duckdb_path(url) is not None, create=False)
+    rev = migrate.check_revision(engine)
+    views = "current" if migrate.views_current(engine) else "outdated (re-created by the next command that writes)"
+    click.echo(f"current: {rev or 'base'}  head: {migrate.head_revision()}  views: {views}")

@@ -54,7 +54,7 @@ def demo_command(ctx: Ctx, data_dir: Path | None, out: Path, quiet: bool) -> Non
     config = ctx.config
     d = config.section("demo")
     corpus = str(d.get("corpus", "medical-demo"))
-    engine = ctx.engine()
+    engine = ctx.engine(create=True)  # the main job makes its store
     migrate.ensure_current(engine)
 
     from ragrouter.llm import weights

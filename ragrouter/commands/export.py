@@ -33,7 +33,7 @@ def export_command(ctx: Ctx, out_dir: Path, fmt: str, with_trace: bool, only: tu
     """
     from ragrouter.report.export import ExportError, export_parquet
 
-    engine = ctx.engine()
+    engine = ctx.engine(read_only=True)  # readers share a DuckDB file
     migrate.ensure_current(engine)
     try:
         counts = export_parquet(engine, out_dir, with_trace=with_trace, only=list(only) or None)

@@ -30,7 +30,7 @@ def report_command(ctx: Ctx, out_dir: Path, judge: str | None) -> None:
     """
     from ragrouter.report.build import build_report
 
-    engine = ctx.engine()
+    engine = ctx.engine(read_only=True)  # readers share a DuckDB file
     migrate.ensure_current(engine)
     if judge is None:
         try:

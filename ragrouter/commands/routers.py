@@ -129,7 +129,7 @@ def compare_command(ctx: Ctx, dataset: str, run_ids: tuple[str, ...], fmt: str) 
     Example:
       python cli.py routers compare --format csv
     """
-    engine = ctx.engine()
+    engine = ctx.engine(read_only=True)  # readers share a DuckDB file
     migrate.ensure_current(engine)
     rows = compare_rows(engine, dataset, run_ids)
     if not rows:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ragrouter.commands.common import Ctx, fail, pass_ctx, register_user_error, render_rows
+from ragrouter.commands.common import Ctx, FailedUnits, fail, pass_ctx, register_user_error, render_rows
 from ragrouter.db import migrate
 from ragrouter.stages import registry
 from ragrouter.stages.base import Scope, ScopeError
@@ -14,16 +14,23 @@ from ragrouter.stages.services import Services
 register_user_error(ScopeError)
 
 
+def _paradigm_names() -> list[str]:
+    from ragrouter.paradigms.paradigms import PARADIGMS
+
+    return list(PARADIGMS)
+
+
 @click.command("run")
-@click.option("--stage", "stages", multiple=True, metavar="STAGE",
+@click.option("--stage", "stages", multiple=True, type=click.Choice(list(registry.all_stages())),
               help="Stage to run (repeatable; default: every stage in pipeline order).")
 @click.option("--corpus", help="Only this corpus.")
-@click.option("--paradigm", "paradigms", multiple=True, help="Only these paradigms (answer stage).")
+@click.option("--paradigm", "paradigms", multiple=True, type=click.Choice(list(_paradigm_names())),
+              help="Only these paradigms (answer stage; repeatable).")
 @click.option("--model", "models", multiple=True, help="Only these generator backends (answer stage).")
-@click.option("--limit", type=int, help="At most N units per stage (a slice, for trials).")
+@click.option("--limit", type=click.IntRange(min=1), help="At most N units per stage (a slice, for trials).")
 @click.option("--dry-run", is_flag=True, help="Print the calls and tokens pending work would spend, "
               "minus what the cache holds; spend nothing.")
-@click.option("--workers", type=int, help="Threads per stage (default: the backend's concurrency).")
+@click.option("--workers", type=click.IntRange(min=1), help="Threads per stage (default: the backend's concurrency).")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @pass_ctx
 def run_command(ctx: Ctx, stages: tuple[str, ...], corpus: str | None, paradigms: tuple[str, ...],
@@ -45,7 +52,7 @@ def _run(ctx: Ctx, stages, corpus, paradigms, models, limit, dry, workers, quiet
     if unknown:
         fail(f"unknown stage(s) {', '.join(unknown)} (stages: {', '.join(available)})")
     config = ctx.config
-    engine = ctx.engine()
+    engine = ctx.engine(read_only=dry)  # --dry-run only reads: other readers share the file
     migrate.ensure_current(engine)
     scope = Scope(corpus=corpus, limit=limit, paradigms=list(paradigms), models=list(models), config=config)
     services = Services(config, engine)
@@ -70,11 +77,11 @@ def _run(ctx: Ctx, stages, corpus, paradigms, models, limit, dry, workers, quiet
             st = services.gateway.stats()
             click.echo(f"model calls: {st.get('http_requests', 0)} HTTP requests, {st.get('cache_hits', 0)} cache "
                        f"hits, {st.get('billed_tokens', 0)} tokens billed")
-        if failed:
-            click.echo(f"{failed} unit(s) failed and were recorded with their reason; run again to retry them",
-                       err=True)
     finally:
         services.finish()
+    if failed:
+        raise FailedUnits(f"{failed} unit(s) failed and were recorded with their reason (see them with: "
+                          "sql \"select stage, unit_key, error from unit_failures\"); run again to retry them")
 
 
 # click passes --dry-run as dry_run; keep the body out of the decorated function for clarity.

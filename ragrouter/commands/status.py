@@ -8,7 +8,8 @@ import click
 from sqlalchemy import text
 
 from ragrouter.commands.common import Ctx, pass_ctx, render_rows
-from ragrouter.db import migrate
+from ragrouter.db import migrate, progress
+from ragrouter.db.engine import StoreLockedError
 from ragrouter.stages import registry
 from ragrouter.stages.base import Scope
 
@@ -45,7 +46,17 @@ def status_command(ctx: Ctx, corpus: str | None, as_json: bool) -> None:
     Example:
       python cli.py status --json
     """
-    data = collect(ctx.engine(), Scope(corpus=corpus, config=ctx.config))
+    scope = Scope(corpus=corpus, config=ctx.config)
+    try:
+        engine = ctx.engine(read_only=True)
+    except StoreLockedError as exc:
+        # A worker holds the DuckDB file (no reader may open it meanwhile): its progress file.
+        run = progress.read(exc.path) if exc.path else None
+        if run is None:
+            raise
+        show_progress(run, exc.path, as_json)
+        return
+    data = collect(engine, scope)
     if as_json:
         click.echo(json.dumps(data))
         return
@@ -54,3 +65,16 @@ def status_command(ctx: Ctx, corpus: str | None, as_json: bool) -> None:
     click.echo()
     cols = ["stage", "model", "calls", "prompt_tokens", "completion_tokens", "total_tokens"]
     click.echo(render_rows(cols, [tuple(t[c] for c in cols) for t in data["tokens"]], "table"))
+
+
+def show_progress(run: dict, path: str, as_json: bool) -> None:
+    """A running worker's progress, from the file it keeps beside the DuckDB store."""
+    if as_json:
+        click.echo(json.dumps({"running": run}))
+        return
+    click.echo(f"a run is in progress on {path}: process {run.get('pid')}, since {run.get('started_at')} "
+               f"(updated {run.get('updated_at')}): {run.get('command', '')}")
+    rows = [(name, s.get("pending", 0), s.get("done", 0), s.get("failed", 0))
+            for name, s in (run.get("stages") or {}).items()]
+    click.echo(render_rows(["stage", "pending", "done", "failed"], rows, "table"))
+    click.echo("(the full status, with tokens, once the run has finished; on PostgreSQL at any time)")

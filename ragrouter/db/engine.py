@@ -14,12 +14,10 @@ from collections.abc import Iterator
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 DEFAULT_URL = "duckdb:///ragrouter.duckdb"
 
-_LOCK_RE = re.compile(r"Could not set lock on file \"?(?P<path>[^\"\n]+?)\"?:.*?(?:PID (?P<pid>\d+))?\)?", re.S)
 
 
 class StoreError(RuntimeError):
@@ -27,7 +25,16 @@ class StoreError(RuntimeError):
 
 
 class StoreLockedError(StoreError):
-    """The DuckDB file is locked by another process."""
+    """The DuckDB file is held by another process."""
+
+    def __init__(self, message: str, path: str | None = None, pid: int | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.pid = pid
+
+
+class StoreMissingError(StoreError):
+    """The DuckDB file does not exist (only ``db upgrade`` or ``--create`` make one)."""
 
 
 def resolve_url(url: str | None = None) -> str:
@@ -40,63 +47,156 @@ def is_duckdb(url_or_engine) -> bool:
     return name.startswith("duckdb")
 
 
-def explain_lock(exc: BaseException, url: str) -> StoreLockedError | None:
+_SCHEMES = ("duckdb:///", "postgresql://", "postgresql+psycopg://", "postgres://")
+
+
+def check_url(url: str) -> str:
+    """The SQLAlchemy URL for a store URL; a malformed one is a one-line StoreError."""
+    if url.startswith("duckdb://") and not url.startswith("duckdb:///"):
+        raise StoreError(f"malformed store URL {url!r}: a DuckDB store is duckdb:///PATH (three slashes)")
+    if not url.startswith(_SCHEMES):
+        raise StoreError(f"malformed store URL {url!r}: use duckdb:///FILE or postgresql://USER@HOST/DB")
+    if url.startswith("duckdb:///"):
+        path = url[len("duckdb:///"):].split("?", 1)[0]
+        if path in ("", ":memory:"):
+            raise StoreError(f"store URL {url!r} names no file (an in-memory store keeps nothing): "
+                             "use duckdb:///FILE")
+        return url
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            url = "postgresql+psycopg://" + url[len(prefix):]
+    try:
+        from sqlalchemy.engine import make_url
+
+        parsed = make_url(url)
+    except Exception as exc:  # noqa: BLE001 - sqlalchemy raises ArgumentError / ValueError
+        raise StoreError(f"malformed store URL: {str(exc).splitlines()[0]}") from None
+    if not parsed.database:
+        raise StoreError(f"store URL {_redact(url)!r} names no database: postgresql://USER@HOST/DB")
+    return url
+
+
+def _redact(url: str) -> str:
+    return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
+
+
+def duckdb_path(url: str) -> str | None:
+    """The file of a duckdb:/// URL (None for other stores)."""
+    if not url.startswith("duckdb:///"):
+        return None
+    return url[len("duckdb:///"):].split("?", 1)[0]
+
+
+def explain_lock(exc: BaseException, url: str, read_only: bool = False) -> StoreLockedError | None:
     """Turn DuckDB's lock IO error into a one-line error, or None if it is something else."""
     text = str(getattr(exc, "orig", None) or exc)
     if "Could not set lock on file" not in text:
         return None
-    pid = re.search(r"PID (\d+)", text)
-    path = url.split("///", 1)[-1]
-    holder = f"process {pid.group(1)}" if pid else "another process"
-    return StoreLockedError(
-        f"store {path} is locked by {holder}: wait for it to finish or stop it "
-        f"(kill {pid.group(1) if pid else '<pid>'}), or use PostgreSQL (--db postgresql+psycopg://…) "
-        "for several workers"
-    )
+    pid_match = re.search(r"PID (\d+)", text)
+    pid = int(pid_match.group(1)) if pid_match else None
+    path = duckdb_path(url) or url
+    from ragrouter.db import progress
 
-
-_ENGINES: dict[str, Engine] = {}
-
-
-def make_engine(url: str | None = None) -> Engine:
-    """A (cached) engine for the store URL. Connecting raises StoreLockedError when locked."""
-    url = resolve_url(url)
-    if url in _ENGINES:
-        return _ENGINES[url]
-    if url.startswith("postgresql://"):
-        url_eff = "postgresql+psycopg://" + url[len("postgresql://"):]
+    run = progress.read(path)
+    holder = f"process {pid}" if pid else "another process"
+    if run is not None and (pid is None or run.get("pid") == pid):
+        msg = (f"store {path} is locked by {holder}: a run is in progress since {run.get('started_at')} "
+               f"({run.get('command', 'ragrouter')}); 'status' shows its progress, other commands can "
+               "read the store once it finishes")
+    elif read_only:
+        msg = (f"store {path} is locked by {holder}, which has it open for writing; read it once that "
+               "process finishes (DuckDB allows no reader beside a writer), or use PostgreSQL "
+               "(--db postgresql://...) for concurrent access")
     else:
-        url_eff = url
+        msg = (f"store {path} is locked by {holder}, which has it open; write to it once that process "
+               "has closed it (DuckDB allows one writing process and no readers beside it), or use "
+               "PostgreSQL (--db postgresql://...) for several workers")
+    return StoreLockedError(msg, path=path, pid=pid)
+
+
+def _explain_open(exc: BaseException, url: str, read_only: bool) -> StoreError:
+    locked = explain_lock(exc, url, read_only)
+    if locked:
+        return locked
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    first = text.splitlines()[0] if text else exc.__class__.__name__
+    path = duckdb_path(url)
+    if path is not None:
+        low = first.lower()
+        if "not a valid duckdb database" in low or "could not read enough bytes" in low \
+                or "corrupt" in low or "checksum" in low or "wal" in low and "replay" in low:
+            return StoreError(f"store {path} is not a readable DuckDB store (corrupt or truncated file?): {first}")
+        if "read-only file system" in low or "permission denied" in low:
+            return StoreError(f"store {path} cannot be opened for writing ({first.split(':')[-1].strip()}); "
+                              "read-only commands (status, sql, report, export) still work")
+    return StoreError(f"cannot open store {_redact(url)}: {first}")
+
+
+_ENGINES: dict[tuple[str, bool], Engine] = {}
+
+
+def make_engine(url: str | None = None, *, read_only: bool = False, create: bool = True) -> Engine:
+    """A (cached) engine for the store URL.
+
+    ``read_only`` opens a DuckDB file read-only (any number of such processes share it);
+    ``create=False`` refuses a DuckDB file that does not exist (StoreMissingError). Connecting
+    raises StoreLockedError when another process holds the file, StoreError otherwise."""
+    url = resolve_url(url)
+    if (url, read_only) in _ENGINES:
+        return _ENGINES[(url, read_only)]
+    if read_only and (url, False) in _ENGINES:  # this process writes it already: share that engine
+        return _ENGINES[(url, False)]
+    url_eff = check_url(url)
     kwargs: dict = {"future": True}
     if is_duckdb(url_eff):
-        path = url_eff.split("///", 1)[-1]
-        if path and path != ":memory:":
-            parent = os.path.dirname(os.path.abspath(path))
-            os.makedirs(parent, exist_ok=True)
+        path = duckdb_path(url_eff)
+        parent = os.path.dirname(os.path.abspath(path))
+        if os.path.isdir(path):
+            raise StoreError(f"store {path} is a directory, not a DuckDB file")
+        if not os.path.exists(path):
+            if not create or read_only:
+                raise StoreMissingError(f"store {path} does not exist: create it with 'db upgrade' "
+                                        "(or pass --create), or point --db / RAGROUTER_DB at an existing store")
+            try:
+                os.makedirs(parent, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"cannot create the directory {parent} for store {path}: "
+                                 f"{exc.strerror}") from None
+            if not os.access(parent, os.W_OK):
+                raise StoreError(f"cannot create store {path}: directory {parent} is not writable")
         # One connection per process for a DuckDB file (docs/architecture.md §3: one writer).
         from sqlalchemy.pool import StaticPool
 
         kwargs["poolclass"] = StaticPool
+        if read_only:
+            kwargs["connect_args"] = {"read_only": True}
     else:
         kwargs["pool_pre_ping"] = True
     engine = create_engine(url_eff, **kwargs)
+    engine.ragrouter_read_only = bool(read_only and is_duckdb(url_eff))  # type: ignore[attr-defined]
     if not is_duckdb(url_eff):
         @event.listens_for(engine, "connect")
         def _pg_connect(dbapi_conn, _record):  # pragma: no cover - trivial
             dbapi_conn.autocommit = False
 
-    _ENGINES[url] = engine
-    # Fail early with a clear message if the file is locked.
+    # Fail early with a clear message if the file is locked, corrupt or unreachable.
     try:
-        with engine.connect():
-            pass
-    except (OperationalError, DBAPIError, Exception) as exc:  # duckdb raises IOException via DBAPIError
-        _ENGINES.pop(url, None)
-        locked = explain_lock(exc, url)
-        if locked:
-            raise locked from None
-        raise StoreError(f"cannot open store {url}: {str(exc).splitlines()[0]}") from exc
+        with engine.connect() as conn:
+            if is_duckdb(url_eff):
+                conn.exec_driver_sql("SELECT COUNT(*) FROM duckdb_tables()").all()
+    except Exception as exc:  # noqa: BLE001 - duckdb raises IOException via DBAPIError
+        engine.dispose()
+        raise _explain_open(exc, url, read_only) from None
+    _ENGINES[(url, read_only)] = engine
     return engine
+
+
+def forget(engine: Engine) -> None:
+    """Dispose one cached engine (to reopen its file in another mode)."""
+    for key, value in list(_ENGINES.items()):
+        if value is engine:
+            _ENGINES.pop(key)
+    engine.dispose()
 
 
 def dispose_all() -> None:

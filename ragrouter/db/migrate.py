@@ -3,6 +3,11 @@
 Views are dropped before any migration and re-created after it from the ``.sql`` files, in
 file-name order, so a view may build on views with smaller names. Each file holds one
 ``CREATE VIEW name AS …`` statement that runs unchanged on DuckDB and PostgreSQL.
+
+The store remembers the sha256 of each view's SQL in the bookkeeping table
+``ragrouter_views`` (beside Alembic's ``alembic_version``, outside the ORM); whenever the
+files differ from what the store holds — a store made by an earlier commit at the same
+revision — :func:`ensure_current` re-creates the views, without a revision change.
 """
 
 from __future__ import annotations
@@ -10,16 +15,21 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import hashlib
+
 from alembic import command
 from alembic.config import Config
+from alembic.util.exc import CommandError
 from alembic.ddl.impl import DefaultImpl
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
+from ragrouter.db.engine import StoreError
 from ragrouter.paths import REPO_ROOT
 
+VIEWS_TABLE = "ragrouter_views"
 
 
 class DuckDBImpl(DefaultImpl):
@@ -50,9 +60,42 @@ def view_name(sql: str, path: Path) -> str:
 
 
 def drop_views(conn: Connection) -> None:
-    for path in reversed(view_files()):
-        name = view_name(path.read_text(), path)
+    """Drop the views of queries/views and any the store recorded (older files), newest first."""
+    names = [view_name(path.read_text(), path) for path in view_files()]
+    stored = stored_view_hashes(conn) or {}
+    for name in sorted(set(stored) - set(names), reverse=True) + list(reversed(names)):
         conn.execute(text(f"DROP VIEW IF EXISTS {name}"))
+
+
+def view_hashes() -> dict[str, str]:
+    """{view name: sha256 of its SQL file}, for every file of queries/views."""
+    out = {}
+    for path in view_files():
+        sql = path.read_text()
+        out[view_name(sql, path)] = hashlib.sha256(sql.encode("utf-8")).hexdigest()
+    return out
+
+
+def stored_view_hashes(conn: Connection) -> dict[str, str] | None:
+    """What the store says its views were made from (None: no bookkeeping table yet)."""
+    if not _has_table(conn, VIEWS_TABLE):
+        return None
+    return {name: digest for name, digest in conn.execute(text(f"SELECT name, sql_sha256 FROM {VIEWS_TABLE}"))}
+
+
+def _has_table(conn: Connection, name: str) -> bool:
+    schema = "main" if conn.dialect.name.startswith("duckdb") else "public"
+    return conn.execute(text("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = :s "
+                             "AND table_name = :t"), {"s": schema, "t": name}).scalar_one() > 0
+
+
+def _record_views(conn: Connection) -> None:
+    conn.execute(text(f"CREATE TABLE IF NOT EXISTS {VIEWS_TABLE} (name VARCHAR(200) PRIMARY KEY, "
+                      "sql_sha256 VARCHAR(64) NOT NULL)"))
+    conn.execute(text(f"DELETE FROM {VIEWS_TABLE}"))
+    for name, digest in view_hashes().items():
+        conn.execute(text(f"INSERT INTO {VIEWS_TABLE} (name, sql_sha256) VALUES (:n, :h)"),
+                     {"n": name, "h": digest})
 
 
 def create_views(conn: Connection) -> list[str]:
@@ -63,6 +106,7 @@ def create_views(conn: Connection) -> list[str]:
         conn.execute(text(f"DROP VIEW IF EXISTS {name}"))
         conn.execute(text(sql))
         created.append(name)
+    _record_views(conn)
     return created
 
 
@@ -75,15 +119,70 @@ def head_revision() -> str:
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
-def _migrate(engine: Engine, fn, revision: str) -> None:
+def known_revisions() -> list[str]:
+    return [r.revision for r in ScriptDirectory.from_config(alembic_config()).walk_revisions()]
+
+
+def check_revision(engine: Engine) -> str | None:
+    """The store's revision; one line (StoreError) when this code does not know it."""
+    try:
+        rev = current_revision(engine)
+    except Exception as exc:  # noqa: BLE001 - a broken alembic_version table
+        raise StoreError(f"cannot read the store's revision: {str(exc).splitlines()[0]}") from None
+    if rev is not None and rev not in known_revisions():
+        raise StoreError(f"store is at revision {rev!r}, which this version of ragrouter does not know "
+                         f"(its newest is {head_revision()}): it was made by a newer or different version; "
+                         "use that version, or a store made by this one")
+    return rev
+
+
+def _table_rows(conn: Connection) -> dict[str, int]:
+    schema = "main" if conn.dialect.name.startswith("duckdb") else "public"
+    names = [r[0] for r in conn.execute(text(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = :s "
+        "AND table_type = 'BASE TABLE' AND table_name NOT IN ('alembic_version', :v)"),
+        {"s": schema, "v": VIEWS_TABLE})]
+    return {n: int(conn.execute(text(f'SELECT COUNT(*) FROM "{n}"')).scalar_one()) for n in names}
+
+
+class DataLossError(StoreError):
+    """A downgrade would drop tables that hold rows."""
+
+
+def _migrate(engine: Engine, fn, revision: str, *, allow_loss: bool = True) -> dict[str, int]:
+    """Run an Alembic command in one transaction; the tables with rows it dropped.
+
+    With ``allow_loss=False`` a migration that drops tables holding rows is rolled back
+    (DDL is transactional on DuckDB and PostgreSQL) and DataLossError names what would go."""
     cfg = alembic_config()
-    with engine.begin() as conn:
-        drop_views(conn)
-        cfg.attributes["connection"] = conn
-        fn(cfg, revision)
-        rev = MigrationContext.configure(conn).get_current_revision()
-        if rev is not None:
-            create_views(conn)
+    check_revision(engine)
+    with engine.connect() as conn:
+        trans = conn.begin()
+        try:
+            before = _table_rows(conn)
+            drop_views(conn)
+            cfg.attributes["connection"] = conn
+            try:
+                fn(cfg, revision)
+            except CommandError as exc:
+                raise StoreError(f"cannot migrate to revision {revision!r}: {str(exc).splitlines()[0]} "
+                                 f"(known: {', '.join(reversed(known_revisions()))}, head, base)") from None
+            after = set(_table_rows(conn))
+            lost = {t: n for t, n in before.items() if t not in after and n > 0}
+            if lost and not allow_loss:
+                what = ", ".join(f"{t} ({n} row{'s' if n != 1 else ''})" for t, n in sorted(lost.items()))
+                raise DataLossError(f"downgrade to {revision} would drop {len(lost)} table(s) holding rows: "
+                                    f"{what}; nothing was changed; pass --yes to drop them")
+            rev = MigrationContext.configure(conn).get_current_revision()
+            if rev is not None:
+                create_views(conn)
+            else:
+                conn.execute(text(f"DROP TABLE IF EXISTS {VIEWS_TABLE}"))
+        except BaseException:
+            trans.rollback()
+            raise
+        trans.commit()
+    return lost
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
@@ -91,12 +190,41 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     _migrate(engine, command.upgrade, revision)
 
 
-def downgrade(engine: Engine, revision: str) -> None:
-    """Downgrade the store to ``revision`` ('base' removes everything)."""
-    _migrate(engine, command.downgrade, revision)
+def downgrade(engine: Engine, revision: str, *, allow_loss: bool = True) -> dict[str, int]:
+    """Downgrade the store to ``revision`` ('base' removes everything); the tables with rows dropped.
+
+    ``allow_loss=False`` refuses (DataLossError, store unchanged) when tables holding rows would go."""
+    return _migrate(engine, command.downgrade, revision, allow_loss=allow_loss)
+
+
+def views_current(engine: Engine) -> bool:
+    with engine.connect() as conn:
+        return stored_view_hashes(conn) == view_hashes()
+
+
+def refresh_views(engine: Engine) -> None:
+    """Re-create every view from queries/views (the schema is not touched)."""
+    with engine.begin() as conn:
+        drop_views(conn)
+        create_views(conn)
+
+
+def needs_work(engine: Engine) -> str | None:
+    """What ensure_current would do: 'upgrade', 'views' or None (the store is current)."""
+    rev = check_revision(engine)
+    if rev != head_revision():
+        return "upgrade"
+    return None if views_current(engine) else "views"
 
 
 def ensure_current(engine: Engine) -> None:
-    """Upgrade a store that is behind head (workers call this before they start)."""
-    if current_revision(engine) != head_revision():
+    """Upgrade a store that is behind head, and re-create views whose SQL changed (workers and
+    commands call this before they start). A read-only engine is never written: the caller
+    (``Ctx.engine``) brings the store up to date before it opens it read-only."""
+    work = needs_work(engine)
+    if work is None or getattr(engine, "ragrouter_read_only", False):
+        return
+    if work == "upgrade":
         upgrade(engine)
+    else:
+        refresh_views(engine)

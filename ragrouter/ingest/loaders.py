@@ -392,7 +392,7 @@ def _generic_question(rec: _Rec, b: _Builder) -> None:
     question = rec.string("question", nonempty=True)
     answer = rec.string("answer", nonempty=True)
     qtype = _qtype(rec, "type", RAGROUTER_QTYPES)
-    hops = rec.get("hops", int, required=False)
+    hops = rec.count("hops")  # 1..100 reasoning hops
     supporting = rec.strings("supporting_doc_ids", required=False)
     evidence = _evidence(rec, "evidence")
     b.check_supporting(rec, supporting)

@@ -19,6 +19,112 @@ from typing import Any
 from ragrouter.ingest.records import QTYPES, Dataset, Document, LoaderError, Question
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".jsonlines")
+MAX_DEPTH = 64
+"""Deepest nesting of arrays/objects a record may have (datasets need a handful)."""
+INT_RANGE = (-(2 ** 63), 2 ** 63 - 1)
+"""Integers a store column or JSON value can hold on DuckDB and PostgreSQL alike (BIGINT)."""
+
+
+class _NonFinite(float):
+    """NaN / Infinity / -Infinity as Python's json module reads them (not JSON): flagged per record."""
+
+    def __new__(cls, name: str):
+        obj = super().__new__(cls, float(name.replace("Infinity", "inf")))
+        obj.name = name
+        return obj
+
+
+class _DupKeys(dict):
+    """An object that repeated a key (json keeps the last value silently): flagged per record."""
+
+    duplicates: list[str]
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict:
+    out = {}
+    dups = []
+    for key, value in pairs:
+        if key in out and key not in dups:
+            dups.append(key)
+        out[key] = value
+    if dups:
+        flagged = _DupKeys(out)
+        flagged.duplicates = dups
+        return flagged
+    return out
+
+
+def _json_loads(text: str) -> Any:
+    return json.loads(text, object_pairs_hook=_pairs, parse_constant=_NonFinite)
+
+
+def _check_value(value: Any, path: str = "", depth: int = 0) -> str | None:
+    """The first problem of a decoded record that the stores would reject or JSON does not allow."""
+    if depth > MAX_DEPTH:
+        top = path.split("[", 1)[0].split(".", 1)[0]
+        return f"nested more than {MAX_DEPTH} levels deep{' in key ' + repr(top) if top else ''}"
+    here = f" in key {path!r}" if path else ""
+    if isinstance(value, _NonFinite):
+        return f"{value.name} is not a JSON number{here} (the stores cannot hold it)"
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        if not INT_RANGE[0] <= value <= INT_RANGE[1]:
+            return f"integer {str(value)[:30]}{'…' if len(str(value)) > 30 else ''}{here} is out of range (64-bit)"
+        return None
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):  # 1e999 overflows to inf
+            return f"number out of range{here} (the stores cannot hold it)"
+        return None
+    if isinstance(value, str):
+        nul = value.find("\x00")
+        if nul >= 0:
+            return f"NUL character (\\u0000) at character {nul}{here} (PostgreSQL cannot store it)"
+        return None
+    if isinstance(value, dict):
+        if isinstance(value, _DupKeys):
+            return f"duplicate key {value.duplicates[0]!r}{' in ' + repr(path) if path else ''} (JSON keeps only the last value)"
+        for key, item in value.items():
+            if "\x00" in key:
+                return f"NUL character (\\u0000) in a key{here}"
+            problem = _check_value(item, f"{path}.{key}" if path else key, depth + 1)
+            if problem:
+                return problem
+        return None
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            problem = _check_value(item, f"{path}[{i}]", depth + 1)
+            if problem:
+                return problem
+    return None
+
+
+def _too_deep(text: str, base_line: int = 1) -> tuple[str, str]:
+    """Where a text nests deeper than Python's parser goes: (record label, line)."""
+    depth, in_str, esc, index, line = 0, False, False, 0, base_line
+    top_array = text.lstrip().startswith("[")
+    for ch in text:
+        if ch == "\n":
+            line += 1
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+            continue
+        if ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+            if depth > MAX_DEPTH + 1:
+                break
+        elif ch in "]}":
+            depth -= 1
+        elif ch == "," and depth == 1:
+            index += 1
+    return (f"record [{index}]" if top_array else "top-level object"), f"line {line}"
 
 
 # --------------------------------------------------------------------------- reading files
@@ -95,11 +201,13 @@ def _jsonl_lines(path: Path, lines: Iterable[tuple[int, int, bytes]]) -> Iterato
         if not line.strip():
             continue
         try:
-            value = json.loads(line)
+            value = _json_loads(line)
         except json.JSONDecodeError as exc:
             raise LoaderError(
                 path, f"line {lineno}", f"not valid JSON at column {exc.colno}: {exc.msg}"
             ) from None
+        except RecursionError:
+            raise LoaderError(path, f"line {lineno}", f"nested more than {MAX_DEPTH} levels deep") from None
         yield f"line {lineno}", value
 
 
@@ -127,7 +235,10 @@ def _read_json(path: Path) -> Iterator[tuple[str, Any]]:
     if not text.strip():
         raise LoaderError(path, None, "file is empty")
     try:
-        value = json.loads(text)
+        value = _json_loads(text)
+    except RecursionError:
+        record, line = _too_deep(text)
+        raise LoaderError(path, record, f"nested more than {MAX_DEPTH} levels deep ({line})") from None
     except json.JSONDecodeError as exc:
         first = text.split("\n", 1)[0]
         if exc.msg == "Extra data" and _parses(first):  # JSON Lines under another name
@@ -182,13 +293,17 @@ class _Source:
 class _Rec:
     """A JSON object at a known place in a file, with typed accessors that raise LoaderError."""
 
-    def __init__(self, path: Path, where: str, value: Any):
+    def __init__(self, path: Path, where: str, value: Any, checked: bool = False):
         self.path = path
         self.where = where
         self.rid: str | None = None
         if not isinstance(value, dict):
             raise LoaderError(path, _label(where, None), f"expected a JSON object, got {_jtype(value)}")
         self.d: dict = value
+        if not checked:  # once per top-level record: what JSON or the stores do not allow
+            problem = _check_value(value)
+            if problem:
+                raise LoaderError(path, _label(where, _id_hint(value)), problem)
 
     @property
     def label(self) -> str:
@@ -205,7 +320,7 @@ class _Rec:
         """The nested object ``self[key]`` or ``self[key][index]`` as a record."""
         where = f"{self.label} {key}" if index is None else f"{self.label} {key}[{index}]"
         value = self.d[key] if index is None else self.d[key][index]
-        return _Rec(self.path, where, value)
+        return _Rec(self.path, where, value, checked=True)
 
     def get(self, key: str, types: type | tuple[type, ...], *, required: bool = True,
             default: Any = None) -> Any:
@@ -231,6 +346,13 @@ class _Rec:
             ) from None
         if nonempty and not value.strip():
             raise self.error(f"{what or repr(key)} is empty")
+        return value
+
+    def count(self, key: str, *, lo: int = 1, hi: int = 100, required: bool = False) -> int | None:
+        """An integer setting of the record in [lo, hi] (e.g. ``hops``), None when absent."""
+        value = self.get(key, int, required=required, default=None)
+        if value is not None and not lo <= value <= hi:
+            raise self.error(f"key {key!r} must be between {lo} and {hi}, got {value}")
         return value
 
     def ident(self, key: str) -> str:

@@ -9,12 +9,14 @@ permissive steps and raises :class:`JSONParseError` when nothing works:
 2. the body of the first ```` ```json ```` (or bare ```` ``` ````) fence;
 3. the first balanced ``{...}`` or ``[...]`` block (string-aware bracket matching);
 4. that block repaired: trailing commas dropped, single-quoted strings turned into
-   double-quoted ones, bare ``True``/``False``/``None`` turned into JSON literals.
+   double-quoted ones, bare ``True``/``False``/``None`` turned into JSON literals;
+5. a reply cut off at max_tokens: its complete elements kept (:func:`salvage_truncated`);
+6. the `json-repair <https://pypi.org/project/json-repair/>`_ library as the last resort
+   (unquoted keys, ``//`` comments, unescaped inner quotes).
 
-:func:`validate` checks a value against the subset of JSON Schema that structured-output
-prompts use — ``type`` (a name or a list of names), ``required``, ``properties``,
-``additionalProperties: false``, ``items``, ``enum``, ``const``, ``minItems``/``maxItems``
-and ``anyOf``/``oneOf`` — and returns the problems as ``"$.path: message"`` strings.
+:func:`validate` checks a value with the `jsonschema` library (Draft 2020-12: every keyword,
+``maxLength`` and ``pattern`` included — what backends without native structured output
+need) and returns the problems as ``"$.path: message"`` strings.
 :func:`parse_reply` does both and is what the gateway calls.
 """
 
@@ -23,6 +25,10 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+
+import json_repair
+from jsonschema import exceptions as _js_exceptions
+from jsonschema import validators as _js_validators
 
 __all__ = [
     "JSONParseError",
@@ -241,8 +247,28 @@ def parse_json(text: str | None, prefer: str | None = None) -> Any:
         ok, value = _loads(_repair(salvaged))
         if ok and isinstance(value, (dict, list)):
             return value
+    # last resort: json-repair on the block (or the text): unquoted keys, comments, inner quotes
+    # (only on a complete block: a reply cut off mid-way is the salvage's job, which keeps
+    # complete elements only, where json-repair would invent the missing end)
+    for cand in ([c for c in candidates if c.startswith(("{", "["))] or [stripped])[:2]:
+        if _balanced_block(cand) != cand:
+            continue
+        value = _json_repair(cand)
+        if value is not None:
+            return value
     preview = stripped[:80].replace("\n", " ")
     raise JSONParseError("unparseable_json", f"no JSON object or array found in reply starting {preview!r}")
+
+
+def _json_repair(text: str) -> Any:
+    """json-repair's reading of ``text``: an object or array holding something, else None."""
+    if len(text) > MAX_REPAIR_CHARS or not any(c in text for c in "{["):
+        return None
+    try:
+        value = json_repair.loads(text)
+    except (ValueError, RecursionError, TypeError):
+        return None
+    return value if isinstance(value, (dict, list)) and value else None
 
 
 # --------------------------------------------------------------------------- validation
@@ -259,61 +285,63 @@ _TYPES: dict[str, Any] = {
 }
 
 
-def validate(value: Any, schema: dict | None, path: str = "$") -> list[str]:
-    """Problems of ``value`` against ``schema`` (empty list when it conforms).
+def _path(error) -> str:
+    out = "$"
+    for part in error.absolute_path:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
 
-    Supported keywords: type, required, properties, additionalProperties (false or a schema),
-    items (a schema), enum, const, minItems, maxItems, anyOf, oneOf. Other keywords are ignored.
-    """
+
+def _message(error) -> list[str]:
+    """One jsonschema error in the project's wording (``$.path: message``)."""
+    path, kind, inst, want = _path(error), error.validator, error.instance, error.validator_value
+    if kind == "type":
+        kinds = want if isinstance(want, list) else [want]
+        return [f"{path}: expected {' or '.join(kinds)}, got {_type_name(inst)}"]
+    if kind == "required" and isinstance(inst, dict):
+        return [f"{path}: missing required key {n!r}" for n in want if n not in inst]
+    if kind == "enum":
+        return [f"{path}: {inst!r} is not one of [{', '.join(repr(x) for x in want)}]"]
+    if kind == "const":
+        return [f"{path}: must be {want!r}"]
+    if kind == "additionalProperties" and want is False and isinstance(inst, dict):
+        props = error.schema.get("properties") or {}
+        patterns = list((error.schema.get("patternProperties") or {}))
+        return [f"{path}: unexpected key {n!r}" for n in inst
+                if n not in props and not any(re.search(p, n) for p in patterns)]
+    if kind == "minItems":
+        return [f"{path}: has {len(inst)} items, fewer than minItems={want}"]
+    if kind == "maxItems":
+        return [f"{path}: has {len(inst)} items, more than maxItems={want}"]
+    if kind in ("anyOf", "oneOf"):
+        return [f"{path}: matches none of the {kind} alternatives"]
+    if kind == "maxLength" and isinstance(inst, str):
+        return [f"{path}: has {len(inst)} characters, more than maxLength={want}"]
+    if kind == "minLength" and isinstance(inst, str):
+        return [f"{path}: has {len(inst)} characters, fewer than minLength={want}"]
+    msg = error.message
+    return [f"{path}: {msg if len(msg) <= 200 else msg[:200] + '…'}"]
+
+
+def validate(value: Any, schema: dict | None, path: str = "$") -> list[str]:
+    """Problems of ``value`` against ``schema`` (empty list when it conforms), checked by the
+    jsonschema library (the schema's ``$schema`` draft, else Draft 2020-12) — every keyword,
+    maxLength, pattern, minimum and the rest included."""
     if not isinstance(schema, dict) or not schema:
         return []
-    errors: list[str] = []
-    for key in ("anyOf", "oneOf"):
-        options = schema.get(key)
-        if isinstance(options, list) and options:
-            if not any(not validate(value, opt, path) for opt in options):
-                errors.append(f"{path}: matches none of the {key} alternatives")
-                return errors
-    if "const" in schema and value != schema["const"]:
-        errors.append(f"{path}: must be {schema['const']!r}")
-    if isinstance(schema.get("enum"), list) and value not in schema["enum"]:
-        allowed = ", ".join(repr(x) for x in schema["enum"])
-        errors.append(f"{path}: {value!r} is not one of [{allowed}]")
-    kind = schema.get("type")
-    if kind is not None:
-        kinds = kind if isinstance(kind, list) else [kind]
-        checks = [_TYPES[k] for k in kinds if k in _TYPES]
-        if checks and not any(check(value) for check in checks):
-            errors.append(f"{path}: expected {' or '.join(kinds)}, got {_type_name(value)}")
-            return errors
-    if isinstance(value, dict):
-        for name in schema.get("required") or []:
-            if name not in value:
-                errors.append(f"{path}: missing required key {name!r}")
-        props = schema.get("properties") or {}
-        for name, sub in props.items():
-            if name in value:
-                errors.extend(validate(value[name], sub, f"{path}.{name}"))
-        extra = schema.get("additionalProperties")
-        if extra is False:
-            for name in value:
-                if name not in props:
-                    errors.append(f"{path}: unexpected key {name!r}")
-        elif isinstance(extra, dict):
-            for name, item in value.items():
-                if name not in props:
-                    errors.extend(validate(item, extra, f"{path}.{name}"))
-    if isinstance(value, list):
-        lo, hi = schema.get("minItems"), schema.get("maxItems")
-        if isinstance(lo, int) and len(value) < lo:
-            errors.append(f"{path}: has {len(value)} items, fewer than minItems={lo}")
-        if isinstance(hi, int) and len(value) > hi:
-            errors.append(f"{path}: has {len(value)} items, more than maxItems={hi}")
-        items = schema.get("items")
-        if isinstance(items, dict):
-            for i, item in enumerate(value):
-                errors.extend(validate(item, items, f"{path}[{i}]"))
-    return errors
+    cls = _js_validators.validator_for(schema, default=_js_validators.Draft202012Validator)
+    try:
+        errors = sorted(cls(schema).iter_errors(value), key=lambda e: (list(map(str, e.absolute_path)),
+                                                                       str(e.validator)))
+    except _js_exceptions.SchemaError as exc:  # a broken schema is the caller's bug: say so
+        return [f"{path}: invalid schema: {exc.message}"]
+    out: list[str] = []
+    for error in errors:
+        for msg in _message(error):
+            msg = path + msg[1:] if path != "$" else msg
+            if msg not in out:
+                out.append(msg)
+    return out
 
 
 def _type_name(value: Any) -> str:

@@ -178,7 +178,9 @@ def _gateway_connection(engine: Engine):
     from sqlalchemy import create_engine
     from sqlalchemy.pool import StaticPool
 
-    return create_engine(engine.url, poolclass=StaticPool), threading.RLock(), True
+    # Same mode as the caller's engine: DuckDB refuses a second configuration of one file.
+    connect_args = {"read_only": True} if getattr(engine, "ragrouter_read_only", False) else {}
+    return create_engine(engine.url, poolclass=StaticPool, connect_args=connect_args), threading.RLock(), True
 
 
 def _hash64(h: str) -> int:

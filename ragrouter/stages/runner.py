@@ -17,6 +17,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from tqdm import tqdm
 
 from ragrouter.db import models
+from ragrouter.db import progress as progress_file
 from ragrouter.stages.base import Estimate, Scope, Stage, Unit
 from ragrouter.stages.services import Services
 
@@ -64,6 +65,7 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
     with services.db_lock, engine.connect() as conn:
         units = stage.pending(conn, scope)
     report.pending = len(units)
+    progress_file.update(engine, stage.name, pending=report.pending, force=True)  # for `status` (DuckDB)
     if not units:
         with services.db_lock, engine.begin() as conn:
             stage.finish(conn, services, scope)
@@ -163,6 +165,8 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
                     submit_next()
                 if done:
                     bar.set_postfix(tokens_postfix(), refresh=False)
+                    progress_file.update(engine, stage.name, done=report.done, failed=report.failed,
+                                    pending=report.pending)
                 if len(buffer) >= batch_size or (buffer and time.monotonic() - last_flush > 5.0):
                     flush()
             flush()
@@ -176,6 +180,8 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
             bar.close()
     with services.db_lock, engine.begin() as conn:
         stage.finish(conn, services, scope)
+    progress_file.update(engine, stage.name, done=report.done, failed=report.failed, pending=report.pending,
+                    force=True)
     report.seconds = time.monotonic() - started
     return report
 

@@ -34,7 +34,9 @@ class Services:
         return write_lock(self.engine)
 
     @cached_property
-    def worker_run_id(self) -> int:
+    def worker_run_id(self) -> int | None:
+        if getattr(self.engine, "ragrouter_read_only", False):  # run --dry-run on a read-only store
+            return None
         with self.db_lock, self.engine.begin() as conn:
             return conn.execute(insert(models.WorkerRun).values(
                 host=socket.gethostname(), pid=os.getpid(), command=self.command[:2000],
@@ -45,7 +47,7 @@ class Services:
         gateway = self.__dict__.pop("gateway", None)
         if gateway is not None:
             gateway.close()
-        if "worker_run_id" in self.__dict__:
+        if self.__dict__.get("worker_run_id") is not None:
             from sqlalchemy import func
 
             with self.db_lock, self.engine.begin() as conn:
