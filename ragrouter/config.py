@@ -51,6 +51,9 @@ BACKEND_EXTRA_KEYS = (
 FREE_MAPS = ("backends", "querygen.reasoning_hops", "querygen.counts")
 # Settings whose type is wider than their default's.
 WIDE_TYPES: dict[str, Any] = {f"roles.{r}": Union[StrictStr, list[StrictStr]] for r in ROLES}
+# Similarity thresholds: one number for every embedder, or a map embedder model -> number.
+_THRESHOLD = Union[StrictFloat, StrictInt, dict[str, Union[StrictFloat, StrictInt]]]
+WIDE_TYPES.update({"retrieval.min_similarity": _THRESHOLD, "retrieval.entity_min_similarity": _THRESHOLD})
 
 _TYPE_NAMES = {StrictBool: "true or false", StrictInt: "an integer", StrictStr: "a string",
                list: "a list", dict: "a mapping"}
