@@ -268,6 +268,8 @@ def plan_unit(utype: str, seed: int, graph: CorpusGraph, texts_of: TextsOf,
     plan = Plan(utype, qtype, hops, seed, meta={"walk_unit": graph.walk_unit})
     if type_seed is not None:
         plan.meta.update(type_seed=type_seed, rank=index)
+    if qtype == "reasoning":
+        plan.meta["strategy"] = s.strategy
     try:
         if qtype == "factual":
             if not graph.chunks:
@@ -294,7 +296,7 @@ def plan_unit(utype: str, seed: int, graph: CorpusGraph, texts_of: TextsOf,
             plan.bridge_forms = [graph.forms(b) for b in chain.bridges]
             plan.meta.update(prompt_version=prompts.REASONING.version, bridges=list(chain.bridges),
                              chain_units=list(chain.units), hop_chunk_ids=groups,
-                             links=graph.link_evidence(chain), strategy=s.strategy)
+                             links=graph.link_evidence(chain))
         else:
             pick = sample_summary(graph, scores(), rng, s.summary_min_sources, s.summary_max_sources, rank=index,
                                   order_rng=None if type_seed is None else random.Random(type_seed))

@@ -173,7 +173,9 @@ def check_rewrite(rewritten: str, bridge_forms: list[list[str]], answer: str, de
     if not rewritten:
         return ["empty"]
     reasons = check_substituted(rewritten, bridge_forms, answer)
-    if any(kept_share(rewritten, d) < min_kept for d in descriptions):
+    # as they stand in the substituted question: each with the bridges before it substituted
+    expanded = [substitute(d, bridge_forms[:i], descriptions[:i])[0] for i, d in enumerate(descriptions)]
+    if any(kept_share(rewritten, d) < min_kept for d in expanded):
         reasons.append("description_dropped")
     return reasons
 
