@@ -325,15 +325,19 @@ def responder(req: dict):
     raise AssertionError(f"unexpected prompt {system[:60]!r}")
 
 
-@pytest.fixture
-def wiki_store(store):
+def add_docs(engine):
     from ragrouter.ingest import store as ingest_store
     from ragrouter.ingest.records import Dataset, Document
 
     ds = Dataset(documents=[Document(k, "", v) for k, v in DOCS.items()], questions=[])
-    with write_lock(store), store.begin() as conn:
+    with write_lock(engine), engine.begin() as conn:
         ingest_store.write_dataset(conn, "toy", "test", ds, [])
-    return store
+    return engine
+
+
+@pytest.fixture
+def wiki_store(store):
+    return add_docs(store)
 
 
 def config_for(srv, **querygen) -> Config:
@@ -384,6 +388,22 @@ def expected(docs: list[str]) -> tuple[str, str | None]:
 
 
 def test_stepwise_end_to_end_with_skipped_units(wiki_store):
+    stepwise_end_to_end(wiki_store)
+
+
+def test_stepwise_end_to_end_on_postgres(pg_url):
+    from ragrouter.db import engine as eng
+    from ragrouter.db import migrate
+
+    engine = eng.make_engine(pg_url)
+    try:
+        migrate.upgrade(engine)
+        stepwise_end_to_end(add_docs(engine))
+    finally:
+        eng.dispose_all()
+
+
+def stepwise_end_to_end(wiki_store):
     from ragrouter.commands.status import collect, format_skipped
     from ragrouter.stages.base import Scope
     from tests.fake_openai import FakeOpenAI
