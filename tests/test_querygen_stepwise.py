@@ -412,6 +412,18 @@ def stepwise_end_to_end(wiki_store):
         one = config_for(srv)
         step = config_for(srv, strategy="stepwise")
         run(wiki_store, step, "chunk", "extract")
+        # a dry run counts each step: 4 two-hop units x (question, description, rewrite) + the
+        # summary unit's call; the 4-hop units have no chain (notes: no call)
+        from ragrouter.stages import registry
+        from ragrouter.stages.runner import dry_run
+        from ragrouter.stages.services import Services
+
+        services = Services(step, wiki_store)
+        try:
+            (est,) = dry_run([registry.all_stages()["querygen"]], services, Scope(corpus="toy", config=step))
+        finally:
+            services.finish()
+        assert (est.calls, est.cached_calls) == (4 * 3 + 1, 0) and est.completion_tokens == 13 * 600
         (qg,) = run(wiki_store, step, "querygen")
         assert (qg.pending, qg.done, qg.failed) == (9, 9, 0)
         (qg1,) = run(wiki_store, one, "querygen")  # the one-prompt strategy: 8 new reasoning units

@@ -8,6 +8,14 @@ querygen
     with external id ``gen:<type>:<seed>:<model>`` exists in the corpus — a generated query
     (status ``pending``, or ``rejected`` with a failed ``bridge_leak`` check) or a note
     (origin ``querygen-note``, status ``skipped``; see :mod:`ragrouter.querygen.generate`).
+    With ``querygen.strategy: stepwise`` a reasoning unit runs reverse substitution one step
+    per request (:mod:`~ragrouter.querygen.stepwise`), its external id ends in ``:stepwise``
+    (the same seeds, so the same chains as the one-prompt units), and its step checks
+    (``step_question``, ``step_description``, ``bridge_leak``) are stored with the query. A
+    unit that produced no query is a note whose reason :meth:`QueryGenStage.skipped` counts
+    for ``run`` and ``status`` (and ``v_query_validation`` shows).
+    Bridges come from entity linking (:mod:`~ragrouter.querygen.linking`; embeddings of the
+    corpus's names through the gateway, phase ``linking``).
     Reasoning and summary units need the knowledge graph: while some chunk of the corpus is
     not extracted yet they fail (retried next run) rather than note "no chain". The graph
     (and its PageRank) is built once per corpus on first use and memoised in ``services``.
@@ -32,7 +40,7 @@ from sqlalchemy.dialects.postgresql import insert
 from ragrouter.corpus import storeio
 from ragrouter.db import models
 from ragrouter.llm.backends import GatewayError
-from ragrouter.querygen import checks, stepwise
+from ragrouter.querygen import checks, prompts, stepwise
 from ragrouter.querygen import generate as gen
 from ragrouter.querygen.linking import Linking, link_names
 from ragrouter.querygen.sampling import ChunkInfo, CorpusGraph, choose_walk_unit, pagerank
@@ -282,6 +290,19 @@ class QueryGenStage(Stage):
                 est.completion_tokens += s.max_tokens
                 continue
             if plan.note is not None:
+                continue
+            if plan.qtype == "reasoning" and s.strategy == "stepwise":
+                # (a) one question, (b) one description per bridge, (d) one rewrite (first attempts)
+                texts = plan.hop_texts
+                asks = [prompts.step_question_messages(texts[-1], plan.bridges[-1])]
+                asks += [prompts.step_describe_messages(texts[i], b, plan.bridge_forms[i])
+                         for i, b in enumerate(plan.bridges)]
+                asks += [prompts.step_rewrite_messages(" ".join(plan.bridges), plan.bridges)]
+                for msgs in asks:
+                    est.calls += 1
+                    pt, ct = gw.estimate_tokens(msgs, s.max_tokens)
+                    est.prompt_tokens += pt
+                    est.completion_tokens += ct
                 continue
             kw = self._kwargs(s, plan, unit, 0)
             est.calls += 1
