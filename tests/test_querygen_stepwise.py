@@ -200,7 +200,7 @@ def test_alias_triples_link_names():
 
 def test_embedding_links_use_the_threshold_and_report_the_weakest_link():
     vec = {"lothair ii": [1.0, 0.0, 0.0], "king lothair ii": [0.96, 0.28, 0.0], "lothair i": [0.6, 0.8, 0.0],
-           "teutberga": [0.0, 0.0, 1.0], "king lothair": [0.8, 0.6, 0.0]}
+           "teutberga": [0.0, 0.0, 1.0], "lothair ii the king": [0.8, 0.6, 0.0]}
 
     def embed(names):
         return np.array([vec[n] for n in names])
@@ -210,10 +210,16 @@ def test_embedding_links_use_the_threshold_and_report_the_weakest_link():
     assert ln.canonical("lothair i") != ln.canonical("lothair ii") and ln.canonical("teutberga") == "teutberga"
     ev = ln.evidence("lothair ii", "king lothair ii")
     assert ev["how"] == "embedding" and ev["similarity"] == pytest.approx(0.96)
-    # a chain of two links: similarity = the weakest (cos(king lothair ii, king lothair) = 0.936)
+    # a chain of two links: similarity = the weakest (cos(king lothair ii, lothair ii the king) = 0.936)
     ln = link_names(vec, embed=embed, threshold=0.93)
-    ev = ln.evidence("lothair ii", "king lothair")
+    ev = ln.evidence("lothair ii", "lothair ii the king")
     assert ev["how"] == "embedding" and ev["similarity"] == pytest.approx(min(0.96, 0.8 * 0.96 + 0.6 * 0.28), abs=1e-4)
+    # names whose numbers / ordinals / roman numerals differ are never linked by embedding
+    twins = {"thomas wheate, 1st baronet": [1.0, 0.0], "thomas wheate, 2nd baronet": [1.0, 0.0],
+             "louis xiv": [0.0, 1.0], "louis xv": [0.0, 1.0], "king louis xiv": [0.0, 1.0]}
+    ln = link_names(twins, embed=lambda names: np.array([twins[n] for n in names]), threshold=0.9)
+    assert ln.canonical("thomas wheate, 1st baronet") != ln.canonical("thomas wheate, 2nd baronet")
+    assert ln.canonical("louis xiv") == ln.canonical("king louis xiv") != ln.canonical("louis xv")
     # no threshold (an unmeasured embedder): no embedding link at all
     assert link_names(vec, embed=embed, threshold=None).canonical("king lothair ii") == "king lothair ii"
     # the cluster is named by its most frequent form
@@ -503,3 +509,20 @@ def stepwise_end_to_end(wiki_store):
         assert [r.pending for r in reps] == [0, 0, 0]
         assert srv.stats()["total"] == sent
         assert rows(wiki_store, "SELECT id, status FROM queries ORDER BY id") == before
+
+
+def test_table6_in_the_report_shows_each_pass_and_its_skipped_units():
+    import pandas as pd
+
+    from ragrouter.report import tables
+
+    v = pd.DataFrame([
+        {"corpus": "c", "qtype": "all", "generator": "g", "strategy": s, "judge": "j", "generated": n, "passed": p,
+         "pass_rate_pct": 100.0 * p / n, "pending": 0, "skipped": k, "skip_reasons": r, "rejection_reasons": "shortcut: 1"}
+        for s, n, p, k, r in [("one_prompt", 4, 1, 0, None), ("stepwise", 5, 3, 2, "no_chain: 2")]])
+    md = tables.table_validation(v)
+    lines = [ln for ln in md.splitlines() if ln.startswith("| c")]
+    assert len(lines) == 2
+    assert lines[0].startswith("| c (g, one_prompt, j) | all | 4 | 1 |")
+    assert lines[1].startswith("| c (g, stepwise, j) | all | 5 | 3 |") and "| 2 (no_chain: 2) |" in lines[1]
+    assert "Skipped (reasons)" in md

@@ -11,7 +11,9 @@ names when
   is one of :data:`ALIAS_RELATIONS`: "also known as", "alias", "abbreviation of", …);
 * ``embedding`` — the cosine similarity of their embeddings (the ``embedder`` role, rows
   L2-normalised) is at least the embedder's threshold (``querygen.linking.thresholds``,
-  measured per embedder; see benchmarks/README.md, issue #19).
+  measured per embedder; see benchmarks/README.md, issue #19), and their *markers* agree:
+  the numbers, ordinals and roman numerals in them (:func:`markers`) — "Sir Thomas Wheate,
+  1st Baronet" and "…, 2nd Baronet" are 0.995 apart in MiniLM's space and still two people.
 
 Clusters are the connected components of these links (union-find). Each cluster is named by
 its most frequent surface form (ties: the shortest, then alphabetical), and every link keeps
@@ -52,6 +54,14 @@ def key(name: str) -> str:
         if len(last) > 3 and last.endswith("s") and not last.endswith(("ss", "us", "is")):
             words[-1] = last[:-1]
     return " ".join(words)
+
+
+_MARKER = re.compile(r"^(\d+(st|nd|rd|th)?|(xc|xl|l?x{0,3})(ix|iv|v?i{0,3}))$")
+
+
+def markers(name: str) -> frozenset[str]:
+    """Numbers, ordinals and roman numerals up to lxxxix of a name ('lothair ii' → {'ii'})."""
+    return frozenset(w for w in key(name).split() if _MARKER.match(w))
 
 
 @dataclass(frozen=True)
@@ -179,6 +189,8 @@ def link_names(names: Iterable[str], triples: Iterable[tuple[str, str, str]] = (
             ii, jj = np.nonzero(np.triu(sims >= float(threshold), k=1))
             for i, j in zip(ii.tolist(), jj.tolist()):
                 a, b = by_key[reps[i]][0], by_key[reps[j]][0]
+                if markers(a) != markers(b):
+                    continue
                 uf.union(a, b)
                 links.append(Link(a, b, "embedding", round(float(sims[i, j]), 4)))
     groups: dict[str, list[str]] = defaultdict(list)
