@@ -11,7 +11,7 @@ Pairs equal after :func:`ragrouter.querygen.linking.key` are left out (normalisa
 them already). For each threshold: recall on the positives and the false-link rate on the
 hard negatives; the chosen threshold is the lowest whose false-link rate is ≤ ``--max-fpr``.
 As in :func:`~ragrouter.querygen.linking.link_names`, a pair whose numbers, ordinals or roman
-numerals differ (:func:`~ragrouter.querygen.linking.markers`) is never linked.
+numerals differ (:func:`~ragrouter.querygen.linking.markers_agree`) is never linked.
 
     PYTHONPATH=. python benchmarks/bench_link_threshold.py --encoder all-MiniLM-L6-v2 --n 1000
 """
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ragrouter.querygen.linking import key, markers
+from ragrouter.querygen.linking import key, markers_agree
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared/data/musique/2wikimultihopqa_substitute/2wikimultihopqa_corpus.json"
 _PAREN = re.compile(r"^(.+?)\s*\((.+)\)\s*$")
@@ -75,7 +75,7 @@ def main() -> None:
     vec = dict(zip(names, enc.encode(names)))
 
     def sims(ps):  # a pair whose markers differ is never linked (as in link_names)
-        return np.array([float(vec[a] @ vec[b]) if markers(a) == markers(b) else -1.0 for a, b in ps])
+        return np.array([float(vec[a] @ vec[b]) if markers_agree(a, b) else -1.0 for a, b in ps])
 
     sp, sn = sims(pos), sims(neg)
     rows = []

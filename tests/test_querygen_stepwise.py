@@ -25,7 +25,7 @@ from ragrouter.llm.backends import GatewayError
 from ragrouter.llm.gateway import ChatResult
 from ragrouter.querygen import checks, prompts, stepwise
 from ragrouter.querygen import generate as gen
-from ragrouter.querygen.linking import key, link_names
+from ragrouter.querygen.linking import key, link_names, markers, markers_agree
 from ragrouter.querygen.sampling import ChunkInfo, CorpusGraph, choose_walk_unit, iter_chains
 
 # --------------------------------------------------------------------------- mechanical checks
@@ -220,6 +220,8 @@ def test_embedding_links_use_the_threshold_and_report_the_weakest_link():
     ln = link_names(twins, embed=lambda names: np.array([twins[n] for n in names]), threshold=0.9)
     assert ln.canonical("thomas wheate, 1st baronet") != ln.canonical("thomas wheate, 2nd baronet")
     assert ln.canonical("louis xiv") == ln.canonical("king louis xiv") != ln.canonical("louis xv")
+    assert markers("Night Train (1990 film)") == {"1990"} and markers("Mix Tape") == frozenset()
+    assert markers_agree("night train", "night train (1990 film)") and not markers_agree("louis xiv", "louis xv")
     # no threshold (an unmeasured embedder): no embedding link at all
     assert link_names(vec, embed=embed, threshold=None).canonical("king lothair ii") == "king lothair ii"
     # the cluster is named by its most frequent form

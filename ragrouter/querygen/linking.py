@@ -12,8 +12,9 @@ names when
 * ``embedding`` — the cosine similarity of their embeddings (the ``embedder`` role, rows
   L2-normalised) is at least the embedder's threshold (``querygen.linking.thresholds``,
   measured per embedder; see benchmarks/README.md, issue #19), and their *markers* agree:
-  the numbers, ordinals and roman numerals in them (:func:`markers`) — "Sir Thomas Wheate,
-  1st Baronet" and "…, 2nd Baronet" are 0.995 apart in MiniLM's space and still two people.
+  the numbers, ordinals and roman numerals in them (:func:`markers`) must not differ when
+  both have some (:func:`markers_agree`) — "Sir Thomas Wheate, 1st Baronet" and "…, 2nd
+  Baronet" are 0.995 apart in MiniLM's space and still two people.
 
 Clusters are the connected components of these links (union-find). Each cluster is named by
 its most frequent surface form (ties: the shortest, then alphabetical), and every link keeps
@@ -62,6 +63,14 @@ _MARKER = re.compile(r"^(\d+(st|nd|rd|th)?|(xc|xl|l?x{0,3})(ix|iv|v?i{0,3}))$")
 def markers(name: str) -> frozenset[str]:
     """Numbers, ordinals and roman numerals up to lxxxix of a name ('lothair ii' → {'ii'})."""
     return frozenset(w for w in key(name).split() if _MARKER.match(w))
+
+
+def markers_agree(a: str, b: str) -> bool:
+    """False when both names carry markers and they differ ('1st baronet' / '2nd baronet',
+    'louis xiv' / 'louis xv'); a name without any ('night train' / 'night train 1990 film')
+    agrees with every other."""
+    ma, mb = markers(a), markers(b)
+    return not (ma and mb and ma != mb)
 
 
 @dataclass(frozen=True)
@@ -189,7 +198,7 @@ def link_names(names: Iterable[str], triples: Iterable[tuple[str, str, str]] = (
             ii, jj = np.nonzero(np.triu(sims >= float(threshold), k=1))
             for i, j in zip(ii.tolist(), jj.tolist()):
                 a, b = by_key[reps[i]][0], by_key[reps[j]][0]
-                if markers(a) != markers(b):
+                if not markers_agree(a, b):
                     continue
                 uf.union(a, b)
                 links.append(Link(a, b, "embedding", round(float(sims[i, j]), 4)))
