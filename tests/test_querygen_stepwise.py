@@ -269,7 +269,7 @@ def test_mixed_walk_units_split_only_long_documents():
 def test_settings_of_the_new_keys():
     base = copy.deepcopy(Config.load(env={}).data)
     s = gen.Settings.from_config(Config(base, source="<t>"))
-    assert s.strategy == "one_prompt" and s.link_thresholds["all-MiniLM-L6-v2"] == 0.9
+    assert s.strategy == "one_prompt" and s.link_thresholds["all-MiniLM-L6-v2"] == 0.92
     assert s.link_thresholds["text-embedding-3-small"] is None
     for bad, match in [({"strategy": "two_prompts"}, "querygen.strategy"),
                        ({"linking": {"thresholds": {"m": 2}}}, "querygen.linking.thresholds"),
