@@ -182,7 +182,8 @@ class QueryGenStage(Stage):
                 raise RuntimeError(f"corpus '{corpus}': {missing} chunks have no '{extractor}' extraction yet — "
                                    "run the extract stage first")
         key = ("querygen-graph", corpus_id, chunker, extractor, s.walk_unit, s.bridge_max_share, s.max_hops,
-               s.long_document_chunks, s.link_embedding, tuple(sorted(s.link_thresholds.items())))
+               s.long_document_chunks, s.link_embedding, tuple(sorted(s.link_thresholds.items())),
+               needs_triples)  # factual units need no linking: their graph is built without it
 
         def build() -> CorpusGraph:
             with services.db_lock, services.engine.connect() as conn:
