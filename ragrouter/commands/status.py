@@ -1,4 +1,4 @@
-"""`cli.py status`: units done / pending / failed per stage, tokens per stage and model."""
+"""`cli.py status`: units done / pending / failed / skipped per stage, tokens per stage and model."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def collect(engine, scope: Scope) -> dict:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
 @pass_ctx
 def status_command(ctx: Ctx, corpus: str | None, as_json: bool) -> None:
-    """Show units done / pending / failed per stage, and billed tokens per stage and model.
+    """Show units done / pending / failed / skipped (by reason) per stage, and billed tokens per stage and model.
 
     \b
     Example:
