@@ -536,6 +536,7 @@ def fake_config(srv, **querygen) -> Config:
         data["roles"][role] = "fake-gen"
     data["roles"]["generators"] = ["fake-gen"]
     # seed 2: with these counts every path of the protocol occurs (see test_stages_end_to_end)
+    data["querygen"]["linking"]["embedding"] = False  # no encoder in these tests (linking: test_querygen_stepwise)
     data["querygen"].update({"seed": 2, "counts": {"factual": 4, "reasoning": 6, "summary": 4}, **querygen})
     return Config(data, source="<test>")
 

@@ -1,14 +1,17 @@
--- Why generated queries were rejected (paper App. A.2): per corpus, type (and 'all') and
--- check, the number of REJECTED queries that failed that verify-then-filter check. A query
--- can fail several checks, so the counts may add up to more than the rejected queries.
+-- Why generated queries were rejected (paper App. A.2): per corpus, type (and 'all'),
+-- generator, strategy, judge and check, the number of REJECTED queries that failed that check
+-- (verify-then-filter checks of that judge, or mechanical ones recorded at generation:
+-- bridge_leak, step_question, step_description). A query can fail several checks, so the
+-- counts may add up to more than the rejected queries.
 CREATE VIEW v_query_rejections AS
-SELECT g.corpus, g.qtype, qc.check_name,
+SELECT g.corpus, g.qtype, g.generator, g.strategy, g.judge, qc.check_name,
        CAST(COUNT(DISTINCT g.query_id) AS INTEGER) AS n_failed
 FROM (
-    SELECT query_id, corpus, qtype, status FROM v_generated_query
+    SELECT query_id, corpus, qtype, generator, strategy, judge, status FROM v_generated_query
     UNION ALL
-    SELECT query_id, corpus, 'all' AS qtype, status FROM v_generated_query
+    SELECT query_id, corpus, 'all' AS qtype, generator, strategy, judge, status FROM v_generated_query
 ) AS g
 JOIN query_checks qc ON qc.query_id = g.query_id AND NOT qc.passed
+                    AND (qc.model = '' OR g.judge = '' OR qc.model = g.judge)
 WHERE g.status = 'rejected'
-GROUP BY g.corpus, g.qtype, qc.check_name
+GROUP BY g.corpus, g.qtype, g.generator, g.strategy, g.judge, qc.check_name

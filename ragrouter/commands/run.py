@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ragrouter.commands.common import Ctx, FailedUnits, fail, pass_ctx, register_user_error, render_rows
+from ragrouter.commands.status import format_skipped
 from ragrouter.db import migrate
 from ragrouter.stages import registry
 from ragrouter.stages.base import Scope, ScopeError
@@ -73,6 +74,10 @@ def _run(ctx: Ctx, stages, corpus, paradigms, models, limit, dry, workers, quiet
                        f"({rep.seconds:.1f}s)")
             for err in rep.errors[:5]:
                 click.echo(f"  failed {err}", err=True)
+            with engine.connect() as conn:
+                skipped = stage.skipped(conn, scope)
+            if skipped:
+                click.echo(f"  skipped {sum(skipped.values())} unit(s) without a result: {format_skipped(skipped)}")
         if "gateway" in services.__dict__:  # a stage used a model: what this run spent
             st = services.gateway.stats()
             click.echo(f"model calls: {st.get('http_requests', 0)} HTTP requests, {st.get('cache_hits', 0)} cache "

@@ -1,4 +1,4 @@
-"""`cli.py status`: units done / pending / failed per stage, tokens per stage and model."""
+"""`cli.py status`: units done / pending / failed / skipped per stage, tokens per stage and model."""
 
 from __future__ import annotations
 
@@ -14,6 +14,11 @@ from ragrouter.stages import registry
 from ragrouter.stages.base import Scope
 
 
+def format_skipped(skipped: dict[str, int]) -> str:
+    """``"no_chain 2, invalid_reply 1"`` (most frequent first; empty when none)."""
+    return ", ".join(f"{k} {v}" for k, v in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def collect(engine, scope: Scope) -> dict:
     """Status as a dict (the --json output)."""
     migrate.ensure_current(engine)
@@ -25,7 +30,8 @@ def collect(engine, scope: Scope) -> dict:
             expected, done = stage.counts(conn, scope)
             failed = int(failures.get(stage.name, 0))
             stages.append({"stage": stage.name, "expected": int(expected), "done": int(done),
-                           "pending": int(expected - done), "failed": failed})
+                           "pending": int(expected - done), "failed": failed,
+                           "skipped": {k: int(v) for k, v in stage.skipped(conn, scope).items()}})
         tokens = [dict(r._mapping) for r in conn.execute(text(
             "SELECT stage, model, calls, prompt_tokens, completion_tokens, total_tokens "
             "FROM v_tokens_by_stage ORDER BY stage, model"))]
@@ -40,7 +46,7 @@ def collect(engine, scope: Scope) -> dict:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
 @pass_ctx
 def status_command(ctx: Ctx, corpus: str | None, as_json: bool) -> None:
-    """Show units done / pending / failed per stage, and billed tokens per stage and model.
+    """Show units done / pending / failed / skipped (by reason) per stage, and billed tokens per stage and model.
 
     \b
     Example:
@@ -61,7 +67,8 @@ def status_command(ctx: Ctx, corpus: str | None, as_json: bool) -> None:
         click.echo(json.dumps(data))
         return
     cols = ["stage", "expected", "done", "pending", "failed"]
-    click.echo(render_rows(cols, [tuple(s[c] for c in cols) for s in data["stages"]], "table"))
+    click.echo(render_rows(cols + ["skipped"], [tuple(s[c] for c in cols) + (format_skipped(s["skipped"]),)
+                                                for s in data["stages"]], "table"))
     click.echo()
     cols = ["stage", "model", "calls", "prompt_tokens", "completion_tokens", "total_tokens"]
     click.echo(render_rows(cols, [tuple(t[c] for c in cols) for t in data["tokens"]], "table"))

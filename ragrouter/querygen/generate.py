@@ -45,6 +45,9 @@ QUERY_ORIGIN = "generated"
 NOTE_ORIGIN = "querygen-note"
 NOTE_STATUS = "skipped"
 BASE_TYPES = ("factual", "reasoning", "summary")
+STRATEGIES = ("one_prompt", "stepwise")
+"""Reasoning generation strategies: one prompt doing all of reverse substitution, or its
+steps one request each (:mod:`ragrouter.querygen.stepwise`)."""
 
 
 # ---------------------------------------------------------------------- settings
@@ -69,6 +72,13 @@ class Settings:
     check_temperature: float = 0.1
     check_max_tokens: int = 300
     overlap_gate: bool = True
+    strategy: str = "one_prompt"
+    long_document_chunks: int = 3
+    step_min_drawn: float = 0.6
+    step_min_kept: float = 0.75
+    link_embedding: bool = True
+    link_thresholds: dict[str, float | None] = field(default_factory=dict)
+    link_max_embedded: int = 5000
 
     @classmethod
     def from_config(cls, config) -> Settings:
@@ -105,9 +115,26 @@ class Settings:
             raise ConfigError(f"{src}: setting 'querygen.reasoning_hops' needs hop counts ≥ 2 with non-negative "
                               f"shares, not all zero (got {hops!r})")
         walk_unit = str(sec.get("walk_unit", "auto"))
-        if walk_unit not in ("auto", "document", "chunk"):
-            raise ConfigError(f"{src}: setting 'querygen.walk_unit' must be auto, document or chunk "
+        if walk_unit not in ("auto", "document", "chunk", "mixed"):
+            raise ConfigError(f"{src}: setting 'querygen.walk_unit' must be auto, document, chunk or mixed "
                               f"(got {walk_unit!r})")
+        strategy = str(sec.get("strategy", "one_prompt"))
+        if strategy not in STRATEGIES:
+            raise ConfigError(f"{src}: setting 'querygen.strategy' must be {' or '.join(STRATEGIES)} "
+                              f"(got {strategy!r})")
+        link = sec.get("linking") or {}
+        if not isinstance(link, dict):
+            raise ConfigError(f"{src}: setting 'querygen.linking' must be a mapping (got {link!r})")
+        thresholds = link.get("thresholds") or {}
+        if not isinstance(thresholds, dict) or any(
+                v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not -1 <= v <= 1)
+                for v in thresholds.values()):
+            raise ConfigError(f"{src}: setting 'querygen.linking.thresholds' must map embedder models to a cosine "
+                              f"in [-1, 1] or null (got {thresholds!r})")
+        for key in ("step_min_drawn", "step_min_kept"):
+            v = sec.get(key, 0.6)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
+                raise ConfigError(f"{src}: setting 'querygen.{key}' must be a share in [0, 1] (got {v!r})")
         share = num("bridge_max_share", 0.5)
         if not 0 < share <= 1:
             raise ConfigError(f"{src}: setting 'querygen.bridge_max_share' must be in (0, 1] (got {share!r})")
@@ -134,6 +161,13 @@ class Settings:
             check_temperature=float(check_t),
             check_max_tokens=num("check_max_tokens", 300, int, 1),
             overlap_gate=bool(sec.get("overlap_gate", True)),
+            strategy=strategy,
+            long_document_chunks=num("long_document_chunks", 3, int, 1),
+            step_min_drawn=float(sec.get("step_min_drawn", 0.6)),
+            step_min_kept=float(sec.get("step_min_kept", 0.75)),
+            link_embedding=bool(link.get("embedding", True)),
+            link_thresholds={str(k): (None if v is None else float(v)) for k, v in thresholds.items()},
+            link_max_embedded=int(link.get("max_embedded", 5000)),
         )
 
     def unit_counts(self) -> dict[str, int]:
@@ -183,8 +217,11 @@ def order_seed(base_seed: int, corpus: str, utype: str) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
-def external_id(utype: str, seed: int, model: str) -> str:
-    return f"gen:{utype}:{seed}:{model}"
+def external_id(utype: str, seed: int, model: str, strategy: str = "one_prompt") -> str:
+    """``gen:<type>:<seed>:<model>``; a stepwise reasoning unit adds ``:stepwise``, so both
+    strategies on the same chains (same seeds) are separate candidates."""
+    suffix = f":{strategy}" if strategy != "one_prompt" and parse_type(utype)[0] == "reasoning" else ""
+    return f"gen:{utype}:{seed}:{model}{suffix}"
 
 
 # ---------------------------------------------------------------------- plans
@@ -206,6 +243,10 @@ class Plan:
     meta: dict = field(default_factory=dict)
     note: tuple[str, str] | None = None
     """(reason, detail) when nothing can be asked."""
+    hop_texts: list[str] = field(default_factory=list)
+    """Reasoning: one text per hop (its chunks joined), in chain order."""
+    bridge_forms: list[list[str]] = field(default_factory=list)
+    """Reasoning: every surface form of each bridge (its linked names), to keep out of the question."""
 
 
 TextsOf = Callable[[list[int]], dict[int, str]]
@@ -227,6 +268,8 @@ def plan_unit(utype: str, seed: int, graph: CorpusGraph, texts_of: TextsOf,
     plan = Plan(utype, qtype, hops, seed, meta={"walk_unit": graph.walk_unit})
     if type_seed is not None:
         plan.meta.update(type_seed=type_seed, rank=index)
+    if qtype == "reasoning":
+        plan.meta["strategy"] = s.strategy
     try:
         if qtype == "factual":
             if not graph.chunks:
@@ -246,12 +289,14 @@ def plan_unit(utype: str, seed: int, graph: CorpusGraph, texts_of: TextsOf,
             groups = graph.chain_chunks(chain, s.max_chunks_per_hop)
             flat = [c for g in groups for c in g]
             texts = texts_of(flat)
-            plan.messages = prompts.reasoning_messages(["\n".join(texts[c] for c in g) for g in groups],
-                                                       list(chain.bridges))
+            plan.hop_texts = ["\n".join(texts[c] for c in g) for g in groups]
+            plan.messages = prompts.reasoning_messages(plan.hop_texts, list(chain.bridges))
             plan.schema = prompts.REASONING_SCHEMA
             plan.chunk_ids, plan.bridges = flat, list(chain.bridges)
+            plan.bridge_forms = [graph.forms(b) for b in chain.bridges]
             plan.meta.update(prompt_version=prompts.REASONING.version, bridges=list(chain.bridges),
-                             chain_units=list(chain.units), hop_chunk_ids=groups)
+                             chain_units=list(chain.units), hop_chunk_ids=groups,
+                             links=graph.link_evidence(chain))
         else:
             pick = sample_summary(graph, scores(), rng, s.summary_min_sources, s.summary_max_sources, rank=index,
                                   order_rng=None if type_seed is None else random.Random(type_seed))
@@ -282,6 +327,8 @@ class Outcome:
     meta: dict = field(default_factory=dict)
     check: tuple[str, bool, dict] | None = None
     """(check name, passed, evidence) recorded at generation (reasoning: bridge_leak)."""
+    more_checks: list[tuple[str, bool, dict]] = field(default_factory=list)
+    """Further checks recorded at generation (the stepwise steps)."""
 
 
 def _text(data: Any, key: str) -> str:
@@ -313,7 +360,8 @@ def interpret(plan: Plan, data: Any) -> Outcome | None:
         meta["consistency_reason"] = _text(data, "reason")
     if plan.qtype == "reasoning":
         meta["reasoning"] = _text(data, "reasoning")
-        named = checks.names_entities(question, plan.bridges)
+        forms = [f for fs in plan.bridge_forms for f in fs] or plan.bridges
+        named = list(dict.fromkeys(checks.names_entities(question, forms)))
         evidence = {"bridges": plan.bridges, "named": named}
         if named:
             return Outcome(QUERY_ORIGIN, "rejected", question, answer, meta, (checks.BRIDGE_LEAK, False, evidence))

@@ -166,3 +166,71 @@ def verdict_messages(question: str, gold: str, answer: str) -> list[dict]:
 def versions() -> dict[str, str]:
     """``{prompt name: version}`` of every query generation/validation prompt."""
     return {n: p.version for n, p in PROMPTS.items()}
+
+
+# ---------------------------------------------------------------------- stepwise reverse substitution
+# (issue #19): each step is one small request; see ragrouter/querygen/stepwise.py.
+
+STEP_QUESTION = Prompt(
+    name="step_question",
+    version="qgen-step-question-v1",
+    system=(
+        "You write one simple factual question about a text. The question must contain the exact name "
+        "given to you, and its answer must be a short fact stated in the text (a name, a date, a place or "
+        "a number), different from that name and not written in the question. "
+        'Reply with JSON only: {"question": "...", "answer": "..."}'
+    ),
+    user="Text:\n{text}\n\nName the question must contain: {bridge}\n\nReturn the JSON now.",
+)
+
+STEP_DESCRIBE = Prompt(
+    name="step_describe",
+    version="qgen-step-describe-v1",
+    system=(
+        "You describe an entity in a short noun phrase (4-15 words) using only facts from the text, without "
+        "writing its name, so that a reader of the text can tell which entity is meant: for example "
+        "'the director of the film Night Train' instead of 'John Smith'. Never write the forbidden name "
+        "or any part of it. "
+        'Reply with JSON only: {"description": "..."}'
+    ),
+    user="Text:\n{text}\n\nEntity to describe: {bridge}\nForbidden in the description: {forbidden}\n{hint}"
+         "Return the JSON now.",
+)
+
+STEP_REWRITE = Prompt(
+    name="step_rewrite",
+    version="qgen-step-rewrite-v1",
+    system=(
+        "You make a question read fluently without changing what it asks. Keep every quoted phrase's "
+        "meaning and its key words; do not add any name, do not answer the question. "
+        'Reply with JSON only: {"question": "..."}'
+    ),
+    user="Question: {question}\n\nPhrases to keep:\n{phrases}\n\nReturn the JSON now.",
+)
+
+STEP_QUESTION_SCHEMA: dict = {
+    "type": "object", "properties": {"question": _text(300), "answer": _text(120)},
+    "required": ["question", "answer"],
+}
+STEP_DESCRIBE_SCHEMA: dict = {
+    "type": "object", "properties": {"description": _text(160)}, "required": ["description"],
+}
+STEP_REWRITE_SCHEMA: dict = {
+    "type": "object", "properties": {"question": _text(500)}, "required": ["question"],
+}
+
+PROMPTS.update({p.name: p for p in (STEP_QUESTION, STEP_DESCRIBE, STEP_REWRITE)})
+
+
+def step_question_messages(text: str, bridge: str) -> list[dict]:
+    return STEP_QUESTION.messages(text=text.strip(), bridge=bridge)
+
+
+def step_describe_messages(text: str, bridge: str, forbidden: list[str], link: str | None = None) -> list[dict]:
+    hint = (f"The description should mention '{link}' if the text relates the two.\n\n" if link else "\n")
+    return STEP_DESCRIBE.messages(text=text.strip(), bridge=bridge,
+                                  forbidden=", ".join(f"'{f}'" for f in forbidden), hint=hint)
+
+
+def step_rewrite_messages(question: str, phrases: list[str]) -> list[dict]:
+    return STEP_REWRITE.messages(question=question, phrases="\n".join(f"- '{p}'" for p in phrases))

@@ -13,7 +13,18 @@ Walk units
     same source: they share text, so an entity "linking" them links nothing. A chain or a
     summary never holds two overlapping chunks. :func:`choose_walk_unit` picks the unit for
     ``walk_unit: auto``: documents when the corpus has at least as many documents as the
-    longest chain needs, else chunks.
+    longest chain needs, else chunks — and **mixed** when some of its documents are long
+    (more than ``querygen.long_document_chunks`` chunks): a short document is one unit, each
+    chunk of a long document is a unit of its own, so walks run over chunks inside long
+    documents as well as over documents. A mixed unit of a short document is named by its
+    first chunk id.
+
+Entity linking
+    With a :class:`~ragrouter.querygen.linking.Linking`, mentions are grouped by their
+    cluster (names equal after normalisation, linked through an alias triple, or close in the
+    embedder's space): the cluster is the entity, its surface forms per unit are kept
+    (``surface``) and :meth:`CorpusGraph.link_evidence` reports, for each bridge of a chain,
+    the two mentions it joins and their similarity.
 
 Bridge entities
     The entities of a unit are the subjects and objects of the triples extracted from its
@@ -52,10 +63,11 @@ import random
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-WALK_UNITS = ("document", "chunk")
+WALK_UNITS = ("document", "chunk", "mixed")
 
 
 class NoCandidate(RuntimeError):
@@ -101,13 +113,16 @@ class SummaryPick:
     """How many entities were eligible (≥ min_sources distinct sources)."""
 
 
-def choose_walk_unit(setting: str, n_documents: int, max_hops: int) -> str:
-    """'document' or 'chunk' for a ``walk_unit`` setting ('auto', 'document', 'chunk')."""
+def choose_walk_unit(setting: str, n_documents: int, max_hops: int, n_long: int = 0) -> str:
+    """'document', 'chunk' or 'mixed' for a ``walk_unit`` setting ('auto' or one of those);
+    ``n_long`` = documents longer than ``querygen.long_document_chunks`` chunks."""
     if setting in WALK_UNITS:
         return setting
     if setting != "auto":
-        raise ValueError(f"querygen.walk_unit must be auto, document or chunk (got {setting!r})")
-    return "document" if n_documents >= max(2, int(max_hops)) else "chunk"
+        raise ValueError(f"querygen.walk_unit must be auto, document, chunk or mixed (got {setting!r})")
+    if n_documents < max(2, int(max_hops)):
+        return "chunk"
+    return "mixed" if n_long else "document"
 
 
 @dataclass
@@ -117,7 +132,13 @@ class CorpusGraph:
     chunks: dict[int, ChunkInfo]
     walk_unit: str
     bridge_max_share: float = 0.5
+    linking: Any = None
+    """A :class:`~ragrouter.querygen.linking.Linking` (``None``: exact names)."""
     unit_of: dict[int, int] = field(init=False)
+    chunk_units: frozenset[int] = field(init=False, default=frozenset())
+    """Mixed mode: the units that are chunks of a long document (the others are documents)."""
+    surface: dict[str, dict[int, Counter]] = field(init=False, default_factory=dict)
+    """entity (cluster) → unit → Counter(surface form as extracted)."""
     mentions: dict[str, dict[int, Counter]] = field(init=False)
     """entity → unit → Counter(chunk id → triples of that chunk naming the entity)."""
     entities_of: dict[int, frozenset[str]] = field(init=False)
@@ -129,23 +150,43 @@ class CorpusGraph:
 
     @classmethod
     def build(cls, chunks: Iterable[ChunkInfo], triples: Iterable[tuple[str, str, str, int]],
-              walk_unit: str, bridge_max_share: float = 0.5) -> CorpusGraph:
+              walk_unit: str, bridge_max_share: float = 0.5, linking=None,
+              long_document_chunks: int = 3) -> CorpusGraph:
         if walk_unit not in WALK_UNITS:
             raise ValueError(f"walk unit must be one of {', '.join(WALK_UNITS)} (got {walk_unit!r})")
         if not 0 < float(bridge_max_share) <= 1:
             raise ValueError(f"querygen.bridge_max_share must be in (0, 1] (got {bridge_max_share!r})")
-        g = cls({c.id: c for c in chunks}, walk_unit, float(bridge_max_share))
-        g.unit_of = {cid: (c.document_id if walk_unit == "document" else cid) for cid, c in g.chunks.items()}
+        g = cls({c.id: c for c in chunks}, walk_unit, float(bridge_max_share), linking)
+        if walk_unit == "mixed":
+            by_doc: dict[int, list[int]] = defaultdict(list)
+            for cid, c in g.chunks.items():
+                by_doc[c.document_id].append(cid)
+            g.unit_of, chunk_units = {}, set()
+            for ids in by_doc.values():
+                long = len(ids) > int(long_document_chunks)
+                for cid in ids:
+                    g.unit_of[cid] = cid if long else min(ids)
+                if long:
+                    chunk_units.update(ids)
+            g.chunk_units = frozenset(chunk_units)
+        else:
+            g.unit_of = {cid: (c.document_id if walk_unit == "document" else cid) for cid, c in g.chunks.items()}
+        canon = linking.canonical if linking is not None else (lambda n: n)
         mentions: dict[str, dict[int, Counter]] = defaultdict(lambda: defaultdict(Counter))
+        surface: dict[str, dict[int, Counter]] = defaultdict(lambda: defaultdict(Counter))
         kept = []
         for s, r, o, cid in triples:
             cid = int(cid)
             if cid not in g.unit_of:
                 continue  # a chunk of another chunker
-            kept.append((s, r, o, cid))
+            cs, co = canon(s), canon(o)
+            kept.append((cs, r, co, cid))
             u = g.unit_of[cid]
-            for name in {s, o}:
+            for name in {cs, co}:
                 mentions[name][u][cid] += 1
+            surface[cs][u][s] += 1
+            surface[co][u][o] += 1
+        g.surface = {e: dict(by_unit) for e, by_unit in surface.items()}
         g.triples = kept
         g.mentions = {e: dict(by_unit) for e, by_unit in mentions.items()}
         ents: dict[int, set[str]] = defaultdict(set)
@@ -167,7 +208,8 @@ class CorpusGraph:
         """Whether two walk units are the same source (same unit, or overlapping chunks)."""
         if u == v:
             return True
-        if self.walk_unit == "document":
+        if self.walk_unit == "document" or (self.walk_unit == "mixed"
+                                            and not (u in self.chunk_units and v in self.chunk_units)):
             return False
         a, b = self.chunks[u], self.chunks[v]
         return a.document_id == b.document_id and a.token_start < b.token_end and b.token_start < a.token_end
@@ -202,7 +244,7 @@ class CorpusGraph:
         bridge entities (one naming all of them when there is one), else the chunk itself."""
         out = []
         for i, u in enumerate(chain.units):
-            if self.walk_unit == "chunk":
+            if self.walk_unit == "chunk" or u in self.chunk_units:
                 out.append([u])
                 continue
             wanted = [b for b in (chain.bridges[i - 1] if i > 0 else None,
@@ -214,6 +256,33 @@ class CorpusGraph:
             else:
                 picked = sorted({min(p) for p in per})
             out.append(picked[:max(1, int(max_chunks_per_hop))])
+        return out
+
+
+    def forms(self, entity: str, units: Iterable[int] | None = None) -> list[str]:
+        """Surface forms of an entity (in ``units`` only, when given), most frequent first;
+        with a linking, every member of its cluster when ``units`` is ``None``."""
+        if units is None and self.linking is not None:
+            return list(self.linking.forms(entity))
+        c: Counter = Counter()
+        for u, forms in self.surface.get(entity, {}).items():
+            if units is None or u in units:
+                c.update(forms)
+        out = [f for f, _ in sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))]
+        return out or [entity]
+
+    def link_evidence(self, chain: Chain) -> list[dict]:
+        """Per bridge: the units it joins, its mention in each, how the two mentions were
+        linked and their similarity (the chain is as strong as its weakest link)."""
+        out = []
+        for i, b in enumerate(chain.bridges):
+            u, v = chain.units[i], chain.units[i + 1]
+            a, z = self.forms(b, [u])[0], self.forms(b, [v])[0]
+            if self.linking is not None:
+                ev = self.linking.evidence(a, z)
+            else:
+                ev = {"mentions": [a, z], "how": "identical", "similarity": 1.0, "path": []}
+            out.append({"bridge": b, "units": [u, v], **ev})
         return out
 
 

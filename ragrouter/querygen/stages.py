@@ -8,6 +8,14 @@ querygen
     with external id ``gen:<type>:<seed>:<model>`` exists in the corpus — a generated query
     (status ``pending``, or ``rejected`` with a failed ``bridge_leak`` check) or a note
     (origin ``querygen-note``, status ``skipped``; see :mod:`ragrouter.querygen.generate`).
+    With ``querygen.strategy: stepwise`` a reasoning unit runs reverse substitution one step
+    per request (:mod:`~ragrouter.querygen.stepwise`), its external id ends in ``:stepwise``
+    (the same seeds, so the same chains as the one-prompt units), and its step checks
+    (``step_question``, ``step_description``, ``bridge_leak``) are stored with the query. A
+    unit that produced no query is a note whose reason :meth:`QueryGenStage.skipped` counts
+    for ``run`` and ``status`` (and ``v_query_validation`` shows).
+    Bridges come from entity linking (:mod:`~ragrouter.querygen.linking`; embeddings of the
+    corpus's names through the gateway, phase ``linking``).
     Reasoning and summary units need the knowledge graph: while some chunk of the corpus is
     not extracted yet they fail (retried next run) rather than note "no chain". The graph
     (and its PageRank) is built once per corpus on first use and memoised in ``services``.
@@ -24,6 +32,7 @@ validate
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import insert
@@ -31,8 +40,9 @@ from sqlalchemy.dialects.postgresql import insert
 from ragrouter.corpus import storeio
 from ragrouter.db import models
 from ragrouter.llm.backends import GatewayError
-from ragrouter.querygen import checks
+from ragrouter.querygen import checks, prompts, stepwise
 from ragrouter.querygen import generate as gen
+from ragrouter.querygen.linking import Linking, link_names
 from ragrouter.querygen.sampling import ChunkInfo, CorpusGraph, choose_walk_unit, pagerank
 from ragrouter.stages.base import Estimate, Scope, Stage, Unit, register
 
@@ -70,6 +80,30 @@ def _texts(services, chunk_ids: list[int]) -> dict[int, str]:
 # ---------------------------------------------------------------------- querygen
 
 
+def _linking(services, s: gen.Settings, triples) -> Linking:
+    """The entity linking of a corpus's names (:mod:`ragrouter.querygen.linking`): normalised
+    names and alias triples always; embedding links when ``querygen.linking.embedding`` is on
+    and the embedder's model has a measured threshold (embeddings through the gateway, stage
+    ``querygen``, phase ``linking``: cached in the ledger)."""
+    counts = Counter()
+    for sub, _r, obj, _c in triples:
+        counts[sub] += 1
+        counts[obj] += 1
+    embed, threshold, embedder = None, None, None
+    if s.link_embedding:
+        try:
+            backend = services.config.role("embedder")
+            embedder = services.config.backend(backend).get("model", backend)
+        except Exception:  # noqa: BLE001 - no embedder configured: names and aliases only
+            backend = None
+        threshold = s.link_thresholds.get(str(embedder)) if backend else None
+        if threshold is not None:
+            def embed(names: list[str]):
+                return services.gateway.embed("embedder", names, stage="querygen", phase="linking")
+    return link_names(counts, [(a, r, b) for a, r, b, _c in triples], embed=embed, threshold=threshold,
+                      embedder=embedder, max_embedded=s.link_max_embedded, counts=counts)
+
+
 class QueryGenStage(Stage):
     name = "querygen"
     description = "generate factual, 2/3-hop reasoning and summary queries from chunks and the knowledge graph"
@@ -90,8 +124,8 @@ class QueryGenStage(Stage):
                     if i >= n:
                         continue
                     seed = gen.unit_seed(s.seed, corpus, utype, i)
-                    ext = gen.external_id(utype, seed, model)
-                    units.append(Unit(f"{corpus}:{utype}#{i}:{seed}:{model}",
+                    ext = gen.external_id(utype, seed, model, s.strategy)
+                    units.append(Unit(f"{corpus}:{utype}#{i}:{seed}:{ext.split(':', 3)[3]}",
                                       {"corpus_id": cid, "corpus": corpus, "utype": utype, "index": i,
                                        "seed": seed, "type_seed": gen.order_seed(s.seed, corpus, utype),
                                        "model": model, "external_id": ext}))
@@ -110,6 +144,22 @@ class QueryGenStage(Stage):
         units = self._expected(conn, scope)
         done = self._done(conn, {u.payload["corpus_id"] for u in units})
         return len(units), sum((u.payload["corpus_id"], u.payload["external_id"]) in done for u in units)
+
+    def skipped(self, conn, scope):
+        """Notes (units without a query) among the expected units, by reason (``no_chain``,
+        ``no_entity``, ``invalid_reply``, ``inconsistent``, …)."""
+        units = self._expected(conn, scope)
+        wanted = {(u.payload["corpus_id"], u.payload["external_id"]) for u in units}
+        if not wanted:
+            return {}
+        ids = ",".join(str(int(c)) for c in {c for c, _ in wanted})
+        out: Counter = Counter()
+        for cid, ext, meta in conn.execute(text(
+                f"SELECT corpus_id, external_id, meta FROM queries WHERE origin = :n AND corpus_id IN ({ids})"),
+                {"n": gen.NOTE_ORIGIN}).all():
+            if (int(cid), ext) in wanted:
+                out[(_json(meta) or {}).get("note") or "unknown"] += 1
+        return dict(out)
 
     def pending(self, conn, scope):
         units = self._expected(conn, scope)
@@ -131,7 +181,9 @@ class QueryGenStage(Stage):
             if missing:
                 raise RuntimeError(f"corpus '{corpus}': {missing} chunks have no '{extractor}' extraction yet — "
                                    "run the extract stage first")
-        key = ("querygen-graph", corpus_id, chunker, extractor, s.walk_unit, s.bridge_max_share, s.max_hops)
+        key = ("querygen-graph", corpus_id, chunker, extractor, s.walk_unit, s.bridge_max_share, s.max_hops,
+               s.long_document_chunks, s.link_embedding, tuple(sorted(s.link_thresholds.items())),
+               needs_triples)  # factual units need no linking: their graph is built without it
 
         def build() -> CorpusGraph:
             with services.db_lock, services.engine.connect() as conn:
@@ -141,8 +193,11 @@ class QueryGenStage(Stage):
                     "ORDER BY c.id"), {"c": corpus_id, "k": chunker}).all()
                 triples = storeio.load_triples(conn, corpus_id, extractor)
             chunks = [ChunkInfo(int(r[0]), int(r[1]), str(r[2]), int(r[3]), int(r[4])) for r in rows]
-            unit = choose_walk_unit(s.walk_unit, len({c.document_id for c in chunks}), s.max_hops)
-            return CorpusGraph.build(chunks, triples, unit, s.bridge_max_share)
+            per_doc = Counter(c.document_id for c in chunks)
+            unit = choose_walk_unit(s.walk_unit, len(per_doc), s.max_hops,
+                                    sum(n > s.long_document_chunks for n in per_doc.values()))
+            linking = _linking(services, s, triples) if needs_triples else None
+            return CorpusGraph.build(chunks, triples, unit, s.bridge_max_share, linking, s.long_document_chunks)
 
         return services.memo(key, build)
 
@@ -162,11 +217,31 @@ class QueryGenStage(Stage):
         return dict(temperature=s.temperature, max_tokens=s.max_tokens, json_schema=plan.schema,
                     stage="querygen", phase=plan.qtype, sample=unit.payload["index"] * s.attempts + attempt)
 
+    def _stepwise(self, s: gen.Settings, plan: gen.Plan, unit: Unit, services) -> gen.Outcome:
+        """Stepwise reverse substitution (:mod:`ragrouter.querygen.stepwise`); every step is a
+        gateway call (cached), its sample index ``index × attempts + attempt``."""
+        def chat(phase, messages, schema, attempt):
+            return services.gateway.chat("query_generator", messages, temperature=s.temperature,
+                                         max_tokens=s.max_tokens, json_schema=schema, stage="querygen",
+                                         phase=phase, sample=unit.payload["index"] * s.attempts + attempt)
+
+        res = stepwise.run(stepwise.StepChain(plan.hop_texts, plan.bridges, plan.bridge_forms), chat,
+                           attempts=s.attempts, min_drawn=s.step_min_drawn, min_kept=s.step_min_kept)
+        meta = {**plan.meta, **res.meta, "call_ids": res.call_ids}
+        if res.note is not None:
+            return gen.note(plan, *res.note, **{k: v for k, v in res.meta.items() if k != "prompt_version"},
+                            call_ids=res.call_ids)
+        status = "rejected" if res.status == "rejected" else "pending"
+        first, *rest = res.checks
+        return gen.Outcome(gen.QUERY_ORIGIN, status, res.question, res.answer, meta, first, rest)
+
     def compute(self, unit, services):
         s = gen.Settings.from_config(services.config)
         plan = self._plan(unit, services)
         if plan.note is not None:
             return plan, gen.note(plan, *plan.note)
+        if plan.qtype == "reasoning" and s.strategy == "stepwise":
+            return plan, self._stepwise(s, plan, unit, services)
         calls, problems = [], []
         outcome = None
         for sample in range(s.attempts):
@@ -198,11 +273,11 @@ class QueryGenStage(Stage):
                "meta": {**out.meta, "unit_type": p["utype"], "unit_index": p["index"]}}
         qid = conn.execute(insert(models.Query).values(row).on_conflict_do_nothing(
             index_elements=["corpus_id", "external_id"]).returning(models.Query.id)).scalar()
-        if qid is not None and out.check is not None:
-            name, passed, evidence = out.check
-            conn.execute(insert(models.QueryCheck).values(
-                query_id=qid, check_name=name, model="", passed=passed, evidence=evidence,
-            ).on_conflict_do_nothing(index_elements=["query_id", "check_name", "model"]))
+        if qid is not None:
+            for name, passed, evidence in ([out.check] if out.check is not None else []) + out.more_checks:
+                conn.execute(insert(models.QueryCheck).values(
+                    query_id=qid, check_name=name, model="", passed=passed, evidence=evidence,
+                ).on_conflict_do_nothing(index_elements=["query_id", "check_name", "model"]))
 
     def estimate(self, conn, units, services):
         s = gen.Settings.from_config(services.config)
@@ -216,6 +291,19 @@ class QueryGenStage(Stage):
                 est.completion_tokens += s.max_tokens
                 continue
             if plan.note is not None:
+                continue
+            if plan.qtype == "reasoning" and s.strategy == "stepwise":
+                # (a) one question, (b) one description per bridge, (d) one rewrite (first attempts)
+                texts = plan.hop_texts
+                asks = [prompts.step_question_messages(texts[-1], plan.bridges[-1])]
+                asks += [prompts.step_describe_messages(texts[i], b, plan.bridge_forms[i])
+                         for i, b in enumerate(plan.bridges)]
+                asks += [prompts.step_rewrite_messages(" ".join(plan.bridges), plan.bridges)]
+                for msgs in asks:
+                    est.calls += 1
+                    pt, ct = gw.estimate_tokens(msgs, s.max_tokens)
+                    est.prompt_tokens += pt
+                    est.completion_tokens += ct
                 continue
             kw = self._kwargs(s, plan, unit, 0)
             est.calls += 1

@@ -214,16 +214,27 @@ def table_validation(v: pd.DataFrame) -> str:
     if v.empty:
         return ""
     rows = []
-    for corpus, part in v.groupby("corpus", sort=True):
-        by_type = {r.qtype: r for r in part.itertuples(index=False)}
-        order = ["factual", *sorted(k for k in by_type if k.endswith("-hop")), "reasoning", "summary"]
-        order += sorted(k for k in by_type if k not in order and k != "all") + ["all"]
-        for q in [k for k in order if k in by_type]:
-            r = by_type[q]
-            rows.append([corpus, q, fmt_int(r.generated), fmt_int(r.passed), fmt_pct(r.pass_rate_pct),
-                         fmt_int(r.pending), r.rejection_reasons if not _missing(r.rejection_reasons) else DASH])
-    return md_table(["Corpus", "Type", "Gen.", "Pass", "Rate %", "Pending", "Failed checks (rejected)"], rows,
-                    ["l", "l", "r", "r", "r", "r", "l"])
+    skipped = "skipped" in v.columns
+    for corpus, whole in v.groupby("corpus", sort=True):
+        # one block per (generator, strategy, judge) pass; labelled when a corpus has several
+        keys = [c for c in ("generator", "strategy", "judge") if c in whole.columns]
+        blocks = list(whole.groupby(keys, sort=True)) if keys else [((), whole)]
+        for key, part in blocks:
+            key = key if isinstance(key, tuple) else (key,)
+            label = corpus if len(blocks) == 1 else f"{corpus} ({', '.join(str(k) for k in key if str(k))})"
+            by_type = {r.qtype: r for r in part.itertuples(index=False)}
+            order = ["factual", *sorted(k for k in by_type if k.endswith("-hop")), "reasoning", "summary"]
+            order += sorted(k for k in by_type if k not in order and k != "all") + ["all"]
+            for q in [k for k in order if k in by_type]:
+                r = by_type[q]
+                extra = [fmt_int(r.skipped) + ("" if _missing(r.skip_reasons) else f" ({r.skip_reasons})")] \
+                    if skipped else []
+                rows.append([label, q, fmt_int(r.generated), fmt_int(r.passed), fmt_pct(r.pass_rate_pct),
+                             fmt_int(r.pending), *extra,
+                             r.rejection_reasons if not _missing(r.rejection_reasons) else DASH])
+    head = ["Corpus", "Type", "Gen.", "Pass", "Rate %", "Pending"] + (["Skipped (reasons)"] if skipped else [])
+    return md_table(head + ["Failed checks (rejected)"], rows, ["l", "l", "r", "r", "r", "r"]
+                    + (["l"] if skipped else []) + ["l"])
 
 
 def table_oracle(oracle: pd.DataFrame) -> str:

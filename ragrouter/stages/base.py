@@ -92,6 +92,11 @@ class Stage(ABC):
     def finish(self, conn: Connection, services, scope: Scope) -> None:
         """Called after the last unit (derived files, summaries)."""
 
+    def skipped(self, conn: Connection, scope: Scope) -> dict[str, int]:
+        """Done units that produced nothing, by reason (e.g. a querygen unit with no chain:
+        ``{"no_chain": 2}``); shown by ``run`` and ``status``. Default: none."""
+        return {}
+
 
 STAGES: dict[str, Stage] = {}
 

@@ -1,0 +1,328 @@
+"""Stepwise reverse substitution (``querygen.strategy: stepwise``; issue #19, paper App. A.2 Fig. 10).
+
+The one-prompt strategy asks a model to do reverse substitution in one reply; small models
+name the bridge or leave a shortcut. Here each step is one small request, and each step's
+output is checked mechanically before the next step (and long before the verify-then-filter
+checks of the ``validate`` stage). For a chain d₁ →b₁→ d₂ (→b₂→ d₃):
+
+(a) ``question`` — a single-hop question about the LAST text that names the last bridge and
+    whose answer is a fact of that text (:func:`check_question`: the question names the
+    bridge; the answer is not in the question, is not the bridge, and its content words are
+    all in the text);
+(b) ``describe`` — for each bridge b_i, a short description taken from the text d_i that
+    precedes it (:func:`check_description`: it does not name b_i — neither the whole name
+    nor more than half of its content words —, does not contain the answer, at least
+    ``min_drawn`` of its content words are in d_i ("drawn from its own document"), and for
+    i ≥ 2 it names the previous bridge b_(i-1), else the hops before d_i would not be needed:
+    a shortcut by construction);
+(c) substitution (no model): each bridge mention in the question is replaced by its
+    description, the last bridge first and the outermost (b₁) last
+    (:func:`substitute`); afterwards no surface form of any bridge may remain
+    (:func:`check_substituted`);
+(d) ``rewrite`` — a fluent rewrite that keeps every description (:func:`check_rewrite`: no
+    bridge named, the answer not in it, ≥ ``min_kept`` of each description's content words
+    kept). A rewrite that fails every attempt is not a failure of the candidate: the
+    substituted question of (c) is kept (``meta.rewrite = 'kept_substitution'``).
+
+A step whose reply fails its check is asked again with the next sample index (up to
+``attempts``); when every attempt fails, the candidate is stored ``rejected`` with the failed
+step as its check (``step_question``, ``step_description``, ``bridge_leak``), so Table 6
+counts it like any rejected candidate. Replies that cannot be parsed at all on every attempt
+make the unit a note ``invalid_reply``. Every request goes through the gateway (cache and
+ledger), so a repeated unit is answered from the ledger.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ragrouter.llm.backends import GatewayError
+from ragrouter.querygen import checks, prompts
+
+STEP_QUESTION = "step_question"
+STEP_DESCRIPTION = "step_description"
+
+
+# ---------------------------------------------------------------------- mechanical checks
+
+
+def _words(text: str) -> set[str]:
+    return checks.content_words(text)
+
+
+def names_any(text: str, forms: list[str]) -> list[str]:
+    """The forms that ``text`` contains as whole-word phrases (normalised)."""
+    return [f for f in forms if checks.contains_phrase(text, f)]
+
+
+def partly_names(text: str, forms: list[str]) -> list[str]:
+    """Forms of which ``text`` contains the whole phrase or more than half the content words
+    ("king lothair" names "lothair ii")."""
+    have = _words(text)
+    out = []
+    for f in forms:
+        fw = _words(f)
+        if checks.contains_phrase(text, f) or (fw and len(fw & have) * 2 > len(fw)):
+            out.append(f)
+    return out
+
+
+def answer_in(text: str, answer: str) -> bool:
+    """Whether the answer (normalised, leading article dropped) occurs in ``text``."""
+    a = checks._ARTICLE.sub("", checks.normalise(answer))
+    return bool(a) and f" {a} " in f" {checks.normalise(text)} "
+
+
+def check_question(question: str, answer: str, bridge_forms: list[str], text: str) -> list[str]:
+    """Reasons why a step-(a) reply is unusable (empty: it passes)."""
+    reasons = []
+    if not question or not answer:
+        return ["empty"]
+    if not names_any(question, bridge_forms):
+        reasons.append("question_does_not_name_bridge")
+    if answer_in(question, answer):
+        reasons.append("answer_in_question")
+    if partly_names(answer, bridge_forms) or any(answer_in(f, answer) for f in bridge_forms):
+        reasons.append("answer_is_bridge")
+    aw = _words(answer)
+    if not aw or not aw <= _words(text):
+        reasons.append("answer_not_in_text")
+    return reasons
+
+
+def drawn_share(description: str, text: str) -> float:
+    """Share of the description's content words that occur in ``text`` (0 when it has none)."""
+    dw = _words(description)
+    return len(dw & _words(text)) / len(dw) if dw else 0.0
+
+
+def check_description(description: str, bridge_forms: list[str], text: str, answer: str,
+                      previous_forms: list[str] | None = None, min_drawn: float = 0.6) -> list[str]:
+    """Reasons why a step-(b) description of a bridge is unusable (empty: it passes)."""
+    if not description:
+        return ["empty"]
+    reasons = []
+    if partly_names(description, bridge_forms):
+        reasons.append("names_bridge")
+    if answer_in(description, answer):
+        reasons.append("contains_answer")
+    if drawn_share(description, text) < min_drawn:
+        reasons.append("not_from_its_document")
+    if previous_forms is not None and not names_any(description, previous_forms):
+        reasons.append("does_not_link_previous_bridge")
+    return reasons
+
+
+def _pattern(form: str) -> re.Pattern | None:
+    words = checks.normalise(form).split()
+    if not words:
+        return None
+    body = r"[\W_]+".join(re.escape(w) for w in words)
+    return re.compile(rf"(?<!\w)(?:(the|a|an)\s+)?{body}(?!\w)", re.IGNORECASE)
+
+
+def replace_mentions(question: str, forms: list[str], description: str) -> tuple[str, int]:
+    """``question`` with every mention of any form (longest forms first) replaced by
+    ``description``; a preceding article is absorbed (kept when the description has none)."""
+    desc = description.strip().rstrip(".?!")
+    has_article = bool(re.match(r"(the|a|an)\s", desc, re.IGNORECASE))
+    n = 0
+    for form in sorted(set(forms), key=lambda f: (-len(f), f)):
+        pat = _pattern(form)
+        if pat is None:
+            continue
+
+        def repl(m: re.Match) -> str:
+            art = m.group(1)
+            return desc if has_article or not art else f"{art} {desc}"
+
+        question, k = pat.subn(repl, question)
+        n += k
+    return question, n
+
+
+def substitute(question: str, bridge_forms: list[list[str]], descriptions: list[str]) -> tuple[str, list[int]]:
+    """Step (c): replace each bridge by its description, the last bridge first, the outermost
+    (the first) last; returns the question and the number of replacements per bridge."""
+    counts = [0] * len(descriptions)
+    for i in reversed(range(len(descriptions))):
+        question, counts[i] = replace_mentions(question, bridge_forms[i], descriptions[i])
+    return question, counts
+
+
+def check_substituted(question: str, bridge_forms: list[list[str]], answer: str) -> list[str]:
+    reasons = []
+    named = [f for forms in bridge_forms for f in names_any(question, forms)]
+    if named:
+        reasons.append("bridge_named")
+    if answer_in(question, answer):
+        reasons.append("answer_in_question")
+    return reasons
+
+
+def kept_share(question: str, description: str) -> float:
+    dw = _words(description)
+    return len(dw & _words(question)) / len(dw) if dw else 1.0
+
+
+def check_rewrite(rewritten: str, bridge_forms: list[list[str]], answer: str, descriptions: list[str],
+                  min_kept: float = 0.75) -> list[str]:
+    if not rewritten:
+        return ["empty"]
+    reasons = check_substituted(rewritten, bridge_forms, answer)
+    # as they stand in the substituted question: each with the bridges before it substituted
+    expanded = [substitute(d, bridge_forms[:i], descriptions[:i])[0] for i, d in enumerate(descriptions)]
+    if any(kept_share(rewritten, d) < min_kept for d in expanded):
+        reasons.append("description_dropped")
+    return reasons
+
+
+# ---------------------------------------------------------------------- the procedure
+
+
+@dataclass
+class StepChain:
+    """What the procedure reads of a chain: one text per hop and, per bridge, its name and
+    every surface form to keep out of the question."""
+
+    hop_texts: list[str]
+    bridges: list[str]
+    bridge_forms: list[list[str]]
+
+
+@dataclass
+class StepOutcome:
+    question: str = ""
+    answer: str = ""
+    status: str = "pending"
+    """'pending' (to validate), 'rejected' (a step failed) or 'note' (no usable reply)."""
+    checks: list[tuple[str, bool, dict]] = field(default_factory=list)
+    meta: dict = field(default_factory=dict)
+    call_ids: list[int] = field(default_factory=list)
+    note: tuple[str, str] | None = None
+
+
+Chat = Callable[[str, list[dict], dict, int], Any]
+"""chat(phase, messages, schema, attempt) → the gateway's ChatResult (``data``, ``call_id``);
+raises GatewayError (parse errors are caught here)."""
+
+
+def _text(data: Any, key: str) -> str:
+    value = data.get(key) if isinstance(data, dict) else None
+    return value.strip() if isinstance(value, str) else ""
+
+
+def run(chain: StepChain, chat: Chat, attempts: int = 2, min_drawn: float = 0.6, min_kept: float = 0.75) -> StepOutcome:
+    """Steps (a)-(d) for one chain (see the module docstring)."""
+    k = len(chain.hop_texts)
+    if k < 2 or len(chain.bridges) != k - 1 or len(chain.bridge_forms) != k - 1:
+        raise ValueError(f"a stepwise chain needs k ≥ 2 texts and k-1 bridges (got {k} and {len(chain.bridges)})")
+    out = StepOutcome(meta={"strategy": "stepwise", "prompt_version": "+".join(
+        p.version for p in (prompts.STEP_QUESTION, prompts.STEP_DESCRIBE, prompts.STEP_REWRITE))})
+    steps: list[dict] = []
+    out.meta["steps"] = steps
+    parse_problems: list[str] = []
+
+    def ask(phase: str, messages: list[dict], schema: dict, check: Callable[[Any], tuple[Any, list[str]]]):
+        """(value, passed, tries) after up to ``attempts`` samples; value None if never parsed."""
+        tries, last = [], None
+        for attempt in range(attempts):
+            try:
+                res = chat(phase, messages, schema, attempt)
+            except GatewayError as exc:
+                if exc.reason not in checks.PARSE_ERRORS:
+                    raise
+                parse_problems.append(exc.reason)
+                tries.append({"attempt": attempt, "error": exc.reason})
+                continue
+            out.call_ids.append(res.call_id)
+            value, reasons = check(res.data)
+            tries.append({"attempt": attempt, "reply": res.data, "failed": reasons})
+            last = value
+            if not reasons:
+                steps.append({"phase": phase, "tries": tries})
+                return value, True, tries
+        steps.append({"phase": phase, "tries": tries})
+        return last, False, tries
+
+    def unparsed(tries) -> bool:
+        return all("error" in t for t in tries)
+
+    # (a) the single-hop question about the last text, naming the last bridge
+    last_forms = chain.bridge_forms[-1]
+
+    def check_a(data):
+        q, a = _text(data, "question"), _text(data, "answer")
+        return (q, a), check_question(q, a, last_forms, chain.hop_texts[-1])
+
+    qa, ok, tries = ask("stepwise:question", prompts.step_question_messages(chain.hop_texts[-1], chain.bridges[-1]),
+                        prompts.STEP_QUESTION_SCHEMA, check_a)
+    if qa is None and unparsed(tries):
+        out.status, out.note = "note", ("invalid_reply", f"{attempts} unusable replies to step (a): "
+                                                          f"{'; '.join(parse_problems)}")
+        return out
+    out.question, out.answer = qa
+    if not ok:
+        out.status = "rejected"
+        out.checks.append((STEP_QUESTION, False, {"tries": tries}))
+        return out
+    out.checks.append((STEP_QUESTION, True, {"question": out.question, "answer": out.answer}))
+    single_hop = out.question
+
+    # (b) a description of each bridge from the text before it (the last bridge first)
+    descriptions: list[str | None] = [None] * (k - 1)
+    evidence = []
+    for i in reversed(range(k - 1)):
+        prev = chain.bridge_forms[i - 1] if i > 0 else None
+        forbidden = chain.bridge_forms[i]
+
+        def check_b(data, i=i, prev=prev, forbidden=forbidden):
+            d = _text(data, "description")
+            return d, check_description(d, forbidden, chain.hop_texts[i], out.answer, prev, min_drawn)
+
+        d, ok, tries = ask("stepwise:describe",
+                           prompts.step_describe_messages(chain.hop_texts[i], chain.bridges[i], forbidden,
+                                                          chain.bridges[i - 1] if i > 0 else None),
+                           prompts.STEP_DESCRIBE_SCHEMA, check_b)
+        if not ok:
+            if d is None and unparsed(tries):
+                out.status, out.note = "note", ("invalid_reply", f"{attempts} unusable replies to step (b) for "
+                                                                  f"bridge {i + 1}: {'; '.join(parse_problems)}")
+                return out
+            out.status = "rejected"
+            out.meta["single_hop_question"] = single_hop
+            out.checks.append((STEP_DESCRIPTION, False, {"bridge": chain.bridges[i], "hop": i + 1, "tries": tries}))
+            return out
+        descriptions[i] = d
+        evidence.append({"bridge": chain.bridges[i], "hop": i + 1, "description": d,
+                         "drawn_share": round(drawn_share(d, chain.hop_texts[i]), 3)})
+    out.checks.append((STEP_DESCRIPTION, True, {"descriptions": evidence[::-1]}))
+    descs = [str(d) for d in descriptions]
+
+    # (c) substitution, outermost last
+    substituted, counts = substitute(single_hop, chain.bridge_forms, descs)
+    reasons = check_substituted(substituted, chain.bridge_forms, out.answer)
+    out.meta.update(single_hop_question=single_hop, descriptions=descs, substituted_question=substituted,
+                    substitutions=counts)
+    named = [f for forms in chain.bridge_forms for f in names_any(substituted, forms)]
+    if reasons:
+        out.question, out.status = substituted, "rejected"
+        out.checks.append((checks.BRIDGE_LEAK, False, {"stage": "substitution", "bridges": chain.bridges,
+                                                        "named": named, "failed": reasons}))
+        return out
+
+    # (d) a fluent rewrite keeping every description (else the substituted question stays)
+    def check_d(data):
+        q = _text(data, "question")
+        return q, check_rewrite(q, chain.bridge_forms, out.answer, descs, min_kept)
+
+    rewritten, ok, _tries = ask("stepwise:rewrite", prompts.step_rewrite_messages(substituted, descs),
+                                prompts.STEP_REWRITE_SCHEMA, check_d)
+    out.question = rewritten if ok else substituted
+    out.meta["rewrite"] = "rewritten" if ok else "kept_substitution"
+    out.checks.append((checks.BRIDGE_LEAK, True, {"stage": "rewrite" if ok else "substitution",
+                                                   "bridges": chain.bridges, "named": []}))
+    return out

@@ -1,0 +1,530 @@
+"""Issue #19: stepwise reverse substitution, entity linking for bridges, and skipped units.
+
+Each mechanical check of the stepwise procedure on constructed chains (a description that
+names its bridge, an answer leaking into the question, a shortcut: a description that does
+not reach back to the previous bridge), the substitution order, the procedure with a scripted
+chat, entity linking on constructed names (normalised, alias, embedding with a threshold,
+evidence of the weakest link), mixed walk units, and the stages end to end against the fake
+endpoint: stepwise candidates beside one-prompt ones on the same chains, skipped units with
+their reasons in ``status`` and ``v_query_validation``, and a re-run that sends nothing."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+
+import numpy as np
+import pytest
+from sqlalchemy import text
+
+from ragrouter.config import Config, ConfigError
+from ragrouter.corpus import extract as ex
+from ragrouter.db.engine import write_lock
+from ragrouter.llm.backends import GatewayError
+from ragrouter.llm.gateway import ChatResult
+from ragrouter.querygen import checks, prompts, stepwise
+from ragrouter.querygen import generate as gen
+from ragrouter.querygen.linking import key, link_names, markers, markers_agree
+from ragrouter.querygen.sampling import ChunkInfo, CorpusGraph, choose_walk_unit, iter_chains
+
+# --------------------------------------------------------------------------- mechanical checks
+
+D1 = "Alice Moreau directed the film Night Train in Lyon."
+D2 = "Night Train stars the violinist Bob Stone. Night Train was released in 1990."
+D3 = "Bob Stone married Carol White in Vienna."
+
+
+def test_step_question_checks():
+    forms = ["bob stone"]
+    assert stepwise.check_question("Whom did Bob Stone marry?", "Carol White", forms, D3) == []
+    # the answer leaks into the question
+    assert "answer_in_question" in stepwise.check_question("Did Bob Stone marry Carol White?", "Carol White",
+                                                           forms, D3)
+    # the bridge is not named (step (c) would have nothing to substitute)
+    assert "question_does_not_name_bridge" in stepwise.check_question("Whom did he marry?", "Carol White",
+                                                                      forms, D3)
+    # the answer is the bridge itself, or not in the text
+    assert "answer_is_bridge" in stepwise.check_question("Who married in Vienna, Bob Stone?", "Stone", forms, D3)
+    assert "answer_not_in_text" in stepwise.check_question("Whom did Bob Stone marry?", "Diana Ross", forms, D3)
+    assert stepwise.check_question("", "x", forms, D3) == ["empty"]
+
+
+def test_step_description_checks():
+    forms = ["bob stone"]
+    ok = "the violinist starring in Night Train"
+    assert stepwise.check_description(ok, forms, D2, "Carol White", previous_forms=["night train"]) == []
+    # a description that names its bridge: wholly, or by more than half of its words
+    assert "names_bridge" in stepwise.check_description("the violinist Bob Stone", forms, D2, "Carol White")
+    assert "names_bridge" in stepwise.check_description("the violinist Stone of Night Train", ["bob stone", "stone"],
+                                                        D2, "Carol White")
+    # "bob" is half of "bob stone": not more than half, so no leak by words alone
+    assert "names_bridge" not in stepwise.check_description("a violinist called Bob in Night Train", forms, D2, "x")
+    # drawn from another document than its own (the words are D3's)
+    assert "not_from_its_document" in stepwise.check_description("the husband of Carol White from Vienna", forms,
+                                                                 D2, "1990")
+    assert stepwise.drawn_share("the husband of Carol White from Vienna", D2) == 0.0
+    # the answer inside the description
+    assert "contains_answer" in stepwise.check_description("the violinist of the 1990 Night Train", forms, D2,
+                                                           "1990")
+    # a shortcut: the description of the second bridge does not reach back to the first one,
+    # so the first hop would not be needed
+    assert "does_not_link_previous_bridge" in stepwise.check_description(
+        "the violinist released in 1990", forms, D2, "Carol White", previous_forms=["night train"])
+
+
+def test_substitution_is_outermost_last_and_checked():
+    q = "Whom did Bob Stone marry?"
+    forms = [["night train", "the night train"], ["bob stone"]]
+    descs = ["the film that Alice Moreau directed", "the violinist starring in Night Train"]
+    out, counts = stepwise.substitute(q, forms, descs)
+    # bob stone first (its description names Night Train), then Night Train (the outermost)
+    assert out == "Whom did the violinist starring in the film that Alice Moreau directed marry?"
+    assert counts == [1, 1]
+    assert stepwise.check_substituted(out, forms, "Carol White") == []
+    # substituting the outermost first would leave the inner bridge's name behind
+    wrong, _ = stepwise.replace_mentions(q, forms[0], descs[0])
+    wrong, _ = stepwise.replace_mentions(wrong, forms[1], descs[1])
+    assert stepwise.check_substituted(wrong, forms, "Carol White") == ["bridge_named"]
+    # a preceding article is absorbed; a description without one keeps it
+    assert stepwise.replace_mentions("Who starred in The Night Train?", ["night train"], "the 1990 film")[0] == \
+        "Who starred in the 1990 film?"
+    assert stepwise.replace_mentions("Who starred in the Night-Train?", ["night train"], "1990 film")[0] == \
+        "Who starred in the 1990 film?"
+    # the rewrite must keep every description
+    assert stepwise.check_rewrite("Whom did the violinist marry?", forms, "Carol White", descs) == \
+        ["description_dropped"]
+    assert stepwise.check_rewrite(out.replace("Whom did", "Who did"), forms, "Carol White", descs) == []
+    assert stepwise.check_rewrite("Did Bob Stone marry Carol White?", forms, "Carol White", descs)[:2] == \
+        ["bridge_named", "answer_in_question"]
+
+
+class StepChat:
+    """A scripted chat: replies per phase (a list is consumed in order, one per attempt)."""
+
+    def __init__(self, replies: dict[str, list]):
+        self.replies = {k: list(v) for k, v in replies.items()}
+        self.calls: list[tuple[str, int]] = []
+
+    def __call__(self, phase, messages, schema, attempt):
+        self.calls.append((phase, attempt))
+        reply = self.replies[phase].pop(0)
+        if isinstance(reply, Exception):
+            raise reply
+        return ChatResult(text=json.dumps(reply), data=reply, prompt_tokens=0, completion_tokens=0, cached=False,
+                          call_id=len(self.calls), latency_s=0.0)
+
+
+CHAIN = stepwise.StepChain([D1, D2, D3], ["night train", "bob stone"], [["night train"], ["bob stone"]])
+
+
+def test_stepwise_run_accepts_a_clean_chain():
+    chat = StepChat({
+        "stepwise:question": [{"question": "Whom did Bob Stone marry?", "answer": "Carol White"}],
+        "stepwise:describe": [{"description": "the violinist starring in Night Train"},
+                              {"description": "the film that Alice Moreau directed"}],
+        "stepwise:rewrite": [{"question": "Who is the wife of the violinist starring in the film that "
+                                          "Alice Moreau directed?"}],
+    })
+    out = stepwise.run(CHAIN, chat, attempts=2)
+    assert out.status == "pending" and out.note is None
+    assert out.question == "Who is the wife of the violinist starring in the film that Alice Moreau directed?"
+    assert out.answer == "Carol White"
+    assert out.meta["descriptions"] == ["the film that Alice Moreau directed", "the violinist starring in Night Train"]
+    assert out.meta["substituted_question"] == "Whom did the violinist starring in the film that Alice Moreau " \
+                                               "directed marry?"
+    assert [(c[0], c[1]) for c in out.checks] == [("step_question", True), ("step_description", True),
+                                                  ("bridge_leak", True)]
+    # the last bridge is described first (from the text before it), then the outermost one
+    assert chat.calls == [("stepwise:question", 0), ("stepwise:describe", 0), ("stepwise:describe", 0),
+                          ("stepwise:rewrite", 0)]
+    assert out.meta["rewrite"] == "rewritten" and out.call_ids == [1, 2, 3, 4]
+
+
+def test_stepwise_run_rejects_what_fails_its_step():
+    # (a) the answer leaks into the question twice: rejected at step_question
+    chat = StepChat({"stepwise:question": [{"question": "Did Bob Stone marry Carol White?", "answer": "Carol White"}] * 2})
+    out = stepwise.run(CHAIN, chat, attempts=2)
+    assert out.status == "rejected" and out.checks[-1][0] == "step_question" and not out.checks[-1][1]
+    assert [t["failed"] for t in out.checks[-1][2]["tries"]] == [["answer_in_question"]] * 2
+    # (b) the description names its bridge, then a second try that does not reach back to the
+    # first bridge (a shortcut): rejected at step_description, no further step asked
+    chat = StepChat({
+        "stepwise:question": [{"question": "Whom did Bob Stone marry?", "answer": "Carol White"}],
+        "stepwise:describe": [{"description": "the violinist Bob Stone"},
+                              {"description": "the violinist released in 1990"}],
+    })
+    out = stepwise.run(CHAIN, chat, attempts=2)
+    assert out.status == "rejected" and out.checks[-1][0] == "step_description"
+    assert [t["failed"] for t in out.checks[-1][2]["tries"]] == [["names_bridge", "does_not_link_previous_bridge"],
+                                                                    ["does_not_link_previous_bridge"]]
+    assert out.checks[-1][2]["bridge"] == "bob stone" and len(chat.calls) == 3
+    # a failed rewrite keeps the substituted question
+    chat = StepChat({
+        "stepwise:question": [{"question": "Whom did Bob Stone marry?", "answer": "Carol White"}],
+        "stepwise:describe": [{"description": "the violinist starring in Night Train"},
+                              {"description": "the film that Alice Moreau directed"}],
+        "stepwise:rewrite": [{"question": "Whom did Bob Stone marry?"}, {"question": "Who married?"}],
+    })
+    out = stepwise.run(CHAIN, chat, attempts=2)
+    assert out.status == "pending" and out.meta["rewrite"] == "kept_substitution"
+    assert out.question == out.meta["substituted_question"]
+    # replies that never parse: a note
+    bad = GatewayError("unparseable_json", "x")
+    out = stepwise.run(CHAIN, StepChat({"stepwise:question": [bad, bad]}), attempts=2)
+    assert out.status == "note" and out.note[0] == "invalid_reply"
+    with pytest.raises(ValueError, match="k-1 bridges"):
+        stepwise.run(stepwise.StepChain([D1, D2], [], []), StepChat({}))
+
+
+# --------------------------------------------------------------------------- entity linking
+
+
+def test_names_equal_after_normalisation_are_linked():
+    assert key("The Night-Train.") == key("night train") == "night train"
+    assert key("rivers") == "river" and key("Ermengarde of Tours") == key("ermengarde of tours.")
+    ln = link_names(["the night train", "night train.", "bob stone", "river thames", "river thame"])
+    assert ln.canonical("the night train") == ln.canonical("night train.")
+    assert ln.canonical("bob stone") == "bob stone" and ln.canonical("river thames") == ln.canonical("river thame")
+    assert ln.evidence("the night train", "night train.")["how"] == "normalised"
+    assert ln.evidence("bob stone", "night train.")["how"] == "unlinked"
+
+
+def test_alias_triples_link_names():
+    triples = [("bob stone", "also known as", "the fiddler"), ("bob stone", "married", "carol white")]
+    ln = link_names(["bob stone", "the fiddler", "carol white"], triples)
+    assert ln.canonical("the fiddler") == ln.canonical("bob stone") != ln.canonical("carol white")
+    ev = ln.evidence("the fiddler", "bob stone")
+    assert ev["how"] == "alias" and ev["similarity"] is None and ev["path"][0]["how"] == "alias"
+
+
+def test_embedding_links_use_the_threshold_and_report_the_weakest_link():
+    vec = {"lothair ii": [1.0, 0.0, 0.0], "king lothair ii": [0.96, 0.28, 0.0], "lothair i": [0.6, 0.8, 0.0],
+           "teutberga": [0.0, 0.0, 1.0], "lothair ii the king": [0.8, 0.6, 0.0]}
+
+    def embed(names):
+        return np.array([vec[n] for n in names])
+
+    ln = link_names(vec, embed=embed, threshold=0.95)
+    assert ln.canonical("king lothair ii") == ln.canonical("lothair ii")
+    assert ln.canonical("lothair i") != ln.canonical("lothair ii") and ln.canonical("teutberga") == "teutberga"
+    ev = ln.evidence("lothair ii", "king lothair ii")
+    assert ev["how"] == "embedding" and ev["similarity"] == pytest.approx(0.96)
+    # a chain of two links: similarity = the weakest (cos(king lothair ii, lothair ii the king) = 0.936)
+    ln = link_names(vec, embed=embed, threshold=0.93)
+    ev = ln.evidence("lothair ii", "lothair ii the king")
+    assert ev["how"] == "embedding" and ev["similarity"] == pytest.approx(min(0.96, 0.8 * 0.96 + 0.6 * 0.28), abs=1e-4)
+    # names whose numbers / ordinals / roman numerals differ are never linked by embedding
+    twins = {"thomas wheate, 1st baronet": [1.0, 0.0], "thomas wheate, 2nd baronet": [1.0, 0.0],
+             "louis xiv": [0.0, 1.0], "louis xv": [0.0, 1.0], "king louis xiv": [0.0, 1.0]}
+    ln = link_names(twins, embed=lambda names: np.array([twins[n] for n in names]), threshold=0.9)
+    assert ln.canonical("thomas wheate, 1st baronet") != ln.canonical("thomas wheate, 2nd baronet")
+    assert ln.canonical("louis xiv") == ln.canonical("king louis xiv") != ln.canonical("louis xv")
+    assert markers("Night Train (1990 film)") == {"1990"} and markers("Mix Tape") == frozenset()
+    assert markers_agree("night train", "night train (1990 film)") and not markers_agree("louis xiv", "louis xv")
+    # no threshold (an unmeasured embedder): no embedding link at all
+    assert link_names(vec, embed=embed, threshold=None).canonical("king lothair ii") == "king lothair ii"
+    # the cluster is named by its most frequent form
+    ln = link_names(["night train", "the night train"], counts={"the night train": 3, "night train": 1})
+    assert ln.forms("the night train") == ["the night train", "night train"]
+
+
+def test_linking_makes_chains_where_exact_names_make_none():
+    chunks = [ChunkInfo(d, d, f"doc{d}", 0, 100) for d in (1, 2, 3)]
+    triples = [("alice", "directed", "the night train", 1), ("night train.", "stars", "bob stone", 2),
+               ("bob", "also known as", "bob stone", 3), ("bob", "married", "carol", 3)]
+    plain = CorpusGraph.build(chunks, triples, "document", 1.0)
+    assert list(iter_chains(plain, 2)) == [c for c in iter_chains(plain, 2) if c.bridges == ("bob stone",)]
+    assert list(iter_chains(plain, 3)) == []
+    ln = link_names({n for s, _, o, _ in triples for n in (s, o)}, [(s, r, o) for s, r, o, _ in triples])
+    g = CorpusGraph.build(chunks, triples, "document", 1.0, ln)
+    chains = {(c.units, c.bridges) for c in iter_chains(g, 3)}
+    nt, bs = ln.canonical("night train."), ln.canonical("bob stone")
+    assert bs == "bob"  # the cluster's most frequent form (a tie with 'bob stone': the shorter)
+    assert chains == {((1, 2, 3), (nt, bs)), ((3, 2, 1), (bs, nt))}
+    (c,) = [c for c in iter_chains(g, 3) if c.units == (1, 2, 3)]
+    ev = g.link_evidence(c)
+    assert ev[0]["mentions"] == ["the night train", "night train."] and ev[0]["how"] == "normalised"
+    assert ev[1]["mentions"] == ["bob stone", "bob"] and ev[1]["how"] == "alias"
+    assert set(g.forms(nt)) == {"the night train", "night train."}
+
+
+def test_mixed_walk_units_split_only_long_documents():
+    assert choose_walk_unit("auto", 3, 3, n_long=1) == "mixed"
+    assert choose_walk_unit("auto", 3, 3, n_long=0) == "document"
+    assert choose_walk_unit("auto", 1, 3, n_long=1) == "chunk"
+    # doc 1: five overlapping chunks (long); docs 2 and 3: one chunk each
+    chunks = [ChunkInfo(i, 1, "book", 412 * i, 412 * i + 512) for i in range(5)]
+    chunks += [ChunkInfo(10, 2, "p2", 0, 80), ChunkInfo(11, 3, "p3", 0, 80)]
+    triples = [("e", "r", "x", 0), ("x", "r", "y", 2), ("y", "r", "z", 10), ("z", "r", "w", 11),
+               ("o", "r", "v", 1), ("v", "r", "u", 0)]  # v: chunks 0 and 1 overlap, no bridge between them
+    g = CorpusGraph.build(chunks, triples, "mixed", 1.0, long_document_chunks=3)
+    assert g.chunk_units == {0, 1, 2, 3, 4} and g.unit_of[10] == 10 and g.unit_of[11] == 11
+    three = {(c.units, c.bridges) for c in iter_chains(g, 3)}
+    # a walk inside the long document (chunk 0 -> chunk 2) continues to the short documents
+    assert ((0, 2, 10), ("x", "y")) in three and ((2, 10, 11), ("y", "z")) in three
+    assert not any({0, 1} <= set(u) for u, _ in three)  # overlapping chunks never share a chain
+
+
+def test_settings_of_the_new_keys():
+    base = copy.deepcopy(Config.load(env={}).data)
+    s = gen.Settings.from_config(Config(base, source="<t>"))
+    assert s.strategy == "one_prompt" and s.link_thresholds["all-MiniLM-L6-v2"] == 0.92
+    assert s.link_thresholds["text-embedding-3-small"] is None
+    for bad, match in [({"strategy": "two_prompts"}, "querygen.strategy"),
+                       ({"linking": {"thresholds": {"m": 2}}}, "querygen.linking.thresholds"),
+                       ({"step_min_drawn": 1.5}, "querygen.step_min_drawn")]:
+        data = copy.deepcopy(base)
+        data["querygen"].update(bad)
+        with pytest.raises(ConfigError, match=match):
+            gen.Settings.from_config(Config(data, source="<t>"))
+    assert gen.external_id("2-hop", 5, "m", "stepwise") == "gen:2-hop:5:m:stepwise"
+    assert gen.external_id("factual", 5, "m", "stepwise") == "gen:factual:5:m"
+
+
+# --------------------------------------------------------------------------- end to end
+
+# w1 -(night-train ~ night train)- w2 -(bob)- w3 ; w4 is isolated. Rules of the fake model:
+# a step-(a) question on a text with ANSWERLEAK puts the answer in the question; a description
+# from a text with LEAKDESC names its bridge.
+DOCS = {
+    "w1": "ANSWERLEAK\nalice | directed | night-train\nalice | was born in | lyon",
+    "w2": "night train | stars | bob\nnight train | was released in | 1990",
+    "w3": "LEAKDESC\nbob | married | carol\nbob | plays | violin",
+    "w4": "zed | likes | tea\nzed | lives in | oslo",
+}
+
+
+def _triples(t: str) -> list[list[str]]:
+    return [[p.strip() for p in line.split("|")] for line in t.splitlines() if line.count("|") == 2]
+
+
+def responder(req: dict):
+    system, user = req["messages"][0]["content"], req["messages"][-1]["content"]
+    if system.startswith(ex.SYSTEM):
+        return {"triples": _triples(user)}
+    if system.startswith(prompts.STEP_QUESTION.system):
+        body = user.split("Text:\n", 1)[1].split("\n\nName the question must contain: ")[0]
+        bridge = re.search(r"Name the question must contain: (.+)\n", user).group(1)
+        s, r, o = next(t for t in _triples(body) if key(bridge) in (key(t[0]), key(t[2])))
+        answer = o if key(s) == key(bridge) else s
+        q = f"What is linked to {bridge} by '{r}'?" + (f" Is it {answer}?" if "ANSWERLEAK" in body else "")
+        return {"question": q, "answer": answer}
+    if system.startswith(prompts.STEP_DESCRIBE.system):
+        body = user.split("Text:\n", 1)[1].split("\n\nEntity to describe: ")[0]
+        bridge = re.search(r"Entity to describe: (.+)\n", user).group(1)
+        if "LEAKDESC" in body:
+            return {"description": f"the famous {bridge}"}
+        link = re.search(r"should mention '(.+)' if", user)
+        ts = [t for t in _triples(body) if key(bridge) in (key(t[0]), key(t[2]))]
+        if link:
+            ts = [t for t in ts if key(link.group(1)) in (key(t[0]), key(t[2]))] or ts
+        s, r, o = ts[0]
+        return {"description": f"what {s} {r}" if key(o) == key(bridge) else f"the one that {r} {o}"}
+    if system.startswith(prompts.STEP_REWRITE.system):
+        q = re.search(r"Question: (.+)\n\nPhrases", user).group(1)
+        return {"question": "Tell me: " + q}
+    if system.startswith(prompts.SUMMARY.system):
+        return {"consistent": False, "reason": "two different things", "question": "", "answer": ""}
+    if system.startswith(prompts.REASONING.system):
+        return {"question": "Which item follows on from the texts given?", "answer": "carol", "reasoning": "-"}
+    if system.startswith(prompts.GROUNDED.system) or system.startswith(prompts.CLOSED_BOOK.system):
+        return "I cannot answer"
+    raise AssertionError(f"unexpected prompt {system[:60]!r}")
+
+
+def add_docs(engine):
+    from ragrouter.ingest import store as ingest_store
+    from ragrouter.ingest.records import Dataset, Document
+
+    ds = Dataset(documents=[Document(k, "", v) for k, v in DOCS.items()], questions=[])
+    with write_lock(engine), engine.begin() as conn:
+        ingest_store.write_dataset(conn, "toy", "test", ds, [])
+    return engine
+
+
+@pytest.fixture
+def wiki_store(store):
+    return add_docs(store)
+
+
+def config_for(srv, **querygen) -> Config:
+    data = copy.deepcopy(Config.load(env={}).data)
+    data["backends"]["fake-gen"] = {"kind": "openai", "base_url": srv.base_url, "model": "fake-model",
+                                    "concurrency": 2, "retries": 0, "timeout_s": 10}
+    for role in ("extractor", "judge", "query_generator"):
+        data["roles"][role] = "fake-gen"
+    data["roles"]["generators"] = ["fake-gen"]
+    data["querygen"]["linking"]["embedding"] = False
+    # seed 7: the four 2-hop chains are w2-w3, w3-w2, w1-w2 and w2-w1 (every outcome occurs)
+    data["querygen"].update({"seed": 7, "counts": {"factual": 0, "reasoning": 8, "summary": 1},
+                             "reasoning_hops": {2: 0.5, 4: 0.5}, **querygen})
+    return Config(data, source="<test>")
+
+
+def run(engine, config, *names):
+    import ragrouter.querygen.stages  # noqa: F401 - registers querygen and validate
+    from ragrouter.stages import registry
+    from ragrouter.stages.base import Scope
+    from ragrouter.stages.runner import run_stage
+    from ragrouter.stages.services import Services
+
+    services = Services(config, engine)
+    try:
+        return [run_stage(registry.all_stages()[n], services, Scope(corpus="toy", config=config), progress=False)
+                for n in names]
+    finally:
+        services.finish()
+
+
+def rows(engine, sql):
+    with write_lock(engine), engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(text(sql)).all()]
+
+
+def _j(v):
+    return json.loads(v) if isinstance(v, str) else v
+
+
+def expected(docs: list[str]) -> tuple[str, str | None]:
+    """(status, failed step) the fake model's rules imply for a stepwise chain of documents."""
+    if "ANSWERLEAK" in DOCS[docs[-1]]:
+        return "rejected", "step_question"
+    if any("LEAKDESC" in DOCS[d] for d in docs[:-1]):
+        return "rejected", "step_description"
+    return "pending", None
+
+
+def test_stepwise_end_to_end_with_skipped_units(wiki_store):
+    stepwise_end_to_end(wiki_store)
+
+
+def test_stepwise_end_to_end_on_postgres(pg_url):
+    from ragrouter.db import engine as eng
+    from ragrouter.db import migrate
+
+    engine = eng.make_engine(pg_url)
+    try:
+        migrate.upgrade(engine)
+        stepwise_end_to_end(add_docs(engine))
+    finally:
+        eng.dispose_all()
+
+
+def stepwise_end_to_end(wiki_store):
+    from ragrouter.commands.status import collect, format_skipped
+    from ragrouter.stages.base import Scope
+    from tests.fake_openai import FakeOpenAI
+
+    with FakeOpenAI(responder=responder) as srv:
+        one = config_for(srv)
+        step = config_for(srv, strategy="stepwise")
+        run(wiki_store, step, "chunk", "extract")
+        # a dry run counts each step: 4 two-hop units x (question, description, rewrite) + the
+        # summary unit's call; the 4-hop units have no chain (notes: no call)
+        from ragrouter.stages import registry
+        from ragrouter.stages.runner import dry_run
+        from ragrouter.stages.services import Services
+
+        services = Services(step, wiki_store)
+        try:
+            (est,) = dry_run([registry.all_stages()["querygen"]], services, Scope(corpus="toy", config=step))
+        finally:
+            services.finish()
+        assert (est.calls, est.cached_calls) == (4 * 3 + 1, 0) and est.completion_tokens == 13 * 600
+        (qg,) = run(wiki_store, step, "querygen")
+        assert (qg.pending, qg.done, qg.failed) == (9, 9, 0)
+        (qg1,) = run(wiki_store, one, "querygen")  # the one-prompt strategy: 8 new reasoning units
+        assert (qg1.pending, qg1.done, qg1.failed) == (8, 8, 0)
+        (val,) = run(wiki_store, step, "validate")
+        assert val.failed == 0
+        sent = srv.stats()["total"]
+
+        got = rows(wiki_store, "SELECT id, origin, hops, question, answer, status, external_id, meta, "
+                               "supporting_doc_ids FROM queries ORDER BY id")
+        checks_of: dict[int, dict[str, bool]] = {}
+        for qid, name, passed in rows(wiki_store, "SELECT query_id, check_name, passed FROM query_checks"):
+            checks_of.setdefault(qid, {})[name] = bool(passed)
+        notes, seen_step, seen_one = {}, [], set()
+        for qid, origin, hops, question, answer, status, ext, meta, docs in got:
+            meta = _j(meta)
+            if origin == "querygen-note":
+                notes[meta["note"]] = notes.get(meta["note"], 0) + 1
+                assert status == "skipped"
+                continue
+            docs = _j(docs)
+            if ext.endswith(":stepwise"):
+                want, step_failed = expected(docs)
+                assert meta["strategy"] == "stepwise" and hops == 2
+                if want == "pending":  # validated since: the fake judge refuses, so grounding fails
+                    assert status == "rejected" and checks_of[qid]["grounding"] is False
+                    assert checks_of[qid]["step_question"] and checks_of[qid]["step_description"]
+                    assert checks_of[qid]["bridge_leak"]
+                    assert question.startswith("Tell me: ") and meta["rewrite"] == "rewritten"
+                    for b in meta["bridges"]:
+                        assert not checks.contains_phrase(question, b)
+                    assert len(meta["descriptions"]) == 1 and meta["descriptions"][0] in question
+                else:
+                    assert status == "rejected" and checks_of[qid][step_failed] is False
+                    assert "grounding" not in checks_of[qid]
+                seen_step.append((tuple(docs), meta["unit_index"]))
+                # the chain's link evidence: 'night-train' (w1) ~ 'night train' (w2) by normalisation
+                if set(docs) == {"w1", "w2"}:
+                    (link,) = meta["links"]
+                    assert link["how"] == "normalised" and set(link["mentions"]) == {"night-train", "night train"}
+            else:
+                seen_one.add((tuple(docs), meta["unit_index"]))
+                assert meta["strategy"] == "one_prompt"
+        # both strategies ran on the same chains (same seeds: same unit index -> same documents)
+        assert set(seen_step) <= seen_one and len(seen_step) == 4
+        assert {expected(list(d)) for d, _ in seen_step} == {("pending", None), ("rejected", "step_question"),
+                                                             ("rejected", "step_description")}
+        # 4 stepwise and 4 one-prompt 4-hop units found no chain; the summary's sources are homonyms
+        assert notes == {"no_chain": 8, "inconsistent": 1}
+
+        # ---- skipped units in status ...
+        with write_lock(wiki_store):
+            status = collect(wiki_store, Scope(corpus="toy", config=step))
+        qrow = next(s for s in status["stages"] if s["stage"] == "querygen")
+        assert qrow["skipped"] == {"no_chain": 4, "inconsistent": 1}
+        assert format_skipped(qrow["skipped"]) == "no_chain 4, inconsistent 1"
+        # ... and in Table 6, one row per strategy (the summary unit is one prompt in both passes)
+        val6 = {(r[0], r[1]): r[2:] for r in rows(
+            wiki_store, "SELECT qtype, strategy, generator, judge, generated, passed, pending, skipped, skip_reasons, "
+                        "rejection_reasons FROM v_query_validation WHERE corpus = 'toy'")}
+        n_step = len(seen_step)
+        g, j, generated, passed, pending, skipped, skip_reasons, reasons = val6[("all", "stepwise")]
+        assert (g, j, generated, passed, pending, skipped) == ("fake-model", "fake-model", n_step, 0, 0, 4)
+        assert skip_reasons == "no_chain: 4"
+        kinds = [expected(list(d)) for d, _ in seen_step]
+        n_ground = sum(1 for k in kinds if k[0] == "pending")  # validated: the refusing judge fails grounding
+        for name, n in [("grounding", n_ground), ("step_question", kinds.count(("rejected", "step_question"))),
+                        ("step_description", kinds.count(("rejected", "step_description")))]:
+            assert (f"{name}: {n}" in reasons) == (n > 0), (name, n, reasons)
+        assert val6[("4-hop", "stepwise")][5:7] == (4, "no_chain: 4")
+        assert val6[("summary", "one_prompt")][5:7] == (1, "inconsistent: 1")
+        assert val6[("all", "one_prompt")][2] == 4 and val6[("all", "one_prompt")][6] == "no_chain: 4, inconsistent: 1"
+
+        # ---- a re-run of the same commands sends nothing and changes nothing
+        before = rows(wiki_store, "SELECT id, status FROM queries ORDER BY id")
+        reps = run(wiki_store, step, "querygen", "validate") + run(wiki_store, one, "querygen")
+        assert [r.pending for r in reps] == [0, 0, 0]
+        assert srv.stats()["total"] == sent
+        assert rows(wiki_store, "SELECT id, status FROM queries ORDER BY id") == before
+
+
+def test_table6_in_the_report_shows_each_pass_and_its_skipped_units():
+    import pandas as pd
+
+    from ragrouter.report import tables
+
+    v = pd.DataFrame([
+        {"corpus": "c", "qtype": "all", "generator": "g", "strategy": s, "judge": "j", "generated": n, "passed": p,
+         "pass_rate_pct": 100.0 * p / n, "pending": 0, "skipped": k, "skip_reasons": r, "rejection_reasons": "shortcut: 1"}
+        for s, n, p, k, r in [("one_prompt", 4, 1, 0, None), ("stepwise", 5, 3, 2, "no_chain: 2")]])
+    md = tables.table_validation(v)
+    lines = [ln for ln in md.splitlines() if ln.startswith("| c")]
+    assert len(lines) == 2
+    assert lines[0].startswith("| c (g, one_prompt, j) | all | 4 | 1 |")
+    assert lines[1].startswith("| c (g, stepwise, j) | all | 5 | 3 |") and "| 2 (no_chain: 2) |" in lines[1]
+    assert "Skipped (reasons)" in md
