@@ -6,12 +6,14 @@ import click
 
 from ragrouter.commands.common import Ctx, fail, pass_ctx, register_user_error, render_rows
 from ragrouter.db import migrate
+from ragrouter.llm.pricing import PriceError, dry_run_usd_rows
 from ragrouter.stages import registry
 from ragrouter.stages.base import Scope, ScopeError
 from ragrouter.stages.runner import dry_run, run_stage
 from ragrouter.stages.services import Services
 
 register_user_error(ScopeError)
+register_user_error(PriceError)
 
 
 @click.command("run")
@@ -54,8 +56,10 @@ def _run(ctx: Ctx, stages, corpus, paradigms, models, limit, dry, workers, quiet
         if dry:
             rows = [(e.stage, e.model, e.calls, e.cached_calls, e.calls - e.cached_calls, e.prompt_tokens,
                      e.completion_tokens) for e in dry_run(selected, services, scope)]
-            click.echo(render_rows(["stage", "model", "calls", "cached", "to_call", "prompt_tokens",
-                                    "max_completion_tokens"], rows, "table"))
+            cols, rows, note = dry_run_usd_rows(config, rows)
+            click.echo(render_rows(cols, rows, "table"))
+            if note:
+                click.echo(note)
             click.echo("(stages whose inputs do not exist yet are estimated once their inputs exist)")
             return
         failed = 0
