@@ -61,6 +61,7 @@ from ragrouter.llm.ledger import (
     LINGER_S,
     _LOOKUP,
     _gateway_connection,
+    _Claims,
     _Job,
     _is_duckdb,
     _LedgerWriter,
@@ -178,6 +179,8 @@ class Gateway:
         self._stats_lock = threading.Lock()
         self._closed = False
         self._writer = _LedgerWriter(self, linger_s=LINGER_S if mode == "async" else 0.0)
+        # cross-process claims (ledger.py, "Claims"): PostgreSQL in sync mode
+        self._claims = _Claims(engine) if (engine.dialect.name == "postgresql" and mode == "sync") else None
         # a gateway dropped without close() still commits its queue and frees the file lock
         self._finalizer = weakref.finalize(self, _shutdown, self._writer, self._db if self._own_db else None)
         _LIVE.add(self)
@@ -325,7 +328,8 @@ class Gateway:
 
     def stats(self) -> dict:
         """Counters of this gateway: calls, embed_calls, cache_hits, http_requests (attempts),
-        encoder_requests, retries, rate_limited (429s seen by a rate-limited backend), failures (recorded), errors (GatewayError raised),
+        encoder_requests, retries, rate_limited (429s seen by a rate-limited backend), claim_hits
+        (replies another worker sent while this one waited on its claim), failures (recorded), errors (GatewayError raised),
         billed_prompt_tokens, billed_completion_tokens, billed_tokens (their sum), rows_written."""
         with self._stats_lock:
             out = {k: 0 for k in ("calls", "embed_calls", "cache_hits", "http_requests", "encoder_requests",
@@ -358,6 +362,8 @@ class Gateway:
             with self._backend_lock:
                 for be in self._backends.values():
                     be.close()
+            if self._claims is not None:
+                self._claims.close()
             _LIVE.discard(self)
 
     def __enter__(self) -> "Gateway":
@@ -452,7 +458,11 @@ class Gateway:
         try:
             rec = self._lookup(h)
             cached = rec is not None
-            if rec is None:
+            if rec is None and self._claims is not None:
+                rec, cached = self._claims.run_once(h, lambda: self._lookup(h), produce)
+                if cached:
+                    self._bump("claim_hits")
+            elif rec is None:
                 rec = produce()
             fut.set_result(rec)
             return rec, cached
