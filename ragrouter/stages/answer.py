@@ -72,15 +72,17 @@ def expected_calls(paradigm: str, config) -> int:
 
 
 def longest_first(units: list[Unit], config) -> list[Unit]:
-    """Units by expected calls, most first; the given order inside each class (stable sort)."""
+    """Units by expected calls, most first, then by key: one canonical order that every worker
+    computes alike for any scope (PostgreSQL leases are claimed in it)."""
     weight = {p: expected_calls(p, config) for p in {u.payload["paradigm"] for u in units}}
-    return sorted(units, key=lambda u: -weight[u.payload["paradigm"]])
+    return sorted(units, key=lambda u: (-weight[u.payload["paradigm"]], u.key))
 
 
 class AnswerStage(Stage):
     name = "answer"
     description = "run every enabled paradigm for every accepted query and generator backbone"
     uses_llm = True
+    ordered_units = True  # pending() returns the canonical longest-first order (leases keep it)
     CONTEXTS = 4096  # query contexts kept in memory (a query's units are spread over the stage)
 
     def __init__(self) -> None:

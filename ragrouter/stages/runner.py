@@ -112,7 +112,7 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
         from ragrouter.stages.leases import LeaseManager
 
         leases = LeaseManager(engine, stage.name, int(services.config.get("worker.lease_seconds", 600)))
-        leases.register([u.key for u in units])
+        leases.register([u.key for u in units], ordered=bool(getattr(stage, "ordered_units", False)))
     by_key = {u.key: u for u in units}
     queue = list(units) if leases is None else []
 
