@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from sqlalchemy import create_engine, text
 
 from ragrouter.db import migrate
@@ -116,3 +117,55 @@ def test_four_postgres_workers_never_send_the_same_request_twice(pg_url):
         rows = conn.execute(text("SELECT COUNT(*), COUNT(DISTINCT request_hash) FROM llm_calls")).one()
     engine.dispose()
     assert tuple(rows) == (n, n)
+
+
+def test_a_deadlocked_batch_is_written_again_whole(store):
+    """Several PostgreSQL workers' batches can deadlock on shared rows (entity names inserted
+    in different orders); the runner retries the rolled-back batch instead of dying."""
+    from sqlalchemy.exc import OperationalError
+
+    from ragrouter.config import Config
+    from ragrouter.stages.base import Scope, Stage, Unit
+    from ragrouter.stages.runner import run_stage
+    from ragrouter.stages.services import Services
+
+    class Deadlock(Exception):
+        sqlstate = "40P01"
+
+    class Flaky(Stage):
+        name = "flaky"
+        writes: list[str] = []
+        fails = 1
+
+        def counts(self, conn, scope):
+            return 3, 0
+
+        def pending(self, conn, scope):
+            return [Unit(f"u{i}", i) for i in range(3)]
+
+        def compute(self, unit, services):
+            return unit.payload * 10
+
+        def write(self, conn, unit, result):
+            if self.fails:
+                self.fails -= 1
+                raise OperationalError("INSERT ...", {}, Deadlock("deadlock detected"))
+            self.writes.append(unit.key)
+
+    stage = Flaky()
+    services = Services(Config.load(), store)
+    try:
+        rep = run_stage(stage, services, Scope(config=services.config), workers=2, progress=False)
+    finally:
+        services.finish()
+    assert rep.done == 3 and rep.failed == 0 and sorted(stage.writes) == ["u0", "u1", "u2"]
+
+    class Broken(Flaky):
+        fails = 99
+
+    with pytest.raises(OperationalError):
+        services = Services(Config.load(), store)
+        try:
+            run_stage(Broken(), services, Scope(config=services.config), workers=2, progress=False)
+        finally:
+            services.finish()

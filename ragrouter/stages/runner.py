@@ -35,6 +35,17 @@ class StageReport:
     """Units whose lease expired before this worker finished them (another completes them)."""
 
 
+FLUSH_RETRIES = 5
+
+
+def _is_transient(exc: BaseException) -> bool:
+    """A PostgreSQL deadlock (40P01) or serialisation failure (40001): the batch's transaction
+    was rolled back as a whole and can simply run again (several workers' batches insert the
+    same entity names in different orders)."""
+    code = getattr(getattr(exc, "orig", None), "sqlstate", None) or getattr(getattr(exc, "orig", None), "pgcode", None)
+    return code in ("40P01", "40001")
+
+
 def _short(exc: BaseException) -> str:
     text = f"{exc.__class__.__name__}: {exc}"
     return text.splitlines()[0][:1000] if text else exc.__class__.__name__
@@ -84,18 +95,27 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
         gateway = services.__dict__.get("gateway")
         if gateway is not None and hasattr(gateway, "flush"):
             gateway.flush()  # ledger rows first: results link to them
-        with services.db_lock, engine.begin() as conn:
-            ok_keys = []
-            for unit, result, exc in buffer:
-                if leases is not None and not leases.complete(conn, unit.key, failed=exc is not None):
-                    report.lost += 1  # lease expired and another worker took the unit over
-                    continue
-                if exc is None:
-                    stage.write(conn, unit, result)
-                    ok_keys.append(unit.key)
-                else:
-                    record_failure(conn, stage.name, unit.key, _short(exc))
-            clear_failures(conn, stage.name, ok_keys)
+        for attempt in range(FLUSH_RETRIES):
+            lost = 0
+            try:
+                with services.db_lock, engine.begin() as conn:
+                    ok_keys = []
+                    for unit, result, exc in buffer:
+                        if leases is not None and not leases.complete(conn, unit.key, failed=exc is not None):
+                            lost += 1  # lease expired and another worker took the unit over
+                            continue
+                        if exc is None:
+                            stage.write(conn, unit, result)
+                            ok_keys.append(unit.key)
+                        else:
+                            record_failure(conn, stage.name, unit.key, _short(exc))
+                    clear_failures(conn, stage.name, ok_keys)
+                break
+            except Exception as exc:  # noqa: BLE001 - only a deadlock/serialisation failure is retried
+                if attempt == FLUSH_RETRIES - 1 or not _is_transient(exc):
+                    raise
+                time.sleep(0.05 * (attempt + 1))  # another worker's batch holds rows ours needs: retry it whole
+        report.lost += lost
         buffer.clear()
         last_flush = time.monotonic()
 
