@@ -24,7 +24,8 @@ register_user_error(PriceError)
 @click.option("--model", "models", multiple=True, help="Only these generator backends (answer stage).")
 @click.option("--limit", type=int, help="At most N units per stage (a slice, for trials).")
 @click.option("--dry-run", is_flag=True, help="Print the calls and tokens pending work would spend, "
-              "minus what the cache holds; spend nothing.")
+              "minus what the cache holds, with an upper bound in US $ where backends have "
+              "price_per_million; spend nothing.")
 @click.option("--workers", type=int, help="Threads per stage (default: the backend's concurrency).")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @pass_ctx

@@ -12,7 +12,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
-from sqlalchemy import delete, func
+from sqlalchemy import delete, func, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from tqdm import tqdm
 
@@ -36,6 +36,13 @@ class StageReport:
 
 
 FLUSH_RETRIES = 5
+PG_WRITE_LOCK_CLASS = 0x52475354  # 'RGST': two-int advisory locks, apart from the ledger's bigint claims
+
+
+def _stage_lock_key(name: str) -> int:
+    import zlib
+
+    return zlib.crc32(name.encode()) & 0x7FFFFFFF
 
 
 def _is_transient(exc: BaseException) -> bool:
@@ -88,6 +95,8 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
     buffer: list[tuple[Unit, object, BaseException | None]] = []
     last_flush = time.monotonic()
 
+    pg_write_key = _stage_lock_key(stage.name) if engine.dialect.name == "postgresql" else None
+
     def flush() -> None:
         nonlocal last_flush
         if not buffer:
@@ -99,6 +108,12 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
             lost = 0
             try:
                 with services.db_lock, engine.begin() as conn:
+                    if pg_write_key is not None:
+                        # one stage's batches are written one worker at a time: they insert shared
+                        # rows (entity names) in orders no single batch can make global, and
+                        # deadlocked (4 extract workers on PostgreSQL); held until commit
+                        conn.execute(text("SELECT pg_advisory_xact_lock(:a, :b)"),
+                                     {"a": PG_WRITE_LOCK_CLASS, "b": pg_write_key})
                     ok_keys = []
                     for unit, result, exc in buffer:
                         if leases is not None and not leases.complete(conn, unit.key, failed=exc is not None):
