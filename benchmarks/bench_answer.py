@@ -152,9 +152,10 @@ def main() -> None:
     ap.add_argument("--chunk-words", type=int, default=400, help="words per chunk (~ tokens)")
     ap.add_argument("--budget", type=int, default=None, help="retrieval.token_budget (default: config, 8000)")
     ap.add_argument("--paradigms", default="llm_only,naive,graph,hybrid,iterative,iterative_naive")
-    ap.add_argument("--order", choices=("paradigm", "query"), default="paradigm",
-                    help="unit order: paradigm-major (a query's paradigms rarely overlap, so none waits on "
-                         "another's shared retrieval) or query-major")
+    ap.add_argument("--order", choices=("longest", "paradigm", "query"), default="longest",
+                    help="unit order: longest expected first (the answer stage's order: iterative, then "
+                         "graph/hybrid, then one-call paradigms), paradigm-major in the listed order, or "
+                         "query-major")
     ap.add_argument("--server", choices=("lean", "full"), default="lean",
                     help="fake endpoint: the lean calibrated asyncio server (benchmarks/lean_endpoint.py, "
                          "default) or the tests' FakeOpenAI")
@@ -199,7 +200,11 @@ def main() -> None:
         with Gateway(cfg, engine) as real_gw:
             gw = TimedGateway(real_gw)
             contexts = {q: QueryContext(q, index, gw, cfg) for q in queries}
-            if args.order == "paradigm":
+            if args.order == "longest":
+                from ragrouter.stages.answer import expected_calls
+
+                units = sorted([(q, p) for p in names for q in queries], key=lambda u: -expected_calls(u[1], cfg))
+            elif args.order == "paradigm":
                 units = [(q, p) for p in names for q in queries]
             else:
                 units = [(q, p) for q in queries for p in names]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import multiprocessing as mp
 import socket
 import time
@@ -34,8 +35,13 @@ def default_responder(request: dict) -> str:
 
 class LeanEndpoint:
     def __init__(self, latency: float, responder: Callable[[dict], str | dict] | None = None,
-                 embedding_dim: int = 8):
+                 embedding_dim: int = 8, sigma: float = 0.0, seed: int = 0):
+        import random
+
         self.latency = float(latency)
+        self.sigma = float(sigma)  # > 0: log-normal latency with median ``latency``
+        self._rng = random.Random(seed)
+        self.latency_sum = 0.0
         self.responder = responder or default_responder
         self.embedding_dim = int(embedding_dim)
         self.late = 0.0
@@ -45,10 +51,12 @@ class LeanEndpoint:
 
     def stats(self) -> dict:
         return {"total": sum(self.by_path.values()), "by_path": dict(self.by_path),
-                "peak_in_flight": self.peak_in_flight, "late_ms": round(1000 * self.late, 3)}
+                "peak_in_flight": self.peak_in_flight, "late_ms": round(1000 * self.late, 3),
+                "latency_sum_s": round(self.latency_sum, 3)}
 
     def reset(self) -> None:
         self.by_path.clear()
+        self.latency_sum = 0.0
         self.peak_in_flight = self.in_flight
 
     async def calibrate(self, samples: int = 10) -> None:
@@ -101,7 +109,11 @@ class LeanEndpoint:
                 self.in_flight += 1
                 self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
                 try:
-                    await asyncio.sleep(max(0.0, self.latency - self.late))
+                    delay = self.latency
+                    if self.sigma > 0:
+                        delay = self.latency * math.exp(self.sigma * self._rng.gauss(0.0, 1.0))
+                    self.latency_sum += delay
+                    await asyncio.sleep(max(0.0, delay - self.late))
                     data = json.dumps(self._reply(path, body)).encode()
                 finally:
                     self.in_flight -= 1
@@ -132,8 +144,8 @@ class LeanEndpoint:
         server.close()
 
 
-def _child(conn, latency: float, responder, embedding_dim: int) -> None:
-    asyncio.run(LeanEndpoint(latency, responder, embedding_dim).serve(conn))
+def _child(conn, latency: float, responder, embedding_dim: int, sigma: float = 0.0) -> None:
+    asyncio.run(LeanEndpoint(latency, responder, embedding_dim, sigma=sigma).serve(conn))
 
 
 class Handle:
@@ -169,5 +181,7 @@ class Handle:
         self.stop()
 
 
-def start_in_process(latency: float, responder=None, embedding_dim: int = 8) -> Handle:
-    return Handle(_child, (latency, responder, embedding_dim))
+def start_in_process(latency: float, responder=None, embedding_dim: int = 8, sigma: float = 0.0) -> Handle:
+    """The endpoint in a child process; ``sigma`` > 0 draws each latency log-normally around
+    the median ``latency`` (stats()["latency_sum_s"] adds them up, for the ideal time)."""
+    return Handle(_child, (latency, responder, embedding_dim, sigma))

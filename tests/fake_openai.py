@@ -39,6 +39,28 @@ one among the enabled ``faults`` that apply to this request — ``malformed_json
 chat, ``empty_content`` only to chat). The sequence of draws is deterministic; with concurrent
 requests, which request gets which draw follows arrival order.
 
+Providers (``provider=``): what the real API accepts, so a request it would reject gets the
+same 400 here. ``None`` (default) accepts any well-formed request.
+    ``openai``    unknown top-level arguments are rejected ("Unrecognized request argument");
+                  reasoning models (``o1``/``o3``/``o4``/``gpt-5`` ids) reject ``max_tokens``,
+                  ``top_p`` and any ``temperature`` but 1; ``json_object`` needs "json" in a
+                  message.
+    ``deepseek``  ``response_format`` ``json_schema`` is rejected (only ``json_object``, which
+                  needs "json" in a message).
+    ``ollama``    accepts everything but uses ``options.num_ctx`` (default ``ollama_default_ctx``,
+                  2048): a longer prompt is cut from the front *silently*, the usage reports the
+                  cut prompt and the responder sees the cut messages.
+    ``vllm``      accepts vLLM's extra sampling arguments (``top_k``, ``min_p``,
+                  ``repetition_penalty``, ``guided_json`` …); prompt + ``max_tokens`` above
+                  ``vllm_max_model_len`` is a 400, as in vLLM.
+Every POST records its headers (``requests[i]["headers"]``, lower-case names).
+
+Rate limits (``requests_per_minute`` / ``tokens_per_minute``, over a sliding ``rate_window_s``,
+default 60 s): a request that would exceed either (its tokens = prompt + completion of the
+reply it would get) is answered 429 with ``Retry-After`` until enough of the window expires,
+and is not counted; ``stats()["rate_limited"]`` counts them and ``admitted_log`` keeps
+(time, tokens) of every admitted request.
+
 Counters: ``total`` requests, ``by_path``, ``by_fault``, ``responder_errors``,
 ``peak_in_flight`` (most POST requests handled at once); ``requests`` keeps each request
 (method, path, JSON body, fault) for assertions.
@@ -62,6 +84,27 @@ from typing import Any
 import numpy as np
 
 from ragrouter.llm import tokens
+
+PROVIDERS = (None, "openai", "deepseek", "ollama", "vllm")
+OPENAI_CHAT_ARGS = frozenset({
+    "model", "messages", "temperature", "top_p", "n", "stream", "stream_options", "stop", "max_tokens",
+    "max_completion_tokens", "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs",
+    "user", "seed", "response_format", "tools", "tool_choice", "parallel_tool_calls", "reasoning_effort",
+    "service_tier", "store", "metadata", "modalities", "prediction", "audio", "verbosity", "web_search_options",
+    "prompt_cache_key", "safety_identifier",
+})
+VLLM_EXTRA_ARGS = frozenset({
+    "top_k", "min_p", "repetition_penalty", "length_penalty", "min_tokens", "ignore_eos", "skip_special_tokens",
+    "guided_json", "guided_regex", "guided_choice", "guided_grammar", "chat_template_kwargs", "use_beam_search",
+    "best_of", "stop_token_ids", "include_stop_str_in_output", "spaces_between_special_tokens",
+})
+
+
+def is_reasoning_model(model: str) -> bool:
+    """OpenAI's reasoning models (o1, o3, o4-mini, gpt-5 …)."""
+    m = str(model).lower()
+    return m.startswith(("o1", "o3", "o4", "gpt-5"))
+
 
 FAULTS = ("rate_limit", "server_error", "timeout", "malformed_json", "empty_content")
 CHAT_ONLY_FAULTS = frozenset({"malformed_json", "empty_content"})
@@ -233,7 +276,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self):  # noqa: N802 - stdlib name
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
-        status, body, headers = self.server.fake._handle_post(self.path, raw)
+        status, body, headers = self.server.fake._handle_post(self.path, raw,
+                                                              {k.lower(): v for k, v in self.headers.items()})
         self._send(status, body, headers)
 
 
@@ -268,6 +312,13 @@ class FakeOpenAI:
         embedding_dim: int = 64,
         omit_usage: bool = False,
         models: Sequence[str] = ("fake-model",),
+        provider: str | None = None,
+        requests_per_minute: int | None = None,
+        tokens_per_minute: int | None = None,
+        rate_window_s: float = 60.0,
+        ollama_default_ctx: int = 2048,
+        vllm_max_model_len: int = 32768,
+        cached_prompt_tokens: int = 0,
     ):
         self.faults = tuple(faults)
         for name in list(self.faults) + [f for f in (fault_plan or []) if f is not None]:
@@ -288,6 +339,18 @@ class FakeOpenAI:
         self.embedding_dim = int(embedding_dim)
         self.omit_usage = bool(omit_usage)
         self.models = tuple(models)
+        if provider not in PROVIDERS:
+            raise ValueError(f"FakeOpenAI: unknown provider {provider!r} (known: {', '.join(map(str, PROVIDERS))})")
+        self.provider = provider
+        self.requests_per_minute = requests_per_minute
+        self.tokens_per_minute = tokens_per_minute
+        self.rate_window_s = float(rate_window_s)
+        self.ollama_default_ctx = int(ollama_default_ctx)
+        self.vllm_max_model_len = int(vllm_max_model_len)
+        self.cached_prompt_tokens = int(cached_prompt_tokens)
+        self._window: list[tuple[float, int]] = []
+        self.admitted_log: list[tuple[float, int]] = []
+        self.rate_limited = 0
         self._plan = list(fault_plan or [])
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
@@ -362,6 +425,7 @@ class FakeOpenAI:
                 "by_fault": dict(self.by_fault),
                 "responder_errors": self.responder_errors,
                 "peak_in_flight": self.peak_in_flight,
+                "rate_limited": self.rate_limited,
             }
 
     def reset(self) -> None:
@@ -373,6 +437,8 @@ class FakeOpenAI:
             self.responder_errors = 0
             self.peak_in_flight = self.in_flight
             self.requests.clear()
+            self.rate_limited = 0
+            self.admitted_log.clear()
 
     def _record(self, method: str, path: str, body: Any) -> dict:
         entry = {"method": method, "path": path, "body": body, "fault": None}
@@ -411,31 +477,41 @@ class FakeOpenAI:
             return 200, {"object": "list", "data": data}, {}
         return 404, _error_body(f"no route GET {path}", "invalid_request_error", "not_found"), {}
 
-    def _handle_post(self, path: str, raw: bytes):
+    def _handle_post(self, path: str, raw: bytes, headers: dict | None = None):
         with self._lock:
             self.in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         try:
-            return self._handle_post_inner(path, raw)
+            return self._handle_post_inner(path, raw, headers or {})
         finally:
             with self._lock:
                 self.in_flight -= 1
 
-    def _handle_post_inner(self, path: str, raw: bytes):
+    def _handle_post_inner(self, path: str, raw: bytes, headers: dict):
         path = path.split("?", 1)[0].rstrip("/")
         try:
             body = json.loads(raw.decode("utf-8")) if raw else None
         except (UnicodeDecodeError, ValueError):
             body = None
         entry = self._record("POST", path, body)
+        entry["headers"] = headers
         if path not in ("/v1/chat/completions", "/v1/embeddings"):
             return 404, _error_body(f"no route POST {path}", "invalid_request_error", "not_found"), {}
         if not isinstance(body, dict):
             return 400, _error_body("request body is not a JSON object", "invalid_request_error"), {}
         chat = path == "/v1/chat/completions"
         problem = self._validate_chat(body) if chat else self._validate_embeddings(body)
+        if problem is None and chat:
+            problem = self._validate_provider(body)
         if problem:
             return 400, _error_body(problem, "invalid_request_error"), {}
+        if chat and self.provider == "ollama":
+            body = self._ollama_truncate(body)
+        if self.requests_per_minute or self.tokens_per_minute:
+            wait = self._admit(self._charge(body, chat))
+            if wait is not None:
+                headers = {"Retry-After": str(max(1, math.ceil(wait))), "retry-after-ms": str(int(wait * 1000) + 1)}
+                return 429, _error_body("Rate limit reached (fake limits)", "requests", "rate_limit_exceeded"), headers
         applicable = [f for f in FAULTS if chat or f not in CHAT_ONLY_FAULTS]
         if chat and json_mode(body) is None:
             applicable.remove("malformed_json")
@@ -467,6 +543,96 @@ class FakeOpenAI:
         if body.get("stream"):
             return "FakeOpenAI does not support stream=true"
         return None
+
+    def _validate_provider(self, body: dict) -> str | None:
+        """The 400 message the real provider gives this chat request (None: it accepts it)."""
+        prov, mode = self.provider, json_mode(body)
+        if prov is None:
+            return None
+        text = " ".join(message_text(m) for m in body["messages"] if isinstance(m, dict)).lower()
+        if prov in ("openai", "deepseek") and mode == "json_object" and "json" not in text:
+            return ("'messages' must contain the word 'json' in some form, to use 'response_format' of type "
+                    "'json_object'.")
+        if prov == "deepseek" and mode == "json_schema":
+            return "This response_format type is unavailable now"
+        if prov == "openai":
+            unknown = sorted(set(body) - OPENAI_CHAT_ARGS)
+            if unknown:
+                return f"Unrecognized request argument supplied: {unknown[0]}"
+            if is_reasoning_model(body["model"]):
+                if "max_tokens" in body:
+                    return ("Unsupported parameter: 'max_tokens' is not supported with this model. "
+                            "Use 'max_completion_tokens' instead.")
+                if "temperature" in body and body["temperature"] != 1:
+                    return (f"Unsupported value: 'temperature' does not support {body['temperature']} with this "
+                            "model. Only the default (1) value is supported.")
+                if "top_p" in body:
+                    return "Unsupported parameter: 'top_p' is not supported with this model."
+        if prov == "vllm":
+            unknown = sorted(set(body) - OPENAI_CHAT_ARGS - VLLM_EXTRA_ARGS)
+            if unknown:
+                return f"Unrecognized request argument supplied: {unknown[0]}"
+            prompt = sum(tokens.count(message_text(m)) for m in body["messages"] if isinstance(m, dict))
+            limit = body.get("max_completion_tokens") or body.get("max_tokens") or 0
+            if prompt + limit > self.vllm_max_model_len:
+                return (f"This model's maximum context length is {self.vllm_max_model_len} tokens. However, you "
+                        f"requested {prompt + limit} tokens ({prompt} in the messages, {limit} in the completion).")
+        return None
+
+    def _ollama_truncate(self, body: dict) -> dict:
+        """What Ollama does with a prompt longer than its context: drops the front, silently."""
+        options = body.get("options") if isinstance(body.get("options"), dict) else {}
+        ctx = int(options.get("num_ctx") or self.ollama_default_ctx)
+        enc = tokens.encoding()
+        ids = [enc.encode(message_text(m), disallowed_special=()) for m in body["messages"]]
+        if sum(map(len, ids)) <= ctx:
+            return body
+        left, kept = ctx, []
+        for message, toks in zip(reversed(body["messages"]), reversed(ids)):
+            if left <= 0:
+                break
+            part = toks[-left:]
+            left -= len(part)
+            kept.append({**message, "content": enc.decode(part)})
+        return {**body, "messages": list(reversed(kept)), "_truncated_to": ctx}
+
+    def _charge(self, body: dict, chat: bool) -> int:
+        """Tokens a request counts against the fake's tokens-per-minute: what its reply reports."""
+        if not chat:
+            raw = body["input"]
+            return sum(tokens.count(x) for x in ([raw] if isinstance(raw, str) else raw) if isinstance(x, str))
+        prompt = sum(tokens.count(message_text(m)) for m in body["messages"] if isinstance(m, dict))
+        try:
+            reply = self.responder(body)
+        except Exception:  # noqa: BLE001 - the real call reports it
+            return prompt
+        content = reply if isinstance(reply, str) else json.dumps(reply)
+        limit = body.get("max_completion_tokens") or body.get("max_tokens")
+        out = tokens.count(content)
+        return prompt + (min(out, limit) if isinstance(limit, int) and limit > 0 else out)
+
+    def _admit(self, charge: int) -> float | None:
+        """Count a request in the sliding window, or return how long it must wait (429)."""
+        with self._lock:
+            now = time.monotonic()
+            self._window = [(t, k) for t, k in self._window if t > now - self.rate_window_s]
+            wait = 0.0
+            if self.requests_per_minute and len(self._window) + 1 > self.requests_per_minute:
+                wait = self._window[len(self._window) - self.requests_per_minute][0] + self.rate_window_s - now
+            used = sum(k for _, k in self._window)
+            if self.tokens_per_minute and self._window and used + charge > self.tokens_per_minute:
+                freed, excess = 0, used + charge - self.tokens_per_minute
+                for t, k in self._window:
+                    freed += k
+                    if freed >= excess:
+                        wait = max(wait, t + self.rate_window_s - now)
+                        break
+            if wait > 0:
+                self.rate_limited += 1
+                return wait
+            self._window.append((now, charge))
+            self.admitted_log.append((now, charge))
+            return None
 
     @staticmethod
     def _validate_embeddings(body: dict) -> str | None:
@@ -520,6 +686,8 @@ class FakeOpenAI:
                 "completion_tokens": completion,
                 "total_tokens": prompt + completion,
             }
+            if self.cached_prompt_tokens:
+                out["usage"]["prompt_tokens_details"] = {"cached_tokens": min(prompt, self.cached_prompt_tokens)}
         return 200, out, {}
 
     def _embeddings(self, body: dict):

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from sqlalchemy import create_engine, text
 
 from ragrouter.db import migrate
@@ -85,3 +86,86 @@ def test_killed_worker_units_are_retaken_after_lease_expiry(pg_url, tmp_path):
     assert recomputed <= computed_by_victim - committed_before
     assert retaken >= len(recomputed) >= 0
     assert retaken > 0, "the victim held leases when it was killed; they must have been retaken"
+
+
+def test_four_postgres_workers_never_send_the_same_request_twice(pg_url):
+    """Four processes ask the same 24 requests at the same moment (each in its own order):
+    the ledger claim makes every request go out once; the others wait for its row."""
+    import json
+
+    from tests.fake_openai import FakeOpenAI
+
+    engine = create_engine(pg_url)
+    migrate.upgrade(engine)
+    engine.dispose()
+    n = 24
+    with FakeOpenAI(latency_s=0.3) as srv:
+        start_at = time.time() + 4.0
+        procs = [subprocess.Popen([sys.executable, "-m", "tests.support.claim_worker", pg_url, srv.base_url, str(n),
+                                   str(start_at), str(seed)], cwd=REPO, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for seed in range(4)]
+        outs = [p.communicate(timeout=120) for p in procs]
+        assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in outs]
+        sent = collections.Counter(r["body"]["messages"][0]["content"] for r in srv.requests if r["method"] == "POST")
+    assert len(sent) == n and set(sent.values()) == {1}, f"sent more than once: {sent.most_common(3)}"
+    results = [json.loads(o[0].strip().splitlines()[-1]) for o in outs]
+    assert sum(r["http_requests"] for r in results) == n
+    assert sum(r["claim_hits"] for r in results) > 0, "no worker waited for another's claim: the test proved nothing"
+    assert all(r["texts"] == results[0]["texts"] for r in results) and len(results[0]["texts"]) == n
+    engine = create_engine(pg_url)
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT COUNT(*), COUNT(DISTINCT request_hash) FROM llm_calls")).one()
+    engine.dispose()
+    assert tuple(rows) == (n, n)
+
+
+def test_a_deadlocked_batch_is_written_again_whole(store):
+    """Several PostgreSQL workers' batches can deadlock on shared rows (entity names inserted
+    in different orders); the runner retries the rolled-back batch instead of dying."""
+    from sqlalchemy.exc import OperationalError
+
+    from ragrouter.config import Config
+    from ragrouter.stages.base import Scope, Stage, Unit
+    from ragrouter.stages.runner import run_stage
+    from ragrouter.stages.services import Services
+
+    class Deadlock(Exception):
+        sqlstate = "40P01"
+
+    class Flaky(Stage):
+        name = "flaky"
+        writes: list[str] = []
+        fails = 1
+
+        def counts(self, conn, scope):
+            return 3, 0
+
+        def pending(self, conn, scope):
+            return [Unit(f"u{i}", i) for i in range(3)]
+
+        def compute(self, unit, services):
+            return unit.payload * 10
+
+        def write(self, conn, unit, result):
+            if self.fails:
+                self.fails -= 1
+                raise OperationalError("INSERT ...", {}, Deadlock("deadlock detected"))
+            self.writes.append(unit.key)
+
+    stage = Flaky()
+    services = Services(Config.load(), store)
+    try:
+        rep = run_stage(stage, services, Scope(config=services.config), workers=2, progress=False)
+    finally:
+        services.finish()
+    assert rep.done == 3 and rep.failed == 0 and sorted(stage.writes) == ["u0", "u1", "u2"]
+
+    class Broken(Flaky):
+        fails = 99
+
+    with pytest.raises(OperationalError):
+        services = Services(Config.load(), store)
+        try:
+            run_stage(Broken(), services, Scope(config=services.config), workers=2, progress=False)
+        finally:
+            services.finish()

@@ -41,7 +41,7 @@ def report_command(ctx: Ctx, out_dir: Path, judge: str | None) -> None:
         preferred_only = True
     else:
         preferred_only = False
-    report = build_report(engine, out_dir, judge=judge, store_label=_safe_url(ctx.db_url))
+    report = build_report(engine, out_dir, judge=judge, store_label=_safe_url(ctx.db_url), config=_config_or_none(ctx))
     if not preferred_only and report.judge != judge:
         click.echo(f"note: judge {judge!r} has judged nothing; figures use {report.judge!r}", err=True)
     click.echo(f"report: {report.markdown}")
@@ -58,3 +58,11 @@ def _safe_url(url: str) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except Exception:  # noqa: BLE001 - only for display
         return url.split("@")[-1]
+
+
+def _config_or_none(ctx):
+    """The config for the report's money section (None when it cannot be loaded)."""
+    try:
+        return ctx.config
+    except ConfigError:
+        return None

@@ -7,12 +7,14 @@ import click
 from ragrouter.commands.common import Ctx, FailedUnits, fail, pass_ctx, register_user_error, render_rows
 from ragrouter.commands.status import format_skipped
 from ragrouter.db import migrate
+from ragrouter.llm.pricing import PriceError, dry_run_usd_rows
 from ragrouter.stages import registry
 from ragrouter.stages.base import Scope, ScopeError
 from ragrouter.stages.runner import dry_run, run_stage
 from ragrouter.stages.services import Services
 
 register_user_error(ScopeError)
+register_user_error(PriceError)
 
 
 def _paradigm_names() -> list[str]:
@@ -30,7 +32,8 @@ def _paradigm_names() -> list[str]:
 @click.option("--model", "models", multiple=True, help="Only these generator backends (answer stage).")
 @click.option("--limit", type=click.IntRange(min=1), help="At most N units per stage (a slice, for trials).")
 @click.option("--dry-run", is_flag=True, help="Print the calls and tokens pending work would spend, "
-              "minus what the cache holds; spend nothing.")
+              "minus what the cache holds, with an upper bound in US $ where backends have "
+              "price_per_million; spend nothing.")
 @click.option("--workers", type=click.IntRange(min=1), help="Threads per stage (default: the backend's concurrency).")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @pass_ctx
@@ -62,8 +65,10 @@ def _run(ctx: Ctx, stages, corpus, paradigms, models, limit, dry, workers, quiet
         if dry:
             rows = [(e.stage, e.model, e.calls, e.cached_calls, e.calls - e.cached_calls, e.prompt_tokens,
                      e.completion_tokens) for e in dry_run(selected, services, scope)]
-            click.echo(render_rows(["stage", "model", "calls", "cached", "to_call", "prompt_tokens",
-                                    "max_completion_tokens"], rows, "table"))
+            cols, rows, note = dry_run_usd_rows(config, rows)
+            click.echo(render_rows(cols, rows, "table"))
+            if note:
+                click.echo(note)
             click.echo("(stages whose inputs do not exist yet are estimated once their inputs exist)")
             return
         failed = 0

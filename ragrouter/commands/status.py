@@ -38,7 +38,36 @@ def collect(engine, scope: Scope) -> dict:
     for row in tokens:
         for key in ("calls", "prompt_tokens", "completion_tokens", "total_tokens"):
             row[key] = int(row[key] or 0)
-    return {"stages": stages, "tokens": tokens}
+    out = {"stages": stages, "tokens": tokens}
+    money = _money(engine, scope.config)
+    if money is not None:
+        out["money"] = money
+    return out
+
+
+def _money(engine, config) -> dict | None:
+    """Billed dollars per stage and backend, when some backend of the config has prices."""
+    from ragrouter.llm import pricing
+
+    if config is None or not pricing.backend_prices(config):
+        return None
+    with engine.connect() as conn:
+        billed = pricing.billed_by_stage(conn, config)
+    return {"billed": billed, "total_usd": sum(r["usd"] or 0 for r in billed),
+            "prices": [dict(zip(("backend", "model", "input", "output", "cached_input"), r))
+                       for r in pricing.price_rows(config)]}
+
+
+def _echo_money(money: dict) -> None:
+    from ragrouter.llm.pricing import usd
+
+    click.echo()
+    cols = ["stage", "backend", "calls", "prompt_tokens", "cached_prompt_tokens", "completion_tokens", "usd"]
+    click.echo(render_rows(cols, [tuple(usd(r[c]) if c == "usd" else r[c] for c in cols) for r in money["billed"]],
+                           "table"))
+    used = ", ".join(f"{p['backend']} in {p['input']:g} / out {p['output']:g} / cached {p['cached_input']:g}"
+                     for p in money["prices"])
+    click.echo(f"billed in total: {usd(money['total_usd'])} ($ per million tokens: {used})")
 
 
 @click.command("status")
@@ -46,7 +75,8 @@ def collect(engine, scope: Scope) -> dict:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of tables.")
 @pass_ctx
 def status_command(ctx: Ctx, corpus: str | None, as_json: bool) -> None:
-    """Show units done / pending / failed / skipped (by reason) per stage, and billed tokens per stage and model.
+    """Show units done / pending / failed / skipped (by reason) per stage, and billed tokens per stage and model
+    (with their dollars when backends carry price_per_million).
 
     \b
     Example:
@@ -72,6 +102,8 @@ def status_command(ctx: Ctx, corpus: str | None, as_json: bool) -> None:
     click.echo()
     cols = ["stage", "model", "calls", "prompt_tokens", "completion_tokens", "total_tokens"]
     click.echo(render_rows(cols, [tuple(t[c] for c in cols) for t in data["tokens"]], "table"))
+    if "money" in data:
+        _echo_money(data["money"])
 
 
 def show_progress(run: dict, path: str, as_json: bool) -> None:

@@ -31,6 +31,25 @@ remote embeddings, 32 for encoders), ``structured_output`` (``json_schema`` | ``
 ``encoding_format`` (``float`` | ``base64``), ``api_key_required`` (true/false), and for
 ``local``: ``n_ctx`` (total, shared by the slots) or ``n_ctx_per_slot``, ``n_parallel``,
 ``threads``, ``n_predict``.
+
+Provider presets (``preset``, see :data:`PRESETS`) fill in the settings a provider needs; any
+key set on the backend itself wins (``extra_body`` is deep-merged over the preset's):
+
+``openai``            chat models: ``json_schema`` structured output, ``max_tokens``.
+``openai-reasoning``  o1/o3/o4/gpt-5 models (= ``reasoning: true``): ``max_completion_tokens``,
+                      no ``temperature`` and no ``top_p`` (the API rejects both).
+``deepseek``          ``json_object`` (DeepSeek rejects ``json_schema``); the prompt carries the
+                      word "json", as its API requires for that mode.
+``ollama``            ``extra_body: {options: {num_ctx: 12288}}``: Ollama's OpenAI endpoint
+                      otherwise truncates prompts past the model's default 2-4k context in
+                      silence (the paper's 8,000-token budget exceeds it); ``json_object``.
+``vllm``              ``json_schema`` (guided decoding), keyless on a private address.
+
+Request settings of every HTTP backend: ``extra_body`` (a mapping merged into every chat
+request body, e.g. vLLM's ``top_k`` or OpenAI's ``reasoning_effort``), ``headers`` (extra
+HTTP headers; a value ``$NAME`` is read from the environment variable NAME at call time and
+redacted like a key), ``seed``, ``top_p``. ``seed``, ``top_p`` and ``extra_body`` are part of
+the cache key when set.
 """
 
 from __future__ import annotations
@@ -51,6 +70,41 @@ from urllib.parse import urlsplit
 import numpy as np
 
 STRUCTURED_MODES = ("json_schema", "json_object", "none")
+
+# preset name -> the backend settings it implies (explicit backend keys win)
+PRESETS: dict[str, dict] = {
+    "openai": {"structured_output": "json_schema", "max_tokens_param": "max_tokens"},
+    "openai-reasoning": {"structured_output": "json_schema", "reasoning": True},
+    "deepseek": {"structured_output": "json_object", "max_tokens_param": "max_tokens"},
+    "ollama": {"structured_output": "json_object", "extra_body": {"options": {"num_ctx": 12288}}},
+    "vllm": {"structured_output": "json_schema"},
+    "llamacpp": {"structured_output": "json_schema"},
+}
+
+
+def _deep_merge(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def apply_preset(name: str, spec: dict, *, source: str = "config") -> dict:
+    """``spec`` with its ``preset``'s settings filled in (explicit keys win, ``extra_body``
+    deep-merged). GatewayError('config') for an unknown preset."""
+    preset = spec.get("preset")
+    if preset in (None, "", "none"):
+        return dict(spec)
+    if preset not in PRESETS:
+        raise GatewayError("config", f"{source}: backends.{name}.preset must be one of {', '.join(PRESETS)} "
+                           f"(got {preset!r})", backend=name)
+    out = _deep_merge(PRESETS[preset], {k: v for k, v in spec.items() if k != "extra_body"})
+    if isinstance(spec.get("extra_body"), dict) or "extra_body" in PRESETS[preset]:
+        out["extra_body"] = _deep_merge(PRESETS[preset].get("extra_body", {}), spec.get("extra_body") or {})
+    return out
 DUMMY_KEY = "EMPTY"
 DEFAULTS = {"concurrency": 15, "timeout_s": 60.0, "retries": 3}
 
@@ -120,6 +174,10 @@ class ChatReply:
     completion_tokens: int | None
     finish_reason: str | None = None
     refusal: str | None = None
+    cached_prompt_tokens: int | None = None
+    """Prompt tokens the provider served from its own prompt cache (billed at the
+    ``cached_input`` price): OpenAI's ``prompt_tokens_details.cached_tokens`` or DeepSeek's
+    ``prompt_cache_hit_tokens``."""
 
 
 @dataclass
@@ -179,6 +237,7 @@ class Backend:
 
     def __init__(self, name: str, spec: dict, *, source: str = "config"):
         self.name = name
+        spec = apply_preset(name, spec, source=source)
         self.spec = dict(spec)
         self.where = f"{source}: backends.{name}"
         self.model = str(spec.get("model") or "")
@@ -198,6 +257,57 @@ class Backend:
         self.dimensions = spec.get("dimensions")
         if self.dimensions is not None and (not isinstance(self.dimensions, int) or self.dimensions < 1):
             raise GatewayError("config", f"{self.where}.dimensions must be a positive integer", backend=name)
+        self.reasoning = spec.get("reasoning", False)
+        if not isinstance(self.reasoning, bool):
+            raise GatewayError("config", f"{self.where}.reasoning must be true or false", backend=name)
+        self.extra_body = spec.get("extra_body") or {}
+        if not isinstance(self.extra_body, dict):
+            raise GatewayError("config", f"{self.where}.extra_body must be a mapping", backend=name)
+        clash = sorted(set(self.extra_body) & {"model", "messages", "stream", "input"})
+        if clash:
+            raise GatewayError("config", f"{self.where}.extra_body must not set {', '.join(clash)}", backend=name)
+        self.headers = spec.get("headers") or {}
+        if not isinstance(self.headers, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                          for k, v in self.headers.items()):
+            raise GatewayError("config", f"{self.where}.headers must map header names to strings", backend=name)
+        self.seed = spec.get("seed")
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
+            raise GatewayError("config", f"{self.where}.seed must be an integer", backend=name)
+        self.top_p = spec.get("top_p")
+        if self.top_p is not None and (isinstance(self.top_p, bool) or not isinstance(self.top_p, (int, float))
+                                       or not 0 < self.top_p <= 1):
+            raise GatewayError("config", f"{self.where}.top_p must be a number in (0, 1]", backend=name)
+        if self.reasoning and self.top_p is not None:
+            raise GatewayError("config", f"{self.where}: reasoning models reject top_p; remove it", backend=name)
+        self.requests_per_minute = self._optional_int("requests_per_minute")
+        self.tokens_per_minute = self._optional_int("tokens_per_minute")
+
+    def _optional_int(self, key: str) -> int | None:
+        value = self.spec.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise GatewayError("config", f"{self.where}.{key} must be a positive integer or null (got {value!r})",
+                               backend=self.name)
+        return value
+
+    def limiter(self):
+        """This backend's process-wide rate limiter (inactive when no limit is set)."""
+        from ragrouter.llm.ratelimit import limiter_for
+
+        return limiter_for(self.name, getattr(self, "base_url", None), self.model, self.requests_per_minute,
+                           self.tokens_per_minute)
+
+    def request_settings(self) -> dict:
+        """The request settings that change a reply (part of the cache key when set)."""
+        out: dict = {}
+        if self.seed is not None:
+            out["seed"] = self.seed
+        if self.top_p is not None:
+            out["top_p"] = float(self.top_p)
+        if self.extra_body:
+            out["extra_body"] = self.extra_body
+        return out
 
     def _int(self, key: str, default: int, minimum: int) -> int:
         value = self.spec.get(key, default)
@@ -250,7 +360,8 @@ class OpenAIBackend(Backend):
         if required is None:
             required = bool(self.api_key_env) and not _is_local_url(str(self.base_url or ""))
         self.key_required = bool(required)
-        self.max_tokens_param = spec.get("max_tokens_param", "max_tokens")
+        self.max_tokens_param = spec.get("max_tokens_param",
+                                         "max_completion_tokens" if self.reasoning else "max_tokens")
         if self.max_tokens_param not in ("max_tokens", "max_completion_tokens"):
             raise GatewayError("config", f"{self.where}.max_tokens_param must be max_tokens or "
                                "max_completion_tokens", backend=name)
@@ -280,10 +391,29 @@ class OpenAIBackend(Backend):
 
     def secrets(self) -> list[str]:
         value = os.environ.get(self.api_key_env) if self.api_key_env else None
-        return [value] if value else []
+        out = [value] if value else []
+        for raw in self.headers.values():
+            if raw.startswith("$") and os.environ.get(raw[1:]):
+                out.append(os.environ[raw[1:]])
+        return out
 
     def preflight(self) -> None:
         self.api_key()
+        self.header_values()
+
+    def header_values(self) -> dict[str, str]:
+        """The extra headers with ``$NAME`` values read from the environment now."""
+        out = {}
+        for key, raw in self.headers.items():
+            if raw.startswith("$"):
+                value = os.environ.get(raw[1:])
+                if not value:
+                    raise GatewayError("missing_api_key", f"backend '{self.name}': environment variable {raw[1:]} "
+                                       f"(header {key}) is not set", backend=self.name)
+                out[key] = value
+            else:
+                out[key] = raw
+        return out
 
     def endpoint(self) -> tuple[str, str]:
         """(base_url, model name to send)."""
@@ -332,7 +462,9 @@ class OpenAIBackend(Backend):
         """
         import httpx2
 
-        options = {"timeout": timeout_s, "security": {"bearer_auth": True}}
+        options: dict[str, Any] = {"timeout": timeout_s, "security": {"bearer_auth": True}}
+        if self.headers:
+            options["headers"] = self.header_values()
         with self.client() as client:
             return self._call(lambda: client.post(path, cast_to=httpx2.Response, body=body, options=options))
 
@@ -375,15 +507,9 @@ class OpenAIBackend(Backend):
 
     def chat_once(self, messages, *, temperature, max_tokens, response_format, timeout_s) -> ChatReply:
         _, model = self.endpoint()
-        request: dict[str, Any] = {
-            "model": model,
-            "messages": messages,
-            "temperature": temperature,
-            self.max_tokens_param: max_tokens,
-        }
-        if response_format is not None:
-            request["response_format"] = response_format
-        body = self._post("/chat/completions", request, timeout_s)
+        body = self._post("/chat/completions", self.chat_request(model, messages, temperature=temperature,
+                                                                  max_tokens=max_tokens,
+                                                                  response_format=response_format), timeout_s)
         choices = body.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise BackendError("bad_response", "reply has no choices", retryable=True)
@@ -400,7 +526,23 @@ class OpenAIBackend(Backend):
             completion_tokens=_int_or_none(usage.get("completion_tokens")),
             finish_reason=choices[0].get("finish_reason"),
             refusal=message.get("refusal") if isinstance(message, dict) else None,
+            cached_prompt_tokens=_cached_tokens(usage),
         )
+
+    def chat_request(self, model: str, messages: list[dict], *, temperature: float, max_tokens: int,
+                     response_format: dict | None) -> dict:
+        """The JSON body of one chat request as this backend's provider accepts it."""
+        request: dict[str, Any] = {"model": model, "messages": messages}
+        if not self.reasoning:  # reasoning models accept only the default temperature
+            request["temperature"] = temperature
+        request[self.max_tokens_param] = max_tokens
+        if self.top_p is not None:
+            request["top_p"] = float(self.top_p)
+        if self.seed is not None:
+            request["seed"] = self.seed
+        if response_format is not None:
+            request["response_format"] = response_format
+        return _deep_merge(request, self.extra_body) if self.extra_body else request
 
     def embed_once(self, texts, *, timeout_s) -> EmbedReply:
         _, model = self.endpoint()
@@ -436,6 +578,13 @@ class OpenAIBackend(Backend):
                 client.close()
             except Exception:  # noqa: BLE001 - closing is best effort
                 pass
+
+
+def _cached_tokens(usage: dict) -> int | None:
+    details = usage.get("prompt_tokens_details")
+    if isinstance(details, dict) and _int_or_none(details.get("cached_tokens")) is not None:
+        return _int_or_none(details.get("cached_tokens"))
+    return _int_or_none(usage.get("prompt_cache_hit_tokens"))
 
 
 def _int_or_none(value) -> int | None:

@@ -61,6 +61,7 @@ from ragrouter.llm.ledger import (
     LINGER_S,
     _LOOKUP,
     _gateway_connection,
+    _Claims,
     _Job,
     _is_duckdb,
     _LedgerWriter,
@@ -178,6 +179,8 @@ class Gateway:
         self._stats_lock = threading.Lock()
         self._closed = False
         self._writer = _LedgerWriter(self, linger_s=LINGER_S if mode == "async" else 0.0)
+        # cross-process claims (ledger.py, "Claims"): PostgreSQL in sync mode
+        self._claims = _Claims(engine) if (engine.dialect.name == "postgresql" and mode == "sync") else None
         # a gateway dropped without close() still commits its queue and frees the file lock
         self._finalizer = weakref.finalize(self, _shutdown, self._writer, self._db if self._own_db else None)
         _LIVE.add(self)
@@ -325,11 +328,12 @@ class Gateway:
 
     def stats(self) -> dict:
         """Counters of this gateway: calls, embed_calls, cache_hits, http_requests (attempts),
-        encoder_requests, retries, failures (recorded), errors (GatewayError raised),
+        encoder_requests, retries, rate_limited (429s seen by a rate-limited backend), claim_hits
+        (replies another worker sent while this one waited on its claim), failures (recorded), errors (GatewayError raised),
         billed_prompt_tokens, billed_completion_tokens, billed_tokens (their sum), rows_written."""
         with self._stats_lock:
             out = {k: 0 for k in ("calls", "embed_calls", "cache_hits", "http_requests", "encoder_requests",
-                                  "retries", "failures", "errors", "billed_prompt_tokens",
+                                  "retries", "rate_limited", "failures", "errors", "billed_prompt_tokens",
                                   "billed_completion_tokens")}
             out.update(self._stats)
         out["billed_tokens"] = out["billed_prompt_tokens"] + out["billed_completion_tokens"]
@@ -358,6 +362,8 @@ class Gateway:
             with self._backend_lock:
                 for be in self._backends.values():
                     be.close()
+            if self._claims is not None:
+                self._claims.close()
             _LIVE.discard(self)
 
     def __enter__(self) -> "Gateway":
@@ -383,6 +389,9 @@ class Gateway:
         mode = be.structured_output if json_schema is not None else None
         key = chat_key(be.model, messages, temperature=temperature, max_tokens=max_tokens, structured=mode,
                        json_schema=json_schema, sample=sample)
+        settings = be.request_settings() if hasattr(be, "request_settings") else {}
+        if settings:  # only when set: hashes of plain requests stay what they were
+            key["settings"] = settings
         try:
             h = request_hash(key)
         except (TypeError, ValueError) as exc:
@@ -397,6 +406,9 @@ class Gateway:
                 sent = _with_instructions(messages, schema_instructions(json_schema))
                 if mode == "json_object":
                     response_format = {"type": "json_object"}
+                    if not any("json" in _text_of(m).lower() for m in sent):
+                        # OpenAI and DeepSeek reject json_object unless a message says "json"
+                        sent = _with_instructions(sent, "Answer in JSON.")
         return be, sent, key, h, response_format
 
     @staticmethod
@@ -446,7 +458,11 @@ class Gateway:
         try:
             rec = self._lookup(h)
             cached = rec is not None
-            if rec is None:
+            if rec is None and self._claims is not None:
+                rec, cached = self._claims.run_once(h, lambda: self._lookup(h), produce)
+                if cached:
+                    self._bump("claim_hits")
+            elif rec is None:
                 rec = produce()
             fut.set_result(rec)
             return rec, cached
@@ -481,23 +497,42 @@ class Gateway:
 
     # ------------------------------------------------------------------ making calls
     def _attempts(self, be: Backend, h: str, stage: str, phase: str, fn: Callable[[float], Any],
-                  timeout: float):
-        """Run ``fn(timeout)`` with retries; returns (reply, attempts, latency of the good one)."""
+                  timeout: float, estimate: Callable[[], int] | None = None):
+        """Run ``fn(timeout)`` with retries; returns (reply, attempts, latency of the good one).
+
+        ``estimate()`` gives the request's token estimate for the backend's tokens-per-minute
+        limit (called only when the backend has one)."""
         if hasattr(be, "api_key"):
             be.api_key()  # clear error naming the variable when a required key is unset
         sem = self._sems[be.name]
+        limiter = be.limiter() if be.http else None
+        if limiter is not None and not limiter.active:
+            limiter = None
+        est = estimate() if (limiter is not None and limiter.tpm and estimate is not None) else 0
         last: BackendError | None = None
         attempts = 0
         for i in range(be.retries + 1):
             attempts += 1
             with sem:
+                ticket = limiter.acquire(est) if limiter is not None else None
                 self._bump("http_requests" if be.http else "encoder_requests")
                 t0 = time.perf_counter()
                 try:
                     reply = fn(timeout)
                 except BackendError as exc:
                     last = exc
+                    if limiter is not None:
+                        limiter.settle(ticket)
+                        if exc.status == 429:
+                            self._bump("rate_limited")
+                            limiter.pause(exc.retry_after_s)
+                except BaseException:
+                    if limiter is not None:
+                        limiter.settle(ticket)
+                    raise
                 else:
+                    if limiter is not None:
+                        limiter.settle(ticket, _reply_tokens(reply))
                     return reply, attempts, time.perf_counter() - t0
             if not last.retryable or i == be.retries:
                 break
@@ -544,7 +579,8 @@ class Gateway:
             return be.chat_once(sent, temperature=temperature, max_tokens=max_tokens,
                                 response_format=response_format, timeout_s=t)
 
-        reply, attempts, latency = self._attempts(be, h, stage, phase, attempt, timeout)
+        reply, attempts, latency = self._attempts(be, h, stage, phase, attempt, timeout,
+                                                  estimate=lambda: message_tokens(sent) + int(max_tokens))
         text_out = reply.text
         if reply.prompt_tokens is not None and reply.completion_tokens is not None:
             p_tok, c_tok, source = reply.prompt_tokens, reply.completion_tokens, "usage"
@@ -565,6 +601,10 @@ class Gateway:
         params = {"temperature": float(temperature), "max_tokens": int(max_tokens),
                   "response_format": key["response_format"], "sample": key["sample"],
                   "finish_reason": reply.finish_reason}
+        if key.get("settings"):
+            params["settings"] = key["settings"]
+        if reply.cached_prompt_tokens:
+            params["cached_prompt_tokens"] = int(reply.cached_prompt_tokens)  # priced at cached_input
         rec = _Record(id=None, text=text_out, data=data, vectors=None, prompt_tokens=int(p_tok),
                       completion_tokens=int(c_tok), token_source=source, latency_s=latency, attempts=attempts)
         row = {"kind": "chat", "messages": sent, "params": params, "response": text_out, "response_json": data,
@@ -575,7 +615,8 @@ class Gateway:
     def _produce_embed(self, be: Backend, h: str, batch: list[str], timeout: float, stage: str,
                        phase: str) -> _Record:
         reply, attempts, latency = self._attempts(be, h, stage, phase,
-                                                  lambda t: be.embed_once(batch, timeout_s=t), timeout)
+                                                  lambda t: be.embed_once(batch, timeout_s=t), timeout,
+                                                  estimate=lambda: sum(tokens.count(t) for t in batch))
         vecs = np.asarray(reply.vectors, dtype=np.float32)
         p_tok = reply.prompt_tokens
         source = "encoder" if not be.http else "usage"
@@ -660,6 +701,20 @@ class Gateway:
     def _secrets(self) -> list[str]:
         with self._backend_lock:
             return [s for be in self._backends.values() for s in be.secrets()]
+
+
+def _reply_tokens(reply) -> int | None:
+    """Tokens a reply reports (prompt + completion), None when the endpoint gave no usage."""
+    p = getattr(reply, "prompt_tokens", None)
+    c = getattr(reply, "completion_tokens", 0) or 0
+    return None if p is None else int(p) + int(c)
+
+
+def _text_of(message: dict) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return str(content or "")
 
 
 def _schema_name(schema: dict) -> str:

@@ -40,6 +40,21 @@ Ledger rows and durability
     Choose with ``Gateway(..., ledger_commit='sync'|'async')`` or the ``gateway.ledger_commit``
     setting.
 
+Claims: a request is sent once across workers (PostgreSQL, sync mode)
+    Two workers that need the same request at once (the query-entity call that GraphRAG and
+    HybridRAG share, a judgment asked twice) would both miss the ledger and both pay. On
+    PostgreSQL the gateway therefore *claims* a request before sending it: a session-level
+    advisory lock on the request hash (``pg_try_advisory_lock``), taken on one connection
+    per gateway and released once the reply's ledger row is committed. A worker that finds the
+    request claimed waits (polling the ledger every 50-500 ms) and serves the stored reply
+    when it appears; if the claim is released without a row (the sender failed for good) it
+    claims and sends the request itself. A sender that dies loses its connection, PostgreSQL
+    releases its locks at once, and a waiter sends the request again: that request is paid
+    twice (the dead sender's reply was never stored) — a kill costs at most the requests it
+    had in flight, at most its backends' concurrency. DuckDB needs no claims (one process per
+    file; threads share the in-flight map). Async ledger mode on PostgreSQL would release the
+    claim before the row is committed, so claims are used in sync mode only.
+
     On a DuckDB file the gateway opens its *own* connection to the same database (DuckDB shares
     one database instance between the connections of a process, with MVCC transactions), so
     its background commits never interleave with transactions on the store engine's single
@@ -419,3 +434,69 @@ def _shutdown(writer: _LedgerWriter, own_db: Engine | None) -> None:
     writer.stop()
     if own_db is not None:
         own_db.dispose()
+
+
+class _Claims:
+    """Advisory-lock claims on request hashes (PostgreSQL; see "Claims" above)."""
+
+    POLL_MIN_S = 0.05
+    POLL_MAX_S = 0.5
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._lock = threading.Lock()
+        self._conn = None
+        self.waits = 0
+
+    def _execute(self, sql: str, key: int):
+        with self._lock:
+            if self._conn is None:
+                self._conn = self._engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+            return self._conn.exec_driver_sql(sql, (key,)).scalar()
+
+    @staticmethod
+    def key(h: str) -> int:
+        v = _hash64(h)
+        return v - (1 << 64) if v >= (1 << 63) else v
+
+    def try_claim(self, h: str) -> bool:
+        return bool(self._execute("SELECT pg_try_advisory_lock(%s)", self.key(h)))
+
+    def release(self, h: str) -> None:
+        try:
+            self._execute("SELECT pg_advisory_unlock(%s)", self.key(h))
+        except Exception as exc:  # noqa: BLE001 - a lost session has released it anyway
+            log.warning("ledger claim: release failed (%s)", exc.__class__.__name__)
+
+    def run_once(self, h: str, lookup, produce, sleep=time.sleep):
+        """(record, cached): the stored reply, or ``produce()`` while holding the claim."""
+        delay = self.POLL_MIN_S
+        while True:
+            try:
+                claimed = self.try_claim(h)
+            except Exception as exc:  # noqa: BLE001 - claims are an optimisation: send unclaimed
+                log.warning("ledger claim: %s; sending without a claim", exc.__class__.__name__)
+                return produce(), False
+            if claimed:
+                try:
+                    rec = lookup()  # the previous holder may have stored it just now
+                    if rec is not None:
+                        return rec, True
+                    return produce(), False
+                finally:
+                    self.release(h)
+            self.waits += 1
+            sleep(delay)
+            delay = min(self.POLL_MAX_S, delay * 2)
+            rec = lookup()
+            if rec is not None:
+                return rec, True
+
+    def close(self) -> None:
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001
+                pass

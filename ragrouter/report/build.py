@@ -82,7 +82,7 @@ def _clean(out: Path) -> None:
 
 
 def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
-                 store_label: str | None = None) -> Report:
+                 store_label: str | None = None, config=None) -> Report:
     """Write ``report.md``, one CSV per view and the PNG figures into ``out_dir``.
 
     ``judge`` picks whose labels the figures use (default: the judge with the most judged
@@ -148,6 +148,10 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
     section("Token consumption (Table 16)", "token_breakdown", tables.table_tokens(frames["token_breakdown"]),
             "Token sums in millions; Avg-Ctx and Build/query in tokens. Graph build = extraction tokens of the "
             "corpus (one-time), amortised over its accepted queries as Build/query.")
+    if config is not None:  # money next to the tokens (ragrouter/llm/pricing.py)
+        from ragrouter.llm import pricing
+
+        md.append(pricing.markdown_section(engine, config))
     section("Oracle labels", "oracle_labels", tables.table_oracle(frames["oracle_labels"]),
             "Per query: among paradigms judged correct, the one with the highest semantic F1 "
             "(ties: alphabetical); none correct = cannot_answer.")

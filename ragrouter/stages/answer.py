@@ -2,8 +2,14 @@
 
 The unit key is (query, paradigm, generator, config hash); the hash covers the paradigm's
 hyperparameters, its prompt versions and the generator's model, so a changed setting makes
-new runs beside the old ones. Units of one query run back to back and share one
-:class:`QueryContext` (query embedding, dense top-k, graph retrieval done once).
+new runs beside the old ones. Units of one query share one :class:`QueryContext` (query
+embedding, dense top-k, graph retrieval done once), kept in memory for the whole stage.
+
+Scheduling: pending units are ordered **longest expected first** (IterativeRAG's up to
+2 + 3·max_rounds sequential calls, then GraphRAG/HybridRAG's two, then one-call paradigms),
+queries in store order inside each class. The endpoint's slots then stay full until the
+end: the last units to start are the short ones, instead of iterative units that leave a
+tail with few requests in flight (``benchmarks/README.md``, issue 17).
 """
 
 from __future__ import annotations
@@ -56,11 +62,28 @@ def load_index(conn, corpus_id: int, name: str, config):
                        [e[0] for e in ents], [e[1] for e in ents], ent_matrix, triples, name=name)
 
 
+def expected_calls(paradigm: str, config) -> int:
+    """Upper bound of a paradigm's sequential LLM calls per run (for scheduling and estimates)."""
+    if paradigm.startswith("iterative"):
+        return 2 + 3 * int(config.get("paradigms.iterative.max_rounds", 3))
+    if paradigm in ("graph", "hybrid"):
+        return 2
+    return 1
+
+
+def longest_first(units: list[Unit], config) -> list[Unit]:
+    """Units by expected calls, most first, then by key: one canonical order that every worker
+    computes alike for any scope (PostgreSQL leases are claimed in it)."""
+    weight = {p: expected_calls(p, config) for p in {u.payload["paradigm"] for u in units}}
+    return sorted(units, key=lambda u: (-weight[u.payload["paradigm"]], u.key))
+
+
 class AnswerStage(Stage):
     name = "answer"
     description = "run every enabled paradigm for every accepted query and generator backbone"
     uses_llm = True
-    CONTEXTS = 64  # query contexts kept in memory (units of one query run back to back)
+    ordered_units = True  # pending() returns the canonical longest-first order (leases keep it)
+    CONTEXTS = 4096  # query contexts kept in memory (a query's units are spread over the stage)
 
     def __init__(self) -> None:
         self._ctx_lock = threading.Lock()
@@ -116,7 +139,7 @@ class AnswerStage(Stage):
                                                           "question": question, "paradigm": p,
                                                           "generator": g, "config_hash": h,
                                                           "config": self._configs.get((p, g))}))
-        return units
+        return longest_first(units, scope.config)
 
     def prepare(self, services, scope):
         with services.db_lock, services.engine.connect() as conn:

@@ -25,16 +25,21 @@ class LeaseManager:
         self.retaken = 0
         self.keys: list[str] = []
 
-    def register(self, keys: list[str]) -> None:
-        """Make sure every key has a lease row; failed units become claimable again."""
-        keys = sorted(keys)  # one order for every worker: concurrent inserts wait, never deadlock
+    def register(self, keys: list[str], ordered: bool = False) -> None:
+        """Make sure every key has a lease row; failed units become claimable again.
+
+        Units are claimed in registration order. ``ordered=True``: ``keys`` already come in a
+        canonical order that every worker computes alike (a stage's scheduling order), which
+        is kept; otherwise they are sorted. Either way every worker inserts in one order, so
+        concurrent inserts wait and never deadlock."""
+        keys = list(keys) if ordered else sorted(keys)
         self.keys = keys  # this worker claims and waits only for units of its own scope
         for i in range(0, len(keys), 1000):
             part = keys[i:i + 1000]
             with self.engine.begin() as conn:
                 conn.execute(text(
                     "INSERT INTO work_leases (stage, unit_key, state, attempts) "
-                    "SELECT :s, k, 'pending', 0 FROM unnest(CAST(:keys AS text[])) AS k ORDER BY k "
+                    "SELECT :s, t.k, 'pending', 0 FROM unnest(CAST(:keys AS text[])) WITH ORDINALITY AS t(k, n) ORDER BY t.n "
                     "ON CONFLICT (stage, unit_key) DO NOTHING"), {"s": self.stage, "keys": part})
             with self.engine.begin() as conn:
                 conn.execute(text(

@@ -12,7 +12,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
-from sqlalchemy import delete, func
+from sqlalchemy import delete, func, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from tqdm import tqdm
 
@@ -34,6 +34,24 @@ class StageReport:
     """Units this worker leased after another worker's lease expired (PostgreSQL)."""
     lost: int = 0
     """Units whose lease expired before this worker finished them (another completes them)."""
+
+
+FLUSH_RETRIES = 5
+PG_WRITE_LOCK_CLASS = 0x52475354  # 'RGST': two-int advisory locks, apart from the ledger's bigint claims
+
+
+def _stage_lock_key(name: str) -> int:
+    import zlib
+
+    return zlib.crc32(name.encode()) & 0x7FFFFFFF
+
+
+def _is_transient(exc: BaseException) -> bool:
+    """A PostgreSQL deadlock (40P01) or serialisation failure (40001): the batch's transaction
+    was rolled back as a whole and can simply run again (several workers' batches insert the
+    same entity names in different orders)."""
+    code = getattr(getattr(exc, "orig", None), "sqlstate", None) or getattr(getattr(exc, "orig", None), "pgcode", None)
+    return code in ("40P01", "40001")
 
 
 def _short(exc: BaseException) -> str:
@@ -79,6 +97,8 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
     buffer: list[tuple[Unit, object, BaseException | None]] = []
     last_flush = time.monotonic()
 
+    pg_write_key = _stage_lock_key(stage.name) if engine.dialect.name == "postgresql" else None
+
     def flush() -> None:
         nonlocal last_flush
         if not buffer:
@@ -86,18 +106,33 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
         gateway = services.__dict__.get("gateway")
         if gateway is not None and hasattr(gateway, "flush"):
             gateway.flush()  # ledger rows first: results link to them
-        with services.db_lock, engine.begin() as conn:
-            ok_keys = []
-            for unit, result, exc in buffer:
-                if leases is not None and not leases.complete(conn, unit.key, failed=exc is not None):
-                    report.lost += 1  # lease expired and another worker took the unit over
-                    continue
-                if exc is None:
-                    stage.write(conn, unit, result)
-                    ok_keys.append(unit.key)
-                else:
-                    record_failure(conn, stage.name, unit.key, _short(exc))
-            clear_failures(conn, stage.name, ok_keys)
+        for attempt in range(FLUSH_RETRIES):
+            lost = 0
+            try:
+                with services.db_lock, engine.begin() as conn:
+                    if pg_write_key is not None:
+                        # one stage's batches are written one worker at a time: they insert shared
+                        # rows (entity names) in orders no single batch can make global, and
+                        # deadlocked (4 extract workers on PostgreSQL); held until commit
+                        conn.execute(text("SELECT pg_advisory_xact_lock(:a, :b)"),
+                                     {"a": PG_WRITE_LOCK_CLASS, "b": pg_write_key})
+                    ok_keys = []
+                    for unit, result, exc in buffer:
+                        if leases is not None and not leases.complete(conn, unit.key, failed=exc is not None):
+                            lost += 1  # lease expired and another worker took the unit over
+                            continue
+                        if exc is None:
+                            stage.write(conn, unit, result)
+                            ok_keys.append(unit.key)
+                        else:
+                            record_failure(conn, stage.name, unit.key, _short(exc))
+                    clear_failures(conn, stage.name, ok_keys)
+                break
+            except Exception as exc:  # noqa: BLE001 - only a deadlock/serialisation failure is retried
+                if attempt == FLUSH_RETRIES - 1 or not _is_transient(exc):
+                    raise
+                time.sleep(0.05 * (attempt + 1))  # another worker's batch holds rows ours needs: retry it whole
+        report.lost += lost
         buffer.clear()
         last_flush = time.monotonic()
 
@@ -114,7 +149,7 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
         from ragrouter.stages.leases import LeaseManager
 
         leases = LeaseManager(engine, stage.name, int(services.config.get("worker.lease_seconds", 600)))
-        leases.register([u.key for u in units])
+        leases.register([u.key for u in units], ordered=bool(getattr(stage, "ordered_units", False)))
     by_key = {u.key: u for u in units}
     queue = list(units) if leases is None else []
 
