@@ -142,7 +142,9 @@ def random_rows(
                         created = ts(start + (0 if rng.random() < 0.3 else c * 10))
                         ctx = 0 if paradigm == "llm_only" else rng.randint(100, 8000)
                         run = add("paradigm_runs", query_id=query["id"], paradigm=paradigm, generator=generator,
-                                  config_hash=f"cfg{c}", config={"paradigm": paradigm, "v": c},
+                                  config_hash=f"cfg{c}", config={"paradigm": paradigm, "v": c,
+                                          **({"base_retriever": "naive" if paradigm == "iterative_naive" else "graph"}
+                                             if paradigm.startswith("iterative") else {})},
                                   answer=f"{paradigm} says {qi}", retrieved_chunk_ids=[1, 2][: rng.randint(0, 2)],
                                   context_tokens=ctx, iterations=rng.randint(0, 3) if "iterative" in paradigm else 0,
                                   trace={"steps": [rng.random()]},
