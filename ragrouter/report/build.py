@@ -90,11 +90,12 @@ def _clean(out: Path) -> None:
 
 
 def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
-                 store_label: str | None = None) -> Report:
+                 store_label: str | None = None, with_figures: bool = True) -> Report:
     """Write ``report.md``, one CSV per view and the PNG figures into ``out_dir``.
 
     ``judge`` picks whose labels the figures use (default: the judge with the most judged
-    runs); the tables list every judge. The views must exist (run ``db upgrade`` first)."""
+    runs); the tables list every judge. The views must exist (run ``db upgrade`` first).
+    ``with_figures=False`` writes the tables only (quick; the figures cost most of the time)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     _clean(out)
@@ -222,6 +223,9 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
 
     def add_figure(name: str, fig, caption: str, judged_by: str | None = None) -> None:
         if fig is None:
+            return
+        if not with_figures:
+            figures.plt.close(fig)
             return
         report.figures[name] = figures.save(fig, out / f"{name}.png")
         report.captions[name] = caption

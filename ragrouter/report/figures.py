@@ -246,11 +246,12 @@ def _raw_label(raw: float) -> str:
 def corpus_profile(prof: pd.DataFrame, title: str = "") -> Figure | None:
     """Fig. 6 from ``v_corpus_profile``: one small panel per measured indicator (structural, then
     semantic) with one bar per corpus at its RAW value, printed on the bar. One corpus works; a
-    negative value is drawn below the zero line; a missing value (NaN) is marked "n/a" at zero.
-    Returns None when no indicator has been measured."""
+    negative value is drawn below the zero line; a missing value (NaN) is marked "n/a" at zero
+    (an indicator no corpus has yet gets a panel of n/a). Returns None when no indicator has
+    been measured at all."""
     cols = [(c, lab, kind) for kind, group in (("structural", STRUCTURAL), ("semantic", SEMANTIC))
-            for c, lab in group if c in prof.columns and pd.to_numeric(prof[c], errors="coerce").notna().any()]
-    if prof.empty or not cols:
+            for c, lab in group if c in prof.columns]
+    if prof.empty or not any(pd.to_numeric(prof[c], errors="coerce").notna().any() for c, _, _ in cols):
         return None
     prof = prof.sort_values("corpus").reset_index(drop=True)
     corpora = list(prof["corpus"])
