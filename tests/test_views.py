@@ -186,9 +186,9 @@ def pg_store(pg_url):
 
 
 rows_strategy = st.builds(
-    lambda seed, n_corpora, n_q, paradigms, p_correct, f1_values, max_samples, gens: synthetic.random_rows(
+    lambda seed, n_corpora, n_q, paradigms, p_correct, f1_values, max_samples, gens, tokens: synthetic.random_rows(
         seed, n_corpora=n_corpora, queries_per_corpus=n_q, paradigms=paradigms, p_correct=p_correct,
-        f1_values=f1_values, max_samples=max_samples, generators=gens, with_router=False),
+        f1_values=f1_values, max_samples=max_samples, generators=gens, with_router=False, token_values=tokens),
     seed=st.integers(0, 2**31),
     n_corpora=st.integers(1, 2),
     n_q=st.integers(1, 5),
@@ -197,6 +197,7 @@ rows_strategy = st.builds(
     f1_values=st.sampled_from([(0.5,), (0.2, 0.8), (0.1, 0.5, 0.9)]),
     max_samples=st.integers(1, 4),
     gens=st.sampled_from([("gen-a",), ("gen-a", "gen-b")]),
+    tokens=st.sampled_from([None, (100,), (100, 200)]),  # token ties: the paradigm order decides
 )
 
 

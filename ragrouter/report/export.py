@@ -134,7 +134,12 @@ def _typed_select(con, source: str, columns) -> str:
         if not _typable(shape):
             parts.append(f"CAST({name} AS VARCHAR) AS {name}")
             continue
-        parts.append(f"json_transform(CAST({name} AS JSON), '{_plain_structure(shape)}') AS {name}")
+        typed = f"json_transform(CAST({name} AS JSON), '{_plain_structure(shape)}') AS {name}"
+        try:  # a shape DuckDB cannot hold (e.g. keys differing only in case) stays JSON text
+            con.execute(f"DESCRIBE SELECT {typed} FROM {source}").fetchall()
+        except Exception:  # duckdb.Error subclasses; nothing is written yet
+            typed = f"CAST({name} AS VARCHAR) AS {name}"
+        parts.append(typed)
     return ", ".join(parts)
 
 
