@@ -221,11 +221,12 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
     fig_notes: list[str] = []
     fig_trust: dict[str, str] = {}
 
-    def add_figure(name: str, fig, caption: str, judged_by: str | None = None) -> None:
-        if fig is None:
-            return
+    def add_figure(name: str, make, caption: str, judged_by: str | None = None) -> None:
+        """Draw (``make()``; None = nothing to draw) and save one figure, unless ``with_figures`` is off."""
         if not with_figures:
-            figures.plt.close(fig)
+            return
+        fig = make()
+        if fig is None:
             return
         report.figures[name] = figures.save(fig, out / f"{name}.png")
         report.captions[name] = caption
@@ -235,7 +236,7 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
     acc = frames["accuracy_by_type"]
     bd = frames["judgment_breakdown"]
     if has_metrics:
-        add_figure("fig6_corpus_profile", figures.corpus_profile(prof),
+        add_figure("fig6_corpus_profile", lambda: figures.corpus_profile(prof),
                    "**Figure 6.** Corpus profile: the raw value of every measured indicator per corpus (one panel per "
                    "indicator; negative values below the zero line, a missing value marked n/a), computed over the "
                    "processed chunks.")
@@ -249,21 +250,20 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
         part = acc_j[acc_j["generator"] == generator]
         tag = f"{slug(generator)}__{slug(judge)}"
         add_figure(f"fig4_accuracy__{tag}",
-                   figures.accuracy_heatmaps(part, f"% correct (* = best paradigm)\ngenerator {generator}, judge {judge}"),
+                   lambda: figures.accuracy_heatmaps(part, f"% correct (* = best paradigm)\ngenerator {generator}, judge {judge}"),
                    f"**Figure 4** (generator `{generator}`, judge `{judge}`). % correct per paradigm (panel), query "
                    "type (row) and corpus (column); each cell gives the 95 % Wilson interval and N; * marks the "
                    "highest value of a cell across paradigms (not a significance claim: see Table 2's last row).",
                    judge)
-        points = _router_points(engine, generator, judge, frames["router_scores"])
         add_figure(f"fig7_cost_quality__{tag}",
-                   figures.cost_quality(part, points, f"Tokens per query vs. % correct\ngenerator {generator}, judge {judge}"),
+                   lambda: figures.cost_quality(part, _router_points(engine, generator, judge, frames["router_scores"]), f"Tokens per query vs. % correct\ngenerator {generator}, judge {judge}"),
                    f"**Figure 7** (generator `{generator}`, judge `{judge}`). Average tokens per query (log scale; "
                    "graph construction amortised into the paradigms that read the graph) against % correct with its "
                    "95 % Wilson interval; hollow markers = paradigms, stars = the best router of each feature set.",
                    judge)
         bdp = bd[(bd["judge"] == judge) & (bd["generator"] == generator)]
         add_figure(f"fig13_breakdown__{tag}",
-                   figures.breakdown_bars(bdp, f"Judgment breakdown\ngenerator {generator}, judge {judge}"),
+                   lambda: figures.breakdown_bars(bdp, f"Judgment breakdown\ngenerator {generator}, judge {judge}"),
                    f"**Table 13 as a figure** (generator `{generator}`, judge `{judge}`). Share of correct, incorrect "
                    "and no-answer verdicts per paradigm over all query types; N under each bar.", judge)
     scores = frames["router_scores"]
@@ -272,7 +272,7 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
         bounds = _bounds(engine, part, generator, rjudge)
         tag = f"{slug(dataset)}__{slug(generator)}__{slug(rjudge or 'nojudge')}"
         add_figure(f"fig5_routing__{tag}",
-                   figures.routing_bounds(part, bounds, f"Routing per feature configuration\ndataset {dataset}, "
+                   lambda: figures.routing_bounds(part, bounds, f"Routing per feature configuration\ndataset {dataset}, "
                                           f"generator {generator}" + (f", judge {rjudge}" if rjudge else "")),
                    f"**Figure 5** (dataset `{dataset}`, generator `{generator}`"
                    + (f", judge `{rjudge}`" if rjudge else "") + "). Routing accuracy (R.A) and correct rate (C.R) of "
@@ -287,7 +287,7 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
     except calibration.ViewMissing:
         calib = None
     if calib is not None and not calib.empty:
-        add_figure("fig_calibration", figures.calibration_heatmaps(calib),
+        add_figure("fig_calibration", lambda: figures.calibration_heatmaps(calib),
                    "**Judge calibration.** Confusion matrix of each judge on the calibration cases (rows = true label, "
                    "columns = verdict; count and share of the row).")
     else:

@@ -1,5 +1,5 @@
 """The paper's figures with matplotlib (Agg backend): each function takes view rows and returns
-a :class:`matplotlib.figure.Figure`; :func:`save` writes it as PNG (200 dpi) and SVG and closes it.
+a :class:`matplotlib.figure.Figure`; :func:`save` writes it as PNG (150 dpi) and SVG and closes it.
 
 * :func:`accuracy_heatmaps` — Fig. 4: one panel per paradigm, rows = query types, columns =
   corpora, colour = % correct; each cell prints the %, its 95 % Wilson interval and N, and
@@ -51,7 +51,7 @@ def _tokens_label(value: float, _pos=None) -> str:
     return f"{value:g}"
 
 
-def save(fig: Figure, path: Path, dpi: int = 200) -> Path:
+def save(fig: Figure, path: Path, dpi: int = 150) -> Path:
     """Write ``fig`` as PNG (``path``) and as SVG beside it (same stem), release it; returns the PNG."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
