@@ -1,5 +1,6 @@
 -- The evaluated outcome of every current run of an ACCEPTED query, once per judge model:
--- the majority label (v_judgment), correct as 0/1, consumed tokens and the quality scores.
+-- the majority label (v_judgment), correct as 0/1, consumed tokens (total_tokens includes the
+-- amortised graph construction of v_run_latest; inference_tokens leaves it out) and the quality scores.
 -- A run not yet judged by a judge has no row for that judge. Base of the paper's tables.
 CREATE VIEW v_run_judged AS
 SELECT l.run_id,
@@ -17,7 +18,11 @@ SELECT l.run_id,
        j.n_samples,
        j.agreement,
        l.total_tokens,
+       l.inference_tokens,
+       l.build_tokens,
+       l.reads_graph,
        l.context_tokens,
+       l.empty_context,
        l.ret_in_tokens,
        l.ret_out_tokens,
        l.gen_in_tokens,

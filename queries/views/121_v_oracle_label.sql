@@ -1,8 +1,15 @@
--- The oracle label (paper §3.5, §4.1) per (accepted query, generator, judge): among the
--- paradigms whose current run the judge labelled correct, the one with the highest semantic
--- F1; ties (and correct runs without an F1, which rank last) go to the alphabetically first
--- paradigm name. No correct paradigm -> 'cannot_answer'. n_correct = correct paradigms,
--- n_paradigms = judged paradigms; label_f1 = the semantic F1 of the chosen paradigm.
+-- The oracle label (paper §3.5, §4.1) per (accepted query, generator, judge). THE rule, the one
+-- implementation (ragrouter.routers.dataset.oracle_labels is proven equal by a property test):
+--   1. candidates = the paradigms whose current run the judge labelled correct AND that have a
+--      semantic F1 (a NULL F1 never wins);
+--   2. the highest semantic F1 wins; ties: fewest total tokens (v_run_latest.total_tokens, with
+--      the amortised graph construction); then the fixed paradigm order llm_only, naive, graph,
+--      hybrid, iterative, iterative_naive, then any other paradigm by name;
+--   3. no paradigm judged correct -> 'cannot_answer';
+--   4. correct paradigms exist but none has an F1 yet -> label NULL (undecided: run the score
+--      stage); such rows stay here (n_correct > 0, n_scored_correct = 0) but not in the router data.
+-- n_correct = correct paradigms, n_scored_correct = correct ones with an F1, n_paradigms = judged
+-- paradigms; label_f1 / label_tokens = the chosen paradigm's semantic F1 and total tokens.
 CREATE VIEW v_oracle_label AS
 SELECT query_id,
        corpus_id,
@@ -11,18 +18,31 @@ SELECT query_id,
        hops,
        generator,
        judge,
-       CASE WHEN n_correct > 0 THEN paradigm ELSE 'cannot_answer' END AS label,
+       CASE WHEN n_correct = 0 THEN 'cannot_answer'
+            WHEN n_scored_correct = 0 THEN NULL
+            ELSE paradigm END AS label,
        CAST(n_correct AS INTEGER) AS n_correct,
+       CAST(n_scored_correct AS INTEGER) AS n_scored_correct,
        CAST(n_paradigms AS INTEGER) AS n_paradigms,
-       CASE WHEN n_correct > 0 THEN semantic_f1 END AS label_f1,
-       CASE WHEN n_correct > 0 THEN total_tokens END AS label_tokens
+       CASE WHEN n_scored_correct > 0 THEN semantic_f1 END AS label_f1,
+       CASE WHEN n_scored_correct > 0 THEN total_tokens END AS label_tokens
 FROM (
     SELECT query_id, corpus_id, corpus, qtype, hops, generator, judge, paradigm,
            semantic_f1, total_tokens,
            SUM(correct) OVER (PARTITION BY query_id, generator, judge) AS n_correct,
+           SUM(candidate) OVER (PARTITION BY query_id, generator, judge) AS n_scored_correct,
            COUNT(*) OVER (PARTITION BY query_id, generator, judge) AS n_paradigms,
            ROW_NUMBER() OVER (PARTITION BY query_id, generator, judge
-                              ORDER BY correct DESC, semantic_f1 DESC NULLS LAST, paradigm) AS rk
-    FROM v_run_judged
+                              ORDER BY candidate DESC, semantic_f1 DESC, total_tokens ASC,
+                                       paradigm_rank ASC, paradigm) AS rk
+    FROM (
+        SELECT query_id, corpus_id, corpus, qtype, hops, generator, judge, paradigm, correct,
+               semantic_f1, total_tokens,
+               CASE WHEN correct = 1 AND semantic_f1 IS NOT NULL THEN 1 ELSE 0 END AS candidate,
+               CASE paradigm WHEN 'llm_only' THEN 1 WHEN 'naive' THEN 2 WHEN 'graph' THEN 3
+                             WHEN 'hybrid' THEN 4 WHEN 'iterative' THEN 5 WHEN 'iterative_naive' THEN 6
+                             ELSE 100 END AS paradigm_rank
+        FROM v_run_judged
+    ) AS c
 ) AS ranked
 WHERE rk = 1

@@ -4,6 +4,11 @@
 -- distance to the centroid: mean/std/min/max), plus documents, chunks, tokens and accepted
 -- queries. When a metric was measured for several variants (embedders / extractors), the
 -- most recently written value is shown. n_chunks counts all chunkers (n_chunkers of them).
+-- What was PROCESSED (a partial run, --limit or a slice covers part of the corpus): a chunk is
+-- processed when it was embedded (a 'chunk' vector) or extracted (chunk_extractions);
+-- n_chunks_processed / n_chunks_extracted / n_chunks_embedded count them, n_documents_processed
+-- the documents with a processed chunk and processed_tokens their tokens; n_queries_answered =
+-- accepted queries with at least one paradigm run. The report's Corpora table shows these.
 CREATE VIEW v_corpus_profile AS
 SELECT c.id AS corpus_id,
        c.name AS corpus,
@@ -13,6 +18,12 @@ SELECT c.id AS corpus_id,
        COALESCE(k.n_chunks, 0) AS n_chunks,
        COALESCE(k.n_chunkers, 0) AS n_chunkers,
        COALESCE(qa.n_queries, 0) AS n_queries,
+       COALESCE(pr.n_documents_processed, 0) AS n_documents_processed,
+       COALESCE(pr.processed_tokens, 0) AS processed_tokens,
+       COALESCE(pc.n_chunks_processed, 0) AS n_chunks_processed,
+       COALESCE(pc.n_chunks_extracted, 0) AS n_chunks_extracted,
+       COALESCE(pc.n_chunks_embedded, 0) AS n_chunks_embedded,
+       COALESCE(ans.n_queries_answered, 0) AS n_queries_answered,
        m.nodes, m.edges, m.density, m.relation_types, m.avg_degree, m.components,
        m.lcc_ratio, m.clustering,
        m.intrinsic_dim, m.hubness, m.dist_mean, m.dist_std, m.dist_min, m.dist_max
@@ -32,6 +43,38 @@ LEFT JOIN (
     SELECT corpus_id, CAST(COUNT(*) AS INTEGER) AS n_queries
     FROM queries WHERE status = 'accepted' GROUP BY corpus_id
 ) AS qa ON qa.corpus_id = c.id
+LEFT JOIN (
+    SELECT corpus_id,
+           CAST(COUNT(*) AS INTEGER) AS n_chunks_processed,
+           CAST(SUM(extracted) AS INTEGER) AS n_chunks_extracted,
+           CAST(SUM(embedded) AS INTEGER) AS n_chunks_embedded
+    FROM (
+        SELECT ch.corpus_id, ch.id,
+               CASE WHEN EXISTS (SELECT 1 FROM chunk_extractions ce WHERE ce.chunk_id = ch.id) THEN 1 ELSE 0 END AS extracted,
+               CASE WHEN EXISTS (SELECT 1 FROM vectors v WHERE v.owner_kind = 'chunk' AND v.owner_id = ch.id) THEN 1 ELSE 0 END AS embedded
+        FROM chunks ch
+    ) AS x
+    WHERE extracted = 1 OR embedded = 1
+    GROUP BY corpus_id
+) AS pc ON pc.corpus_id = c.id
+LEFT JOIN (
+    SELECT d.corpus_id, CAST(COUNT(*) AS INTEGER) AS n_documents_processed,
+           CAST(SUM(d.n_tokens) AS BIGINT) AS processed_tokens
+    FROM documents d
+    WHERE EXISTS (
+        SELECT 1 FROM chunks ch
+        WHERE ch.document_id = d.id
+          AND (EXISTS (SELECT 1 FROM chunk_extractions ce WHERE ce.chunk_id = ch.id)
+               OR EXISTS (SELECT 1 FROM vectors v WHERE v.owner_kind = 'chunk' AND v.owner_id = ch.id))
+    )
+    GROUP BY d.corpus_id
+) AS pr ON pr.corpus_id = c.id
+LEFT JOIN (
+    SELECT q.corpus_id, CAST(COUNT(*) AS INTEGER) AS n_queries_answered
+    FROM queries q
+    WHERE q.status = 'accepted' AND EXISTS (SELECT 1 FROM paradigm_runs r WHERE r.query_id = q.id)
+    GROUP BY q.corpus_id
+) AS ans ON ans.corpus_id = c.id
 LEFT JOIN (
     SELECT corpus_id,
            MAX(CASE WHEN metric = 'nodes' THEN value END) AS nodes,

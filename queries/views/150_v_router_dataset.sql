@@ -5,7 +5,9 @@
 -- SQL cannot pivot an unknown paradigm set portably, so the five default paradigms and
 -- iterative_naive are pivoted explicitly; a paradigm that did not run (or was not judged) is
 -- NULL. For any other paradigm set pivot v_router_outcomes in Python
--- (ragrouter.report.data.router_dataset).
+-- (ragrouter.report.data.router_dataset). tokens__p include the amortised graph construction
+-- (v_run_latest.total_tokens). Queries whose oracle label is undecided (NULL: correct paradigms
+-- without an F1 yet) are left out.
 CREATE VIEW v_router_dataset AS
 SELECT o.query_id,
        o.corpus,
@@ -38,7 +40,7 @@ SELECT o.query_id,
        w.f1__hybrid,
        w.f1__iterative,
        w.f1__iterative_naive
-FROM v_oracle_label o
+FROM (SELECT * FROM v_oracle_label WHERE label IS NOT NULL) o
 JOIN queries q ON q.id = o.query_id
 LEFT JOIN v_corpus_profile p ON p.corpus_id = o.corpus_id
 JOIN (

@@ -15,21 +15,25 @@ from ragrouter.db import migrate
 @click.option("--format", "fmt", type=click.Choice(["parquet"]), default="parquet", show_default=True,
               help="File format.")
 @click.option("--trace/--no-trace", "with_trace", default=True, show_default=True,
-              help="Keep the paradigm runs' trace column (JSON text; the largest column).")
+              help="Keep the paradigm runs' trace column (a typed struct; the largest column).")
 @click.option("--only", multiple=True,
               help="Export only this file (repeatable): corpora, queries, paradigm_runs, judgments, "
                    "answer_scores, oracle_labels, router_dataset.")
 @pass_ctx
 def export_command(ctx: Ctx, out_dir: Path, fmt: str, with_trace: bool, only: tuple[str, ...]) -> None:
     """Export queries, paradigm runs, judgments, answer scores, oracle labels, the router
-    dataset and the corpus profile as one Parquet file each, plus manifest.json.
+    dataset and the corpus profile as one Parquet file each (written by DuckDB's COPY), plus a
+    dataset card README.md (one config per file, field descriptions) and manifest.json.
 
-    JSON columns (trace, config, retrieved chunk ids, …) are written as JSON text.
+    JSON columns keep their types: id lists become list<int64>, config / trace / meta become
+    structs (a value whose type varies between rows stays JSON text). Load a table with
+    datasets.load_dataset(OUT_DIR, NAME) or pandas.read_parquet.
 
     \b
     Examples:
       python cli.py export --format parquet exports/run1
       python -c "import pandas as pd; print(pd.read_parquet('exports/run1/router_dataset.parquet'))"
+      python -c "import datasets; print(datasets.load_dataset('exports/run1', 'paradigm_runs'))"
     """
     from ragrouter.report.export import ExportError, export_parquet
 

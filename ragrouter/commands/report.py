@@ -13,14 +13,18 @@ from ragrouter.db import migrate
 
 @click.command("report")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("reports/latest"),
-              show_default=True, help="Folder for report.md, the CSV tables and the PNG figures.")
+              show_default=True, help="Folder for report.md, report.html, the CSV tables and the PNG/SVG figures.")
 @click.option("--judge", default=None,
               help="Judge model whose labels the figures use (default: the configured judge if it judged "
                    "anything, else the judge with the most judged runs). Tables list every judge.")
 @pass_ctx
 def report_command(ctx: Ctx, out_dir: Path, judge: str | None) -> None:
-    """Write the benchmark report: Tables 2, 6, 8, 9, 13, 15, 16, oracle labels and router
-    scores as Markdown (report.md) and CSV, and Figs. 4, 6, 7 as PNG.
+    """Write the benchmark report: Tables 2, 6, 8, 9, 13, 15, 16, oracle labels, router
+    scores and paired router tests as Markdown (report.md) and CSV; Figs. 4, 5, 6, 7, the judge
+    calibration heat map and Table 13 as stacked bars as PNG and SVG; and report.html with every
+    figure inline (opens offline). Rates carry N and a 95 % Wilson interval; a paradigm is marked
+    best only where exact McNemar says so (n.s. otherwise); every judged table names its judge's
+    calibration (or says it is not calibrated).
 
     Stages without data are named in the report instead of failing.
 
@@ -45,7 +49,9 @@ def report_command(ctx: Ctx, out_dir: Path, judge: str | None) -> None:
     if not preferred_only and report.judge != judge:
         click.echo(f"note: judge {judge!r} has judged nothing; figures use {report.judge!r}", err=True)
     click.echo(f"report: {report.markdown}")
-    click.echo(f"tables: {len(report.csv)} CSV files, figures: {len(report.figures)} PNG files in {report.out_dir}")
+    click.echo(f"tables: {len(report.csv)} CSV files, figures: {len(report.figures)} PNG + SVG files in {report.out_dir}")
+    if report.html is not None:
+        click.echo(f"html: {report.html}")
     if report.empty_stages:
         click.echo("stages with no data: " + ", ".join(report.empty_stages))
 

@@ -1,8 +1,12 @@
-"""`cli.py report`: the paper's tables (Markdown + CSV) and figures (PNG) from the store's views.
+"""`cli.py report`: the paper's tables (Markdown + CSV) and figures (PNG + SVG) from the store's views.
 
 :func:`build_report` reads every view in :data:`REPORT_VIEWS`, writes each as CSV, renders the
-tables into one ``report.md`` with a section per table, and draws Figs. 4, 6 and 7. Sections
-and figures whose stages have produced nothing say so instead of failing.
+tables into one ``report.md`` with a section per table, draws Figs. 4, 5, 6, 7, the judge
+calibration heat map and the Table 13 stacked bars (each as PNG and SVG with a caption), and
+writes ``report.html`` with every figure inline (viewable offline). Above every table and figure
+that rests on judgments a line names the judge and its calibration (κ, date) or says "not
+calibrated", with a warning when κ < 0.6. Sections and figures whose stages have produced
+nothing say so instead of failing.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ REPORT_VIEWS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "judgment_breakdown": ("v_judgment_breakdown", "generator, judge, corpus, paradigm, qtype", ("answer", "judge")),
     "quality": ("v_quality", "corpus, generator, paradigm, judge", ("answer", "score")),
     "token_breakdown": ("v_token_breakdown", "corpus, paradigm, generator", ("answer",)),
+    "graph_build": ("v_graph_build", "corpus", ("extract",)),
     "oracle_labels": ("v_oracle_label", "generator, judge, corpus, query_id", ("answer", "judge", "score")),
     "router_scores": ("v_router_scores", "dataset, generator, judge, features, router, encoder", ("routers",)),
 }
@@ -42,6 +47,8 @@ class Report:
     markdown: Path
     csv: dict[str, Path] = field(default_factory=dict)
     figures: dict[str, Path] = field(default_factory=dict)
+    captions: dict[str, str] = field(default_factory=dict)
+    html: Path | None = None
     judge: str | None = None
     empty_stages: list[str] = field(default_factory=list)
 
@@ -76,17 +83,19 @@ def _router_points(engine: Engine, generator: str, judge: str, scores: pd.DataFr
 
 def _clean(out: Path) -> None:
     """Remove what a previous report wrote here (figures of models that are gone, old CSVs)."""
-    for path in [*out.glob("fig*.png"), *(out / f"{n}.csv" for n in REPORT_VIEWS), out / "report.md"]:
+    for path in [*out.glob("fig*.png"), *out.glob("fig*.svg"), *(out / f"{n}.csv" for n in REPORT_VIEWS),
+                 out / "report.md", out / "report.html", out / "router_tests.csv"]:
         if path.is_file():
             path.unlink()
 
 
 def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
-                 store_label: str | None = None, config=None) -> Report:
+                 store_label: str | None = None, config=None, with_figures: bool = True) -> Report:
     """Write ``report.md``, one CSV per view and the PNG figures into ``out_dir``.
 
     ``judge`` picks whose labels the figures use (default: the judge with the most judged
-    runs); the tables list every judge. The views must exist (run ``db upgrade`` first)."""
+    runs); the tables list every judge. The views must exist (run ``db upgrade`` first).
+    ``with_figures=False`` writes the tables only (quick; the figures cost most of the time)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     _clean(out)
@@ -101,6 +110,22 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
         report.csv[name] = path
     report.judge = judge = choose_judge(engine, judge)
 
+    from ragrouter.report import calibration
+
+    trust_cache: dict = {}
+
+    def trust(judges_present) -> str:
+        """The calibration line(s) for the judges whose labels a table or figure uses (#15.1)."""
+        names = [j for j in dict.fromkeys(judges_present) if j is not None and not (isinstance(j, float) and j != j)]
+        if not names:
+            names = [judge] if judge is not None else []
+        lines = []
+        for name in names:
+            if name not in trust_cache:
+                trust_cache[name] = calibration.judge_trust(engine, name)
+            lines.append(calibration.trust_line(trust_cache[name]))
+        return "\n>\n".join(lines) if lines else calibration.trust_line({"judge": None})
+
     md: list[str] = ["# ragrouter report", ""]
     md.append(f"Generated {dt.datetime.now().strftime('%Y-%m-%d %H:%M')}" + (f" from `{store_label}`" if store_label else "")
               + (f"; figures use judge `{judge}`." if judge else "."))
@@ -114,8 +139,11 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
                   + ". Run them with `" + STAGE_HINT.format(stage="STAGE") + "`.")
     md.append("")
 
-    def section(title: str, name: str, body: str, note: str = "") -> None:
+    def section(title: str, name: str, body: str, note: str = "", judged: bool = False) -> None:
         md.append(f"## {title}\n")
+        if judged:
+            j = frames[name]["judge"] if "judge" in frames[name].columns else []
+            md.append(trust(list(j)) + "\n")
         if note:
             md.append(note + "\n")
         if body.strip():
@@ -130,7 +158,10 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
     prof = frames["corpus_profile"]
     has_metrics = not prof.empty and prof[[c for c, _, _ in tables.STRUCTURAL_COLUMNS + tables.SEMANTIC_COLUMNS
                                            if c != "n_chunks"]].notna().any().any()
-    section("Corpora", "corpus_profile", tables.table_profile(prof, tables.CORPUS_COLUMNS))
+    section("Corpora", "corpus_profile", tables.table_profile(prof, tables.CORPUS_COLUMNS),
+            "What was processed, beside what is stored: a chunk is processed when it was embedded or extracted; a "
+            "document when one of its chunks was; queries answered = accepted queries with at least one paradigm "
+            "run. The indicators below are computed over the processed chunks' graph and vectors.")
     md.append("### Structural statistics (Table 8)\n")
     md.append(tables.table_profile(prof, tables.STRUCTURAL_COLUMNS) if has_metrics
               else "_No data: needs the metrics stage (`corpus_metrics` is empty)._")
@@ -140,37 +171,79 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
     md.append("")
     section("Query validation (Table 6)", "query_validation", tables.table_validation(frames["query_validation"]),
             "Generated queries only; Gen. = validated (accepted + rejected), Pass = accepted.")
-    section("Accuracy by query type (Table 2)", "accuracy_by_type", tables.table_accuracy(frames["accuracy_by_type"]))
+    per_query = read_sql(engine, "SELECT query_id, corpus, generator, judge, paradigm, qtype, correct FROM v_run_judged")
+    section("Accuracy by query type (Table 2)", "accuracy_by_type",
+            tables.table_accuracy(frames["accuracy_by_type"], per_query), judged=True)
     section("Judgment breakdown (Table 13)", "judgment_breakdown", tables.table_breakdown(frames["judgment_breakdown"]),
-            "Cor = correct, Inc = incorrect, No-A = incomplete (refusals and partial answers).")
+            "Cor = correct, Inc = incorrect, No-A = incomplete (refusals and partial answers).", judged=True)
     section("Generation quality (Table 15)", "quality", tables.table_quality(frames["quality"]),
-            "Means over the current runs of accepted queries; '-' = not applicable or not scored.")
+            "Means over the current runs of accepted queries; '-' = not applicable or not scored.", judged=True)
     section("Token consumption (Table 16)", "token_breakdown", tables.table_tokens(frames["token_breakdown"]),
-            "Token sums in millions; Avg-Ctx and Build/query in tokens. Graph build = extraction tokens of the "
-            "corpus (one-time), amortised over its accepted queries as Build/query.")
+            "Token sums over the current runs of accepted queries, in the unit the header names (k = thousands, "
+            "M = millions); Avg-Ctx and Build/query in tokens. Costs as paper eq. 16-20 define them: for the "
+            "paradigms that read the graph (graph, hybrid, iterative over the graph) Ret-In, Ret-Out and Total "
+            "include the one-time graph construction (the extraction tokens of the corpus's processed chunks) "
+            "amortised over the answered queries (Build share = their sum, Build/query = the share per query); "
+            "Total inf. is the inference-only total. Empty ctx = runs whose retrieval put nothing into the context.")
     if config is not None:  # money next to the tokens (ragrouter/llm/pricing.py)
         from ragrouter.llm import pricing
 
         md.append(pricing.markdown_section(engine, config))
+    md.append("### Empty-context runs\n")
+    md.append("Runs of a retrieving paradigm whose context came back empty (context_tokens = 0; an iterative run "
+              "that answered in round 0 without retrieving does not count). A high share usually means the "
+              "retrieval similarity threshold does not suit the embedder.\n")
+    md.append(tables.table_empty_context(frames["token_breakdown"]) or "_No data: needs the answer stage._")
+    md.append("")
     section("Oracle labels", "oracle_labels", tables.table_oracle(frames["oracle_labels"]),
-            "Per query: among paradigms judged correct, the one with the highest semantic F1 "
-            "(ties: alphabetical); none correct = cannot_answer.")
+            "Per query, the one rule (view `v_oracle_label`, equal to `ragrouter.routers.dataset.oracle_labels`): "
+            "among the paradigms judged correct that have a semantic F1, the highest F1; ties go to the fewest total "
+            "tokens (construction amortised), then to the fixed order llm_only, naive, graph, hybrid, iterative, "
+            "iterative_naive; a missing F1 never wins. None correct = cannot_answer; correct but none scored yet = "
+            "undecided.", judged=True)
     section("Routers", "router_scores", tables.table_routers(frames["router_scores"]),
             "R.A = routing accuracy, C.R = correct rate of the routed paradigm (cannot_answer falls back to the "
-            "most frequent optimal paradigm); macro-F1 and MRR are logged to MLflow.")
+            "most frequent optimal paradigm); macro-F1 and MRR are logged to MLflow.", judged=True)
+    tests_frame = router_tests(engine)
+    md.append("### Routers vs. best-fixed and oracle (paired tests)\n")
+    md.append(trust(list(tests_frame["judge"]) if not tests_frame.empty else []) + "\n")
+    md.append("On the same queries: the router's routed paradigm against the best fixed paradigm (the paradigm with "
+              "the highest correct rate on these queries) and against the oracle (correct whenever any paradigm is), "
+              "exact McNemar on correct/incorrect; tokens: mean paired difference router − best-fixed with a seeded "
+              "bootstrap 95 % interval. 'better' / 'worse' only where p < 0.05, else n.s.\n")
+    md.append(tables.table_router_tests(tests_frame) or "_No data: needs router predictions on the store (routers train)._")
+    if not tests_frame.empty:
+        tests_frame.to_csv(out / "router_tests.csv", index=False)
+        md.append("\nCSV: [`router_tests.csv`](router_tests.csv)\n")
+    md.append("")
 
     # Judge calibration (python cli.py judge calibrate) -------------------------------------
-    from ragrouter.report import calibration
-
     md.append(calibration.section(engine, out))
 
     # Figures ------------------------------------------------------------------------------
     md.append("## Figures\n")
     fig_notes: list[str] = []
+    fig_trust: dict[str, str] = {}
+
+    def add_figure(name: str, make, caption: str, judged_by: str | None = None) -> None:
+        """Draw (``make()``; None = nothing to draw) and save one figure, unless ``with_figures`` is off."""
+        if not with_figures:
+            return
+        fig = make()
+        if fig is None:
+            return
+        report.figures[name] = figures.save(fig, out / f"{name}.png")
+        report.captions[name] = caption
+        if judged_by is not None:
+            fig_trust[name] = trust([judged_by])
+
     acc = frames["accuracy_by_type"]
-    fig6 = figures.corpus_profile(prof) if has_metrics else None
-    if fig6 is not None:
-        report.figures["fig6_corpus_profile"] = figures.save(fig6, out / "fig6_corpus_profile.png")
+    bd = frames["judgment_breakdown"]
+    if has_metrics:
+        add_figure("fig6_corpus_profile", lambda: figures.corpus_profile(prof),
+                   "**Figure 6.** Corpus profile: the raw value of every measured indicator per corpus (one panel per "
+                   "indicator; negative values below the zero line, a missing value marked n/a), computed over the "
+                   "processed chunks.")
     else:
         fig_notes.append("Fig. 6 (corpus profile): no corpus metrics yet (metrics stage).")
     acc_j = acc[acc["judge"] == judge] if judge is not None else acc.iloc[0:0]
@@ -180,17 +253,133 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
     for generator in sorted(acc_j["generator"].unique()):
         part = acc_j[acc_j["generator"] == generator]
         tag = f"{slug(generator)}__{slug(judge)}"
-        name4 = f"fig4_accuracy__{tag}"
-        report.figures[name4] = figures.save(
-            figures.accuracy_heatmaps(part, f"% correct (* = best paradigm)\ngenerator {generator}, judge {judge}"),
-            out / f"{name4}.png")
-        points = _router_points(engine, generator, judge, frames["router_scores"])
-        fig7 = figures.cost_quality(part, points, f"Tokens per query vs. % correct\ngenerator {generator}, judge {judge}")
-        if fig7 is not None:
-            report.figures[f"fig7_cost_quality__{tag}"] = figures.save(fig7, out / f"fig7_cost_quality__{tag}.png")
+        add_figure(f"fig4_accuracy__{tag}",
+                   lambda: figures.accuracy_heatmaps(part, f"% correct (* = best paradigm)\ngenerator {generator}, judge {judge}"),
+                   f"**Figure 4** (generator `{generator}`, judge `{judge}`). % correct per paradigm (panel), query "
+                   "type (row) and corpus (column); each cell gives the 95 % Wilson interval and N; * marks the "
+                   "highest value of a cell across paradigms (not a significance claim: see Table 2's last row).",
+                   judge)
+        add_figure(f"fig7_cost_quality__{tag}",
+                   lambda: figures.cost_quality(part, _router_points(engine, generator, judge, frames["router_scores"]), f"Tokens per query vs. % correct\ngenerator {generator}, judge {judge}"),
+                   f"**Figure 7** (generator `{generator}`, judge `{judge}`). Average tokens per query (log scale; "
+                   "graph construction amortised into the paradigms that read the graph) against % correct with its "
+                   "95 % Wilson interval; hollow markers = paradigms, stars = the best router of each feature set.",
+                   judge)
+        bdp = bd[(bd["judge"] == judge) & (bd["generator"] == generator)]
+        add_figure(f"fig13_breakdown__{tag}",
+                   lambda: figures.breakdown_bars(bdp, f"Judgment breakdown\ngenerator {generator}, judge {judge}"),
+                   f"**Table 13 as a figure** (generator `{generator}`, judge `{judge}`). Share of correct, incorrect "
+                   "and no-answer verdicts per paradigm over all query types; N under each bar.", judge)
+    scores = frames["router_scores"]
+    for (dataset, generator, rjudge), part in scores.groupby(["dataset", "generator", "judge"], dropna=False, sort=True):
+        rjudge = None if isinstance(rjudge, float) else rjudge
+        bounds = _bounds(engine, part, generator, rjudge)
+        tag = f"{slug(dataset)}__{slug(generator)}__{slug(rjudge or 'nojudge')}"
+        add_figure(f"fig5_routing__{tag}",
+                   lambda: figures.routing_bounds(part, bounds, f"Routing per feature configuration\ndataset {dataset}, "
+                                          f"generator {generator}" + (f", judge {rjudge}" if rjudge else "")),
+                   f"**Figure 5** (dataset `{dataset}`, generator `{generator}`"
+                   + (f", judge `{rjudge}`" if rjudge else "") + "). Routing accuracy (R.A) and correct rate (C.R) of "
+                   "each router per feature configuration; lines = the Random and Oracle bounds"
+                   + (" (from the random/oracle baseline routers)" if bounds.get("_source") == "baselines" else
+                      " (Random: uniform over the classes / paradigms; Oracle: the oracle label)") + ".",
+                   rjudge)
+    if scores.empty:
+        fig_notes.append("Fig. 5 (routing per feature configuration): no router predictions yet (routers train).")
+    try:
+        calib = calibration.frame(engine)
+    except calibration.ViewMissing:
+        calib = None
+    if calib is not None and not calib.empty:
+        add_figure("fig_calibration", lambda: figures.calibration_heatmaps(calib),
+                   "**Judge calibration.** Confusion matrix of each judge on the calibration cases (rows = true label, "
+                   "columns = verdict; count and share of the row).")
+    else:
+        fig_notes.append("Judge calibration figure: no calibration verdicts yet (`" + calibration.COMMAND + "`).")
     for name, path in report.figures.items():
+        if name in fig_trust:
+            md.append(fig_trust[name] + "\n")
         md.append(f"![{name}]({path.name})\n")
+        md.append(report.captions[name] + f" ([SVG]({path.with_suffix('.svg').name}))\n")
     md += [f"- {n}" for n in fig_notes]
     md.append("")
-    report.markdown.write_text("\n".join(md), encoding="utf-8")
+    text_md = "\n".join(md)
+    report.markdown.write_text(text_md, encoding="utf-8")
+    from ragrouter.report import html
+
+    report.html = html.write_html(text_md, out, out / "report.html")
     return report
+
+
+def _bounds(engine: Engine, scores: pd.DataFrame, generator: str, judge: str | None) -> dict:
+    """Fig. 5's Random and Oracle bounds: the random / oracle baseline routers' own scores when
+    they ran, else computed from the oracle labels (Random R.A = 100 / classes, C.R = mean share
+    of correct paradigms; Oracle R.A = 100, C.R = share of queries some paradigm answers)."""
+    base = scores[scores["router"].isin(["random", "oracle"])]
+    if set(base["router"]) == {"random", "oracle"}:
+        out = {"_source": "baselines"}
+        for router, name in (("random", "Random"), ("oracle", "Oracle")):
+            r = base[base["router"] == router]
+            out[name] = {"routing_accuracy": float(r["routing_accuracy"].mean()),
+                         "correct_rate": float(r["correct_rate"].mean()) if r["correct_rate"].notna().any() else None}
+        return out
+    if judge is None:
+        return {"Oracle": {"routing_accuracy": 100.0, "correct_rate": None}}
+    o = read_sql(engine, "SELECT n_correct, n_paradigms FROM v_oracle_label WHERE generator = :g AND judge = :j",
+                 {"g": generator, "j": judge})
+    if o.empty:
+        return {"Oracle": {"routing_accuracy": 100.0, "correct_rate": None}}
+    k = int(o["n_paradigms"].max()) + 1
+    return {"Random": {"routing_accuracy": 100.0 / k,
+                       "correct_rate": 100.0 * float((o["n_correct"] / o["n_paradigms"]).mean())},
+            "Oracle": {"routing_accuracy": 100.0, "correct_rate": 100.0 * float((o["n_correct"] > 0).mean())}}
+
+
+def router_tests(engine: Engine) -> pd.DataFrame:
+    """Paired tests of every store router (router, features, encoder, generator, judge) on its
+    predicted queries: vs. the best fixed paradigm and vs. the oracle (exact McNemar on correct),
+    and tokens vs. the best fixed paradigm (seeded paired bootstrap of the mean difference)."""
+    from ragrouter.evaluation import stats
+
+    routed = read_sql(engine, "SELECT router, features, encoder, generator, judge, query_id, correct, tokens "
+                              "FROM v_router_routed WHERE dataset = 'store' AND judge IS NOT NULL "
+                              "AND correct IS NOT NULL")
+    cols = ["router", "features", "encoder", "generator", "judge", "n", "correct_rate", "best_fixed",
+            "best_fixed_rate", "p_vs_best_fixed", "vs_best_fixed", "oracle_rate", "p_vs_oracle", "vs_oracle",
+            "tokens_diff", "tokens_diff_low", "tokens_diff_high", "p_tokens"]
+    if routed.empty:
+        return pd.DataFrame(columns=cols)
+    outcomes = read_sql(engine, "SELECT query_id, generator, judge, paradigm, correct, tokens FROM v_router_outcomes")
+    rows = []
+    for (router, features, encoder, generator, judge), part in routed.groupby(
+            ["router", "features", "encoder", "generator", "judge"], sort=True):
+        part = part.drop_duplicates("query_id")
+        qids = list(part["query_id"])
+        o = outcomes[(outcomes["generator"] == generator) & (outcomes["judge"] == judge) & outcomes["query_id"].isin(qids)]
+        if o.empty:
+            continue
+        wide_c = o.pivot_table(index="query_id", columns="paradigm", values="correct", aggfunc="first").reindex(qids)
+        wide_t = o.pivot_table(index="query_id", columns="paradigm", values="tokens", aggfunc="first").reindex(qids)
+        rates = wide_c.mean(axis=0)
+        best = str(rates.sort_values(ascending=False, kind="stable").index[0])
+        r_c = part.set_index("query_id")["correct"].reindex(qids).astype(float).to_numpy()
+        r_t = part.set_index("query_id")["tokens"].reindex(qids).astype(float).to_numpy()
+        vs_fixed = stats.mcnemar_exact(r_c, wide_c[best].to_numpy(float))
+        oracle = (wide_c.fillna(0).max(axis=1) > 0).astype(float).to_numpy()
+        vs_oracle = stats.mcnemar_exact(r_c, oracle)
+        tok = stats.paired_bootstrap(r_t, wide_t[best].to_numpy(float), seed=0)
+        rc = float(pd.Series(r_c).mean())
+
+        def verdict(test, other):
+            if not test.significant:
+                return "n.s."
+            return "better" if rc > other else "worse"
+
+        rows.append({"router": router, "features": features, "encoder": encoder, "generator": generator, "judge": judge,
+                     "n": len(qids), "correct_rate": 100 * rc, "best_fixed": best,
+                     "best_fixed_rate": 100 * float(rates[best]), "p_vs_best_fixed": vs_fixed.pvalue,
+                     "vs_best_fixed": verdict(vs_fixed, float(rates[best])), "oracle_rate": 100 * float(oracle.mean()),
+                     "p_vs_oracle": vs_oracle.pvalue, "vs_oracle": verdict(vs_oracle, float(oracle.mean())),
+                     "tokens_diff": tok.estimate, "tokens_diff_low": tok.low, "tokens_diff_high": tok.high,
+                     "p_tokens": tok.pvalue})
+    return pd.DataFrame(rows, columns=cols)

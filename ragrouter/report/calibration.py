@@ -102,6 +102,57 @@ def markdown(df: pd.DataFrame) -> str:
     return "\n".join(out).rstrip()
 
 
+KAPPA_WARN = 0.6
+"""Below this Cohen's kappa the report warns that the judge's labels are unreliable (#15.1)."""
+
+
+def judge_trust(engine: Engine, judge: str | None) -> dict:
+    """How far to trust ``judge``: ``{'judge', 'calibrated', 'kappa', 'false_correct', 'n_cases',
+    'case_set', 'date'}`` from its calibration verdicts (the case set with the most cases; the
+    date of its newest calibration judgment); ``calibrated`` False when it has none."""
+    out = {"judge": judge, "calibrated": False, "kappa": None, "false_correct": None, "n_cases": 0,
+           "case_set": None, "date": None}
+    if judge is None:
+        return out
+    try:
+        df = frame(engine)
+    except ViewMissing:
+        return out
+    df = df[df["judge"] == judge]
+    if df.empty:
+        return out
+    summ = summary(df).sort_values(["n_cases", "case_set"], ascending=[False, True])
+    r = summ.iloc[0]
+    from ragrouter.report.data import read_sql
+
+    when = read_sql(engine, "SELECT MAX(created_at) AS d FROM judgments WHERE is_calibration AND judge = :j",
+                    {"j": judge})["d"].iloc[0]
+    kappa = None if r["kappa"] is None or (isinstance(r["kappa"], float) and math.isnan(r["kappa"])) else float(r["kappa"])
+    out.update(calibrated=True, kappa=kappa, false_correct=r["false_correct"], n_cases=int(r["n_cases"]),
+               case_set=r["case_set"], date=str(when)[:10] if when is not None else None)
+    return out
+
+
+def trust_line(trust: dict) -> str:
+    """The line the report prints above every table and figure that rests on judgments (#15.1)."""
+    judge = trust.get("judge")
+    if judge is None:
+        return "> Judge: none (nothing judged yet)."
+    if not trust.get("calibrated"):
+        return (f"> Judge `{judge}`: **not calibrated** — how far its labels can be trusted is unknown "
+                f"(run `{COMMAND}`).")
+    kappa = trust.get("kappa")
+    k = "undefined" if kappa is None else f"{kappa:.2f}"
+    fc = trust.get("false_correct")
+    line = (f"> Judge `{judge}`: calibrated on {trust.get('date') or 'an unknown date'} (case set "
+            f"`{trust.get('case_set')}`, {trust.get('n_cases')} cases): Cohen's κ = {k}"
+            + (f", wrong or incomplete answers judged correct {_pct(fc)}" if fc is not None else "") + ".")
+    if kappa is None or kappa < KAPPA_WARN:
+        line += (f" **Warning: κ < {KAPPA_WARN}: the judge's labels are unreliable; treat every accuracy, correct "
+                 "rate and oracle label below with caution.**")
+    return line
+
+
 def section(engine: Engine, out_dir: str | Path | None = None) -> str:
     """The whole Markdown section ("## Judge calibration" …); writes the CSV when ``out_dir``."""
     try:

@@ -120,6 +120,8 @@ def router_dataset(engine: Engine, judge: str | None = None, generator: str | No
     for prefix in ("correct", "tokens", "f1"):
         for p in paradigms:
             flat[f"{prefix}__{p}"] = pd.to_numeric(wide[(prefix, p)], errors="coerce")
+    # An undecided oracle label (NULL: correct paradigms without an F1 yet) is no training example.
+    labels = labels[labels["label"].notna()]
     out = labels.merge(flat.reset_index(), on=keys, how="inner")
     if complete:
         needed = [f"{k}__{p}" for p in paradigms for k in ("correct", "tokens", "f1")]

@@ -1,10 +1,20 @@
-"""`cli.py export --format parquet DIR`: the benchmark's data as Parquet files.
+"""`cli.py export --format parquet DIR`: the benchmark's data as typed Parquet files + a dataset card.
 
-One file per entry of :data:`EXPORTS` (queries, paradigm runs, judgments, answer scores, oracle
-labels, the router dataset, corpora with their profile), readable by ``pandas.read_parquet``
-and by Hugging Face ``datasets.Dataset.from_parquet``. Store tables keep their column types
-(JSON columns become JSON text, so every file has a flat, stable schema); big tables are
-streamed in batches. ``manifest.json`` lists the files and their row counts.
+One file per entry of :data:`EXPORTS` (corpora with their profile, queries, paradigm runs,
+judgments, answer scores, oracle labels, the router dataset), written by DuckDB's own
+``COPY (SELECT …) TO 'file.parquet' (FORMAT parquet)`` so that lists and structs keep their
+types: JSON columns become typed Parquet columns — id lists (``retrieved_chunk_ids``,
+``supporting_chunk_ids``) ``list<int64>``, ``supporting_doc_ids`` ``list<string>``, every other
+JSON column (``config``, ``trace``, ``meta``, ``evidence``) a struct whose shape DuckDB infers over
+all rows (``json_group_structure``; keys missing in a row are NULL; a value whose type differs
+between rows, or a column that has no shape at all, stays JSON text).
+
+On a DuckDB store the COPY reads the store directly; on PostgreSQL (or any other store) the rows
+are read through SQLAlchemy in batches into an in-memory DuckDB table with the same column types
+and copied from there, so both stores give the same files. ``README.md`` is a Hugging Face
+dataset card whose ``configs:`` name one config per file, with a table of field descriptions
+per file, so ``datasets.load_dataset(DIR, NAME)`` loads each table; ``manifest.json`` lists the
+files and their row counts.
 """
 
 from __future__ import annotations
@@ -16,12 +26,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
+import pandas as pd
 from sqlalchemy import JSON, Boolean, DateTime, Double, Engine, Integer, LargeBinary, text
 
 from ragrouter.db import models
-from ragrouter.report.data import router_dataset
+from ragrouter.report.data import read_sql, router_dataset
 
 
 class ExportError(ValueError):
@@ -30,110 +39,266 @@ class ExportError(ValueError):
 
 @dataclass(frozen=True)
 class Export:
-    """One exported file: a store table (typed from the ORM) or a view/query (typed by pyarrow)."""
+    """One exported file: a store table (typed from the ORM) or a view/query, or a frame."""
 
     sql: str
     table: str | None = None
     drop: tuple[str, ...] = ()
-    frame: Callable[[Engine], object] | None = None
+    frame: Callable[[Engine], pd.DataFrame] | None = None
+    description: str = ""
 
 
 EXPORTS: dict[str, Export] = {
-    "corpora": Export("SELECT * FROM v_corpus_profile ORDER BY corpus_id"),
-    "queries": Export("SELECT * FROM queries ORDER BY id", table="queries"),
-    "paradigm_runs": Export("SELECT * FROM paradigm_runs ORDER BY id", table="paradigm_runs"),
-    "judgments": Export("SELECT * FROM judgments ORDER BY id", table="judgments"),
-    "answer_scores": Export("SELECT * FROM answer_scores ORDER BY id", table="answer_scores"),
-    "oracle_labels": Export("SELECT * FROM v_oracle_label ORDER BY generator, judge, query_id"),
-    "router_dataset": Export("", frame=lambda engine: router_dataset(engine)),
+    "corpora": Export("SELECT * FROM v_corpus_profile ORDER BY corpus_id",
+                      description="One row per corpus: documents, chunks and queries stored and processed, and the "
+                                  "structural / semantic indicators (paper Tables 8-9; view v_corpus_profile)."),
+    "queries": Export("SELECT * FROM queries ORDER BY id", table="queries",
+                      description="Every query: imported or generated, its type, gold answer and validation status."),
+    "paradigm_runs": Export("SELECT * FROM paradigm_runs ORDER BY id", table="paradigm_runs",
+                            description="Every paradigm run: answer, retrieved chunk ids, config, trace and token "
+                                        "cost by phase (inference only; the amortised graph construction is in "
+                                        "v_run_latest / router_dataset)."),
+    "judgments": Export("SELECT * FROM judgments ORDER BY id", table="judgments",
+                        description="Every LLM-as-a-judge sample (label per run, judge and sample)."),
+    "answer_scores": Export("SELECT * FROM answer_scores ORDER BY id", table="answer_scores",
+                            description="Quality metrics per run: semantic F1, coverage, faithfulness (hard/soft)."),
+    "oracle_labels": Export("SELECT * FROM v_oracle_label ORDER BY generator, judge, query_id",
+                            description="The oracle label per (query, generator, judge) (view v_oracle_label: "
+                                        "highest F1 among correct paradigms, then fewest tokens, then a fixed "
+                                        "paradigm order; cannot_answer when none is correct)."),
+    "router_dataset": Export("", frame=lambda engine: router_dataset(engine),
+                             description="The router dataset: one row per (query, generator, judge) with the "
+                                         "corpus indicators, the oracle label and per paradigm p correct__p, "
+                                         "tokens__p (total with the amortised graph construction) and f1__p."),
 }
 FORMATS = ("parquet",)
 BATCH_ROWS = 5000
 
+INT_LISTS = {"retrieved_chunk_ids", "supporting_chunk_ids"}
+STR_LISTS = {"supporting_doc_ids"}
 
-def _arrow_type(column) -> pa.DataType:
+VIEW_FIELDS = {
+    "corpus_id": "Store id of the corpus.", "corpus": "Corpus name.", "query_id": "Store id of the query.",
+    "generator": "Generator model of the runs.", "judge": "Judge model whose labels are used.",
+    "label": "Oracle label: a paradigm name or 'cannot_answer' (NULL = undecided: correct runs not scored yet).",
+    "qtype": "Query type (factual, reasoning, summary).", "query_type": "Query type (factual, reasoning, summary).",
+    "query_text": "The question.", "hops": "Reasoning hops (when known).",
+    "n_correct": "Paradigms judged correct.", "n_scored_correct": "Correct paradigms that have a semantic F1.",
+    "n_paradigms": "Paradigms judged.", "label_f1": "Semantic F1 of the label's run.",
+    "label_tokens": "Total tokens (construction amortised) of the label's run.",
+    "n_documents": "Documents stored.", "n_documents_processed": "Documents with an embedded or extracted chunk.",
+    "total_tokens": "Tokens of the stored documents.", "processed_tokens": "Tokens of the processed documents.",
+    "n_chunks": "Chunks stored (all chunkers).", "n_chunks_processed": "Chunks embedded or extracted.",
+    "n_queries": "Accepted queries.", "n_queries_answered": "Accepted queries with at least one paradigm run.",
+}
+
+
+def _arrow_like_duck(column) -> str:
     kind = column.type
     if isinstance(kind, Boolean):
-        return pa.bool_()
+        return "BOOLEAN"
     if isinstance(kind, Integer):
-        return pa.int64()
+        return "BIGINT"
     if isinstance(kind, Double):
-        return pa.float64()
+        return "DOUBLE"
     if isinstance(kind, DateTime):
-        return pa.timestamp("us")
+        return "TIMESTAMP"
     if isinstance(kind, LargeBinary):
-        return pa.binary()
-    return pa.string()  # String, Text, JSON (as JSON text)
+        return "BLOB"
+    if isinstance(kind, JSON):
+        return "JSON"
+    return "VARCHAR"
 
 
-def _table_schema(table: str, drop: tuple[str, ...]) -> tuple[pa.Schema, set[str]]:
-    cols = [c for c in models.Base.metadata.tables[table].columns if c.name not in drop]
-    schema = pa.schema([pa.field(c.name, _arrow_type(c), nullable=True) for c in cols])
-    return schema, {c.name for c in cols if isinstance(c.type, JSON)}
+def _columns(spec: Export, drop: tuple[str, ...]):
+    return [c for c in models.Base.metadata.tables[spec.table].columns if c.name not in drop]
 
 
-def _cell(value, is_json: bool):
-    if is_json:
-        if value is None:
-            return None
-        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    if isinstance(value, Decimal):
-        return float(value)
-    return value
+def _typed_select(con, source: str, columns) -> str:
+    """SELECT list over ``source`` that turns JSON columns into typed lists / structs."""
+    parts = []
+    for c in columns:
+        name = c.name
+        if not isinstance(c.type, JSON):
+            parts.append(name)
+            continue
+        if name in INT_LISTS:
+            parts.append(f"CAST(CAST({name} AS JSON) AS BIGINT[]) AS {name}")
+            continue
+        if name in STR_LISTS:
+            parts.append(f"CAST(CAST({name} AS JSON) AS VARCHAR[]) AS {name}")
+            continue
+        structure = con.execute(f"SELECT json_group_structure(CAST({name} AS JSON)) FROM {source} "
+                                f"WHERE {name} IS NOT NULL").fetchone()[0]
+        shape = None if structure is None else json.loads(str(structure))
+        if not _typable(shape):
+            parts.append(f"CAST({name} AS VARCHAR) AS {name}")
+            continue
+        typed = f"json_transform(CAST({name} AS JSON), '{_plain_structure(shape)}') AS {name}"
+        try:  # a shape DuckDB cannot hold (e.g. keys differing only in case) stays JSON text
+            con.execute(f"DESCRIBE SELECT {typed} FROM {source}").fetchall()
+        except Exception:  # duckdb.Error subclasses; nothing is written yet
+            typed = f"CAST({name} AS VARCHAR) AS {name}"
+        parts.append(typed)
+    return ", ".join(parts)
 
 
-def _write_table(engine: Engine, spec: Export, path: Path) -> int:
-    schema, json_cols = _table_schema(spec.table, spec.drop)
-    names = schema.names
+def _typable(shape) -> bool:
+    """A structure worth typing: an object or list whose leaves have one known type."""
+    if not isinstance(shape, (dict, list)):
+        return False
+    return _has_leaf(shape)
+
+
+def _has_leaf(shape) -> bool:
+    if isinstance(shape, dict):
+        return bool(shape) and any(_has_leaf(v) for v in shape.values())
+    if isinstance(shape, list):
+        return bool(shape) and _has_leaf(shape[0])
+    return shape not in ("NULL",)
+
+
+def _plain_structure(shape) -> str:
+    """The structure with untyped leaves ('NULL', empty objects / lists) as JSON, quoted for SQL."""
+    def fix(s):
+        if isinstance(s, dict):
+            return {k: fix(v) for k, v in s.items()} if s else "JSON"
+        if isinstance(s, list):
+            return [fix(s[0])] if s else ["JSON"]
+        return "JSON" if s == "NULL" else s
+
+    return json.dumps(fix(shape)).replace("'", "''")
+
+
+def _copy(con, select_sql: str, path: Path) -> int:
+    con.execute(f"COPY ({select_sql}) TO '{str(path).replace(chr(39), chr(39) * 2)}' (FORMAT parquet)")
+    return int(con.execute(f"SELECT COUNT(*) FROM read_parquet('{str(path).replace(chr(39), chr(39) * 2)}')")
+               .fetchone()[0])
+
+
+def _plain(value):
+    return float(value) if isinstance(value, Decimal) else value
+
+
+def _load_table(engine: Engine, con, spec: Export, columns, name: str) -> None:
+    """Copy a store table into the in-memory DuckDB ``con`` as table ``name`` (non-DuckDB stores)."""
+    ddl = ", ".join(f"{c.name} {_arrow_like_duck(c)}" for c in columns)
+    con.execute(f"CREATE TABLE {name} ({ddl})")
+    names = [c.name for c in columns]
+    json_cols = {c.name for c in columns if isinstance(c.type, JSON)}
     select = spec.sql.replace("SELECT *", "SELECT " + ", ".join(names), 1)
-    n = 0
-    with pq.ParquetWriter(path, schema) as writer, engine.connect() as conn:
+    with engine.connect() as conn:
         result = conn.execution_options(stream_results=True, yield_per=BATCH_ROWS).execute(text(select))
         for part in result.partitions(BATCH_ROWS):
-            columns = {name: [_cell(row[i], name in json_cols) for row in part] for i, name in enumerate(names)}
-            writer.write_table(pa.table(columns, schema=schema))
-            n += len(part)
-        if n == 0:
-            writer.write_table(schema.empty_table())
-    return n
+            frame = pd.DataFrame([[(json.dumps(v, ensure_ascii=False, default=str)
+                                    if k in json_cols and v is not None and not isinstance(v, str) else _plain(v))
+                                   for k, v in zip(names, row)] for row in part], columns=names)
+            for c in columns:  # keep all-NULL columns typed
+                if isinstance(c.type, (JSON,)) or _arrow_like_duck(c) == "VARCHAR":
+                    frame[c.name] = frame[c.name].astype(object)
+            con.register("_batch", frame)
+            con.execute(f"INSERT INTO {name} SELECT " + ", ".join(
+                f"CAST({n} AS {_arrow_like_duck(c)})" for n, c in zip(names, columns)) + " FROM _batch")
+            con.unregister("_batch")
 
 
-def _write_frame(frame, path: Path) -> int:
-    table = pa.Table.from_pandas(frame, preserve_index=False)
-    # Columns with no value at all have arrow type null, which some readers reject: use string.
-    fields = [pa.field(f.name, pa.string()) if pa.types.is_null(f.type) else f for f in table.schema]
-    table = table.cast(pa.schema(fields))
-    pq.write_table(table, path)
-    return table.num_rows
+def _write_frame(con, frame: pd.DataFrame, path: Path, name: str) -> int:
+    frame = frame.copy()
+    for c in frame.columns:
+        if frame[c].isna().all():
+            frame[c] = frame[c].astype("string")  # no value at all: a typed (string) column, not NULL
+    con.register(f"_frame_{name}", frame)
+    try:
+        return _copy(con, f"SELECT * FROM _frame_{name}", path)
+    finally:
+        con.unregister(f"_frame_{name}")
 
 
 def export_parquet(engine: Engine, out_dir: str | Path, with_trace: bool = True,
                    only: list[str] | None = None) -> dict[str, int]:
-    """Write one Parquet file per export into ``out_dir``; returns rows per file.
+    """Write one Parquet file per export into ``out_dir`` with DuckDB's COPY, a dataset card
+    (``README.md``) and ``manifest.json``; returns rows per file.
 
     ``with_trace=False`` leaves the (large) ``trace`` column out of ``paradigm_runs``;
     ``only`` restricts the export to some names of :data:`EXPORTS`."""
-    from ragrouter.report.data import read_sql
+    import duckdb
 
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ExportError(f"{out}: exists and is not a folder")
-    out.mkdir(parents=True, exist_ok=True)
     unknown = sorted(set(only or []) - set(EXPORTS))
     if unknown:
         raise ExportError(f"unknown export {unknown[0]!r} (known: {', '.join(EXPORTS)})")
+    out.mkdir(parents=True, exist_ok=True)
     counts: dict[str, int] = {}
-    for name, spec in EXPORTS.items():
-        if only and name not in only:
-            continue
-        path = out / f"{name}.parquet"
-        if spec.table:
-            drop = spec.drop + (("trace",) if name == "paradigm_runs" and not with_trace else ())
-            counts[name] = _write_table(engine, Export(spec.sql, spec.table, drop), path)
-        else:
-            frame = spec.frame(engine) if spec.frame else read_sql(engine, spec.sql)
-            counts[name] = _write_frame(frame, path)
+    schemas: dict[str, list[tuple[str, str, str]]] = {}
+    is_duck = engine.dialect.name.startswith("duckdb")
+    mem = duckdb.connect(":memory:")
+    try:
+        with engine.connect() as sa_conn:
+            store = sa_conn.connection.driver_connection if is_duck else None
+            for name, spec in EXPORTS.items():
+                if only and name not in only:
+                    continue
+                path = out / f"{name}.parquet"
+                if spec.table:
+                    drop = spec.drop + (("trace",) if name == "paradigm_runs" and not with_trace else ())
+                    columns = _columns(spec, drop)
+                    if is_duck:
+                        con, source = store, spec.table
+                    else:
+                        con, source = mem, f"_src_{name}"
+                        _load_table(engine, mem, spec, columns, source)
+                    order = spec.sql.split(" ORDER BY ", 1)[1] if " ORDER BY " in spec.sql else "1"
+                    counts[name] = _copy(con, f"SELECT {_typed_select(con, source, columns)} FROM {source} "
+                                              f"ORDER BY {order}", path)
+                    docs = {c.name: (c.doc or "") for c in columns}
+                elif is_duck and not spec.frame:
+                    counts[name] = _copy(store, spec.sql, path)
+                    docs = {}
+                else:
+                    frame = spec.frame(engine) if spec.frame else read_sql(engine, spec.sql)
+                    counts[name] = _write_frame(mem, frame, path, name)
+                    docs = {}
+                types = mem.execute(f"DESCRIBE SELECT * FROM read_parquet('{str(path).replace(chr(39), chr(39) * 2)}')"
+                                    ).fetchall()
+                schemas[name] = [(col, str(typ), docs.get(col) or _field_doc(col)) for col, typ, *_ in types]
+    finally:
+        mem.close()
     manifest = {"exported_at": dt.datetime.now().isoformat(timespec="seconds"), "format": "parquet",
                 "with_trace": with_trace, "files": {f"{n}.parquet": c for n, c in counts.items()}}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    (out / "README.md").write_text(dataset_card(counts, schemas), encoding="utf-8")
     return counts
+
+
+def _field_doc(col: str) -> str:
+    if col in VIEW_FIELDS:
+        return VIEW_FIELDS[col]
+    for prefix, what in (("correct__", "1 if the paradigm's run was judged correct, 0 if not"),
+                         ("tokens__", "total tokens of the paradigm's run, graph construction amortised (eq. 20)"),
+                         ("f1__", "semantic F1 (BERTScore) of the paradigm's answer")):
+        if col.startswith(prefix):
+            return f"{what} (paradigm {col[len(prefix):]})."
+    return ""
+
+
+def dataset_card(counts: dict[str, int], schemas: dict[str, list[tuple[str, str, str]]]) -> str:
+    """A Hugging Face dataset card: YAML ``configs:`` (one per file) and field descriptions."""
+    lines = ["---", "configs:"]
+    for name in counts:
+        lines += [f"- config_name: {name}", "  data_files:", "  - split: train", f"    path: {name}.parquet"]
+    lines += ["license: other", "tags:", "- rag", "- routing", "- ragrouter", "---", "",
+              "# ragrouter export", "",
+              "Tables of a ragrouter store (a re-implementation of RAGRouter-Bench), one Parquet file per table, "
+              "written by DuckDB with nested columns typed (lists and structs). Load one table with:", "",
+              "```python", "import datasets", f"ds = datasets.load_dataset(EXPORT_DIR, \"{next(iter(counts), 'queries')}\")",
+              "```", ""]
+    for name, n in counts.items():
+        spec = EXPORTS[name]
+        lines += [f"## {name}", "", f"{spec.description} {n} rows; file `{name}.parquet`.", "",
+                  "| Field | Type | Description |", "|---|---|---|"]
+        for col, typ, doc in schemas.get(name, []):
+            lines.append(f"| `{col}` | `{typ.replace('|', '/')}` | {doc.replace('|', '/')} |")
+        lines.append("")
+    return "\n".join(lines)

@@ -1,12 +1,17 @@
 """The paper's figures with matplotlib (Agg backend): each function takes view rows and returns
-a :class:`matplotlib.figure.Figure`; :func:`save` writes it as PNG and closes it.
+a :class:`matplotlib.figure.Figure`; :func:`save` writes it as PNG (150 dpi) and SVG and closes it.
 
 * :func:`accuracy_heatmaps` — Fig. 4: one panel per paradigm, rows = query types, columns =
-  corpora, colour = % correct, ``*`` on the best paradigm of each (type, corpus) cell.
-* :func:`corpus_profile` — Fig. 6: structural and semantic indicators per corpus as bars
-  normalised by each indicator's largest value (raw values printed on the bars).
-* :func:`cost_quality` — Fig. 7: average tokens per query (log x) against % correct, one
-  panel per corpus, a point per paradigm, plus router points when there are router scores.
+  corpora, colour = % correct; each cell prints the %, its 95 % Wilson interval and N, and
+  ``*`` on the best paradigm of each (type, corpus) cell.
+* :func:`routing_bounds` — Fig. 5: R.A and C.R per feature configuration for each router, with the
+  Random and Oracle bounds as lines.
+* :func:`corpus_profile` — Fig. 6: one small panel per indicator with the RAW value of each
+  corpus (works for one corpus; negative values go below a zero line; a missing value is marked).
+* :func:`cost_quality` — Fig. 7: average tokens per query (log x) against % correct with Wilson
+  error bars, one panel per corpus, a labelled point per paradigm and router, none hidden.
+* :func:`calibration_heatmaps` — the judge calibration as confusion-matrix heat maps.
+* :func:`breakdown_bars` — Table 13 as stacked bars (correct / incorrect / no answer).
 """
 
 from __future__ import annotations
@@ -46,11 +51,12 @@ def _tokens_label(value: float, _pos=None) -> str:
     return f"{value:g}"
 
 
-def save(fig: Figure, path: Path, dpi: int = 110) -> Path:
-    """Write ``fig`` as PNG and release it."""
+def save(fig: Figure, path: Path, dpi: int = 150) -> Path:
+    """Write ``fig`` as PNG (``path``) and as SVG beside it (same stem), release it; returns the PNG."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=dpi, facecolor="white", bbox_inches="tight")  # long titles are not clipped
+    fig.savefig(path.with_suffix(".svg"), facecolor="white", bbox_inches="tight")
     plt.close(fig)
     return path
 
@@ -67,8 +73,13 @@ def accuracy_heatmaps(acc: pd.DataFrame, title: str = "") -> Figure:
     corpora = sorted(acc["corpus"].unique())
     qtypes = qtype_order(acc["qtype"])
     cube = np.full((len(paradigms), len(qtypes), len(corpora)), np.nan)
+    extra: dict[tuple[int, int, int], str] = {}
     for r in acc.itertuples(index=False):
-        cube[paradigms.index(r.paradigm), qtypes.index(r.qtype), corpora.index(r.corpus)] = r.correct_pct
+        key = (paradigms.index(r.paradigm), qtypes.index(r.qtype), corpora.index(r.corpus))
+        cube[key] = r.correct_pct
+        lo, hi, n = getattr(r, "ci_low", None), getattr(r, "ci_high", None), getattr(r, "n", None)
+        if _finite(lo) and _finite(hi):
+            extra[key] = f"\n[{lo:.0f}–{hi:.0f}]" + (f"\nn={int(n)}" if _finite(n) else "")
     with np.errstate(all="ignore"):
         best = np.nanmax(np.where(np.isnan(cube), -np.inf, cube), axis=0)
     ncols = min(len(paradigms), 3)
@@ -89,8 +100,8 @@ def accuracy_heatmaps(acc: pd.DataFrame, title: str = "") -> Figure:
                 if np.isnan(v):
                     text = "–"
                 else:
-                    text = f"{v:.1f}" + ("*" if v == best[i, j] and v > 0 else "")
-                ax.text(j, i, text, ha="center", va="center", fontsize=8,
+                    text = f"{v:.1f}" + ("*" if v == best[i, j] and v > 0 else "") + extra.get((k, i, j), "")
+                ax.text(j, i, text, ha="center", va="center", fontsize=7,
                         color="white" if (not np.isnan(v) and v > 65) else "black")
         ax.set_title(paradigms[k], fontsize=10)
         ax.set_xticks(range(len(corpora)), corpora, rotation=30, ha="right", fontsize=8)
@@ -102,60 +113,199 @@ def accuracy_heatmaps(acc: pd.DataFrame, title: str = "") -> Figure:
     return fig
 
 
+def routing_bounds(scores: pd.DataFrame, bounds: dict[str, dict[str, float]], title: str = "") -> Figure | None:
+    """Fig. 5 from ``v_router_scores`` rows of ONE (dataset, generator, judge): two panels (R.A %,
+    C.R %), x = feature configuration, one bar per router (baselines excluded), and horizontal
+    lines for the bounds ``{'Random': {'routing_accuracy': …, 'correct_rate': …}, 'Oracle': …}``.
+    The value is printed on every bar. Returns None without routers."""
+    s = scores[~scores["router"].isin(["random", "oracle", "best_fixed"])]
+    if s.empty:
+        return None
+    features = sorted(s["features"].unique())
+    routers = sorted(s["router"].unique())
+    metrics = [("routing_accuracy", "R.A %")]
+    if s["correct_rate"].notna().any():
+        metrics.append(("correct_rate", "C.R %"))
+    fig, axes = plt.subplots(1, len(metrics), figsize=(max(5.0, 1.2 * len(features) * max(len(routers), 1) / 2 + 3)
+                                                      * len(metrics), 4.2), squeeze=False)
+    colors = matplotlib.colormaps["tab10"]
+    width = 0.8 / max(len(routers), 1)
+    for ax, (col, lab) in zip(axes[0], metrics):
+        x = np.arange(len(features))
+        for i, router in enumerate(routers):
+            vals = []
+            for f in features:
+                r = s[(s["router"] == router) & (s["features"] == f)][col]
+                vals.append(float(r.mean()) if r.notna().any() else np.nan)
+            xs = x + (i - (len(routers) - 1) / 2) * width
+            bars = ax.bar(xs, np.nan_to_num(vals), width, label=router, color=colors(i % 10))
+            for bar, v in zip(bars, vals):
+                ax.text(bar.get_x() + bar.get_width() / 2, (0 if np.isnan(v) else v) + 1.0,
+                        "n/a" if np.isnan(v) else f"{v:.1f}", ha="center", va="bottom", fontsize=6, rotation=90)
+        for (name, b), style in zip(bounds.items(), ("--", ":", "-.")):
+            v = b.get(col)
+            if v is not None and _finite(v):
+                ax.axhline(v, linestyle=style, color="black" if name == "Oracle" else "grey", linewidth=1.2)
+                ax.text(len(features) - 0.5, v, f" {name} {v:.1f}", va="bottom", ha="right", fontsize=7)
+        ax.set_xticks(x, features, fontsize=8)
+        ax.set_xlabel("feature configuration", fontsize=8)
+        ax.set_ylabel(lab, fontsize=8)
+        ax.set_ylim(0, 112)
+        ax.set_title(lab, fontsize=10)
+        ax.grid(True, axis="y", alpha=0.3)
+    axes[0][0].legend(fontsize=7, loc="upper left", ncol=2)
+    fig.suptitle(title or "Routing accuracy and correct rate per feature configuration", fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def calibration_heatmaps(df: pd.DataFrame, title: str = "") -> Figure | None:
+    """The judge calibration (``v_judge_calibration`` rows) as one confusion-matrix heat map per
+    (judge, case set): rows = true label, columns = verdict, colour = share of the row, each cell
+    prints the count and the share. Returns None without calibration rows."""
+    if df.empty:
+        return None
+    from ragrouter.evaluation.calibration import LABELS
+    from ragrouter.report.calibration import confusion
+
+    blocks = list(df.groupby(["judge", "case_set"], sort=True))
+    fig, axes = plt.subplots(1, len(blocks), figsize=(3.8 * len(blocks) + 0.8, 3.6), squeeze=False, layout="constrained")
+    image = None
+    for ax, ((judge, case_set), block) in zip(axes[0], blocks):
+        m = np.array(confusion(block), dtype=float)
+        rows = m.sum(axis=1, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = np.where(rows > 0, m / rows, np.nan)
+        image = ax.imshow(np.ma.masked_invalid(share), cmap="Blues", vmin=0, vmax=1)
+        for i in range(len(LABELS)):
+            for j in range(len(LABELS)):
+                sh = share[i, j]
+                ax.text(j, i, f"{int(m[i, j])}\n{'' if np.isnan(sh) else f'{100 * sh:.0f}%'}", ha="center",
+                        va="center", fontsize=8, color="white" if (not np.isnan(sh) and sh > 0.6) else "black")
+        ax.set_xticks(range(len(LABELS)), LABELS, rotation=30, ha="right", fontsize=8)
+        ax.set_yticks(range(len(LABELS)), LABELS, fontsize=8)
+        ax.set_xlabel("verdict", fontsize=8)
+        ax.set_ylabel("true label", fontsize=8)
+        ax.set_title(f"{judge}\n({case_set})", fontsize=9)
+    if image is not None:
+        fig.colorbar(image, ax=list(axes[0]), shrink=0.8, label="share of the true label")
+    fig.suptitle(title or "Judge calibration: confusion matrices", fontsize=11)
+    return fig
+
+
+BREAKDOWN = [("correct_pct", "correct", "#4daf4a"), ("incorrect_pct", "incorrect", "#e41a1c"),
+             ("incomplete_pct", "no answer", "#bdbdbd")]
+
+
+def breakdown_bars(bd: pd.DataFrame, title: str = "") -> Figure | None:
+    """Table 13 from ``v_judgment_breakdown`` rows of ONE (generator, judge): one panel per corpus,
+    a stacked bar (correct / incorrect / no answer, %) per paradigm over all query types, with
+    the share printed in each segment and N under the bar. Returns None without rows."""
+    allrows = bd[bd["qtype"] == "all"]
+    if allrows.empty:
+        return None
+    corpora = sorted(allrows["corpus"].unique())
+    paradigms = paradigm_order(allrows["paradigm"].unique())
+    ncols = min(len(corpora), 3)
+    nrows = math.ceil(len(corpora) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(0.9 * len(paradigms) * ncols + 1.5, 3.6 * nrows + 0.4), squeeze=False)
+    for k, ax in enumerate(axes.flat):
+        if k >= len(corpora):
+            fig.delaxes(ax)
+            continue
+        part = allrows[allrows["corpus"] == corpora[k]].set_index("paradigm")
+        x = np.arange(len(paradigms))
+        bottom = np.zeros(len(paradigms))
+        for col, lab, color in BREAKDOWN:
+            vals = np.array([float(part.loc[p, col]) if p in part.index else 0.0 for p in paradigms])
+            ax.bar(x, vals, 0.7, bottom=bottom, color=color, label=lab, edgecolor="white", linewidth=0.5)
+            for xi, (b, v) in enumerate(zip(bottom, vals)):
+                if v >= 8:
+                    ax.text(xi, b + v / 2, f"{v:.0f}", ha="center", va="center", fontsize=7)
+            bottom += vals
+        labels = [f"{p}\nn={int(part.loc[p, 'n'])}" if p in part.index else f"{p}\n–" for p in paradigms]
+        ax.set_xticks(x, labels, rotation=30, ha="right", fontsize=7)
+        ax.set_ylim(0, 100)
+        ax.set_ylabel("% of judged runs", fontsize=8)
+        ax.set_title(corpora[k], fontsize=10)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, bbox_to_anchor=(0.5, 0.0))
+    fig.suptitle(title or "Judgment breakdown", fontsize=11)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    return fig
+
+
+def _raw_label(raw: float) -> str:
+    if abs(raw) >= 100:
+        return f"{raw:,.0f}"
+    if raw != 0 and abs(raw) < 0.01:
+        return f"{raw:.2e}"
+    return f"{raw:.3g}"
+
+
 def corpus_profile(prof: pd.DataFrame, title: str = "") -> Figure | None:
-    """Fig. 6 from ``v_corpus_profile``: two panels (structural, semantic) of grouped bars, one
-    bar per corpus, each indicator divided by its largest absolute value across corpora.
-    Returns None when no indicator has been measured."""
-    groups = [(name, [(c, lab) for c, lab in cols if c in prof.columns and prof[c].notna().any()])
-              for name, cols in (("Structural (knowledge graph)", STRUCTURAL), ("Semantic (embedding space)", SEMANTIC))]
-    groups = [(n, cols) for n, cols in groups if cols]
-    if prof.empty or not groups:
+    """Fig. 6 from ``v_corpus_profile``: one small panel per measured indicator (structural, then
+    semantic) with one bar per corpus at its RAW value, printed on the bar. One corpus works; a
+    negative value is drawn below the zero line; a missing value (NaN) is marked "n/a" at zero
+    (an indicator no corpus has yet gets a panel of n/a). Returns None when no indicator has
+    been measured at all."""
+    cols = [(c, lab, kind) for kind, group in (("structural", STRUCTURAL), ("semantic", SEMANTIC))
+            for c, lab in group if c in prof.columns]
+    if prof.empty or not any(pd.to_numeric(prof[c], errors="coerce").notna().any() for c, _, _ in cols):
         return None
     prof = prof.sort_values("corpus").reset_index(drop=True)
     corpora = list(prof["corpus"])
-    fig, axes = plt.subplots(1, len(groups), figsize=(5.5 * len(groups), 4.2), squeeze=False)
+    ncols = min(len(cols), 5)
+    nrows = math.ceil(len(cols) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(max(2.2, 0.55 * len(corpora) + 1.2) * ncols, 2.6 * nrows + 0.8),
+                             squeeze=False)
     colors = matplotlib.colormaps["tab10"]
-    width = 0.8 / max(len(corpora), 1)
-    for ax, (name, cols) in zip(axes[0], groups):
-        x = np.arange(len(cols))
-        for i, corpus in enumerate(corpora):
-            heights, raws = [], []
-            for c, _ in cols:
-                values = pd.to_numeric(prof[c], errors="coerce").to_numpy(float)
-                scale = np.nanmax(np.abs(values)) if np.isfinite(values).any() else np.nan
-                v = values[i]
-                heights.append(v / scale if np.isfinite(v) and scale > 0 else 0.0)
-                raws.append(v)
-            bars = ax.bar(x + (i - (len(corpora) - 1) / 2) * width, heights, width, label=corpus, color=colors(i % 10))
-            for bar, raw in zip(bars, raws):
-                if np.isfinite(raw):
-                    label = f"{raw:,.0f}" if abs(raw) >= 100 else f"{raw:.2g}" if abs(raw) < 0.01 else f"{raw:.2f}"
-                    ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height() + 0.02, label, ha="center",
-                            va="bottom", fontsize=6, rotation=90)
-        ax.set_xticks(x, [lab for _, lab in cols], rotation=30, ha="right", fontsize=8)
-        ax.set_ylim(0, 1.35)
-        ax.set_ylabel("value / max over corpora")
-        ax.set_title(name, fontsize=10)
-    axes[0][0].legend(fontsize=8, loc="upper left")
-    fig.suptitle(title or "Corpus profile", fontsize=11)
+    for k, ax in enumerate(axes.flat):
+        if k >= len(cols):
+            fig.delaxes(ax)
+            continue
+        c, lab, kind = cols[k]
+        values = pd.to_numeric(prof[c], errors="coerce").to_numpy(float)
+        x = np.arange(len(corpora))
+        bars = ax.bar(x, np.nan_to_num(values), 0.7, color=[colors(i % 10) for i in range(len(corpora))])
+        finite = values[np.isfinite(values)]
+        span = max(float(np.max(np.abs(finite))) if len(finite) else 1.0, 1e-12)
+        lo = min(0.0, float(finite.min()) if len(finite) else 0.0)
+        hi = max(0.0, float(finite.max()) if len(finite) else 0.0)
+        for bar, raw in zip(bars, values):
+            if np.isfinite(raw):
+                ax.text(bar.get_x() + bar.get_width() / 2, raw, _raw_label(raw), ha="center",
+                        va="bottom" if raw >= 0 else "top", fontsize=7)
+            else:
+                ax.text(bar.get_x() + bar.get_width() / 2, 0, "n/a", ha="center", va="bottom", fontsize=7,
+                        color="red")
+        ax.axhline(0, color="black", linewidth=0.8)
+        ax.set_ylim(lo - 0.15 * span, hi + 0.2 * span)
+        ax.set_xticks(x, corpora, rotation=30, ha="right", fontsize=7)
+        ax.tick_params(axis="y", labelsize=7)
+        ax.set_title(f"{lab} ({kind})", fontsize=8)
+    fig.suptitle(title or "Corpus profile (raw indicator values)", fontsize=11)
     fig.tight_layout()
     return fig
 
 
 def cost_quality(acc: pd.DataFrame, routers: pd.DataFrame | None = None, title: str = "") -> Figure | None:
-    """Fig. 7: one panel per corpus; x = average tokens per query (log), y = % correct.
+    """Fig. 7: one panel per corpus; x = average tokens per query (log; with the amortised graph
+    construction), y = % correct with its 95 % Wilson interval as an error bar.
 
     ``acc`` holds ``v_accuracy_by_type`` rows of one (generator, judge) (its 'all' rows are
-    used); ``routers`` optional rows with columns corpus, label, avg_tokens, correct_rate (one
-    point per label and corpus, drawn as stars). Returns None without data."""
+    used); ``routers`` optional rows with columns corpus, label, avg_tokens, correct_rate (and
+    optional ci_low, ci_high). Every point is labelled with its name; markers are hollow with
+    distinct shapes and routers are drawn underneath, so no marker hides another. Returns None
+    without data."""
     allrows = acc[acc["qtype"] == "all"]
     if allrows.empty:
         return None
     corpora = sorted(allrows["corpus"].unique())
     paradigms = paradigm_order(allrows["paradigm"].unique())
-    ncols = min(len(corpora), 4)
+    ncols = min(len(corpora), 3)
     nrows = math.ceil(len(corpora) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.6 * ncols, 3.2 * nrows + 0.5), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 4.0 * nrows + 0.6), squeeze=False)
     colors = matplotlib.colormaps["tab10"]
     router_labels = sorted(routers["label"].unique()) if routers is not None and not routers.empty else []
     for k, ax in enumerate(axes.flat):
@@ -164,35 +314,55 @@ def cost_quality(acc: pd.DataFrame, routers: pd.DataFrame | None = None, title: 
             continue
         corpus = corpora[k]
         part = allrows[allrows["corpus"] == corpus]
-        for i, p in enumerate(paradigms):
-            r = part[part["paradigm"] == p]
-            if r.empty:
-                continue
-            ax.scatter(max(float(r["avg_tokens"].iloc[0]), 1.0), float(r["correct_pct"].iloc[0]), s=55,
-                       marker=MARKERS[i % len(MARKERS)], color=colors(i % 10), label=p, zorder=3)
+        points = []  # (x, y, label)
         for j, lab in enumerate(router_labels):
             r = routers[(routers["corpus"] == corpus) & (routers["label"] == lab)]
             r = r[r["avg_tokens"].notna() & r["correct_rate"].notna()]
             if r.empty:
                 continue
-            ax.scatter(max(float(r["avg_tokens"].iloc[0]), 1.0), float(r["correct_rate"].iloc[0]), s=140, marker="*",
-                       color=colors((len(paradigms) + j) % 10), edgecolor="black", linewidth=0.6, label=lab, zorder=4)
+            x, y = max(float(r["avg_tokens"].iloc[0]), 1.0), float(r["correct_rate"].iloc[0])
+            err = None
+            if "ci_low" in r.columns and _finite(r["ci_low"].iloc[0]):
+                err = [[max(0.0, y - float(r["ci_low"].iloc[0]))], [max(0.0, float(r["ci_high"].iloc[0]) - y)]]
+            ax.errorbar(x, y, yerr=err, fmt="*", markersize=16, color=colors((len(paradigms) + j) % 10), alpha=0.5,
+                        markeredgecolor="black", markeredgewidth=0.6, capsize=3, label=lab, zorder=2)
+            points.append((x, y, lab))
+        for i, p in enumerate(paradigms):
+            r = part[part["paradigm"] == p]
+            if r.empty:
+                continue
+            x, y = max(float(r["avg_tokens"].iloc[0]), 1.0), float(r["correct_pct"].iloc[0])
+            err = None
+            if "ci_low" in r.columns and _finite(r["ci_low"].iloc[0]):
+                err = [[max(0.0, y - float(r["ci_low"].iloc[0]))], [max(0.0, float(r["ci_high"].iloc[0]) - y)]]
+            ax.errorbar(x, y, yerr=err, fmt=MARKERS[i % len(MARKERS)], markersize=8, color=colors(i % 10),
+                        markerfacecolor="none", markeredgewidth=1.6, capsize=3, elinewidth=0.8, label=p, zorder=3)
+            points.append((x, y, p))
+        # Labels: offset alternately, and further for points that share (almost) a position.
+        for idx, (x, y, lab) in enumerate(sorted(points, key=lambda t: (t[0], t[1]))):
+            near = sum(1 for (x2, y2, _) in points[:] if abs(math.log10(x2) - math.log10(x)) < 0.05 and abs(y2 - y) < 4)
+            dy = 8 + 7 * (idx % 3) + (5 if near > 1 else 0)
+            ax.annotate(lab, (x, y), xytext=(6, dy if idx % 2 == 0 else -dy), textcoords="offset points", fontsize=7,
+                        arrowprops=dict(arrowstyle="-", linewidth=0.5, color="grey"), zorder=5)
         ax.set_xscale("log")
         ax.xaxis.set_major_locator(ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         ax.xaxis.set_major_formatter(ticker.FuncFormatter(_tokens_label))
         ax.xaxis.set_minor_formatter(ticker.NullFormatter())
-        ax.set_ylim(-3, 103)
+        xs = [x for x, _, _ in points]
+        if xs:
+            ax.set_xlim(min(xs) / 2.0, max(xs) * 2.5)
+        ax.set_ylim(-8, 108)
         ax.grid(True, which="both", alpha=0.3)
         ax.set_title(corpus, fontsize=10)
-        ax.set_xlabel("tokens per query (log)", fontsize=8)
+        ax.set_xlabel("tokens per query (log, construction amortised)", fontsize=8)
         if k % ncols == 0:
-            ax.set_ylabel("% correct", fontsize=8)
+            ax.set_ylabel("% correct (95 % Wilson interval)", fontsize=8)
     handles: dict = {}
     for ax in fig.axes:
         for h, lab in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(lab, h)
-    fig.legend(list(handles.values()), list(handles.keys()), loc="lower center", ncol=min(len(handles), 6),
+    fig.legend(list(handles.values()), list(handles.keys()), loc="lower center", ncol=min(len(handles), 5),
                fontsize=8, bbox_to_anchor=(0.5, 0.0))
     fig.suptitle(title or "Cost vs. correctness", fontsize=11)
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
     return fig

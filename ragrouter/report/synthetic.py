@@ -69,8 +69,13 @@ def random_rows(
     p_old_config: float = 0.3,
     max_samples: int = 3,
     with_router: bool = True,
+    token_values: Sequence[int] | None = None,
 ) -> dict[str, list[dict]]:
-    """Rows for every table the views read, generated from ``seed`` (see the module docstring)."""
+    """Rows for every table the views read, generated from ``seed`` (see the module docstring).
+
+    ``token_values``: draw each run's generation-input tokens from these few values (retrieval and
+    output tokens 0), so runs tie on tokens and the oracle's last tie-break (paradigm order) is
+    exercised."""
     rng = random.Random(seed)
     rows: dict[str, list[dict]] = {name: [] for name in TABLE_ORDER}
     ids = {name: 0 for name in TABLE_ORDER}
@@ -142,13 +147,19 @@ def random_rows(
                         created = ts(start + (0 if rng.random() < 0.3 else c * 10))
                         ctx = 0 if paradigm == "llm_only" else rng.randint(100, 8000)
                         run = add("paradigm_runs", query_id=query["id"], paradigm=paradigm, generator=generator,
-                                  config_hash=f"cfg{c}", config={"paradigm": paradigm, "v": c},
+                                  config_hash=f"cfg{c}", config={"paradigm": paradigm, "v": c,
+                                          **({"base_retriever": "naive" if paradigm == "iterative_naive" else "graph"}
+                                             if paradigm.startswith("iterative") else {})},
                                   answer=f"{paradigm} says {qi}", retrieved_chunk_ids=[1, 2][: rng.randint(0, 2)],
                                   context_tokens=ctx, iterations=rng.randint(0, 3) if "iterative" in paradigm else 0,
                                   trace={"steps": [rng.random()]},
-                                  ret_in_tokens=0 if paradigm in ("llm_only", "naive") else rng.randint(50, 3000),
-                                  ret_out_tokens=0 if paradigm in ("llm_only", "naive") else rng.randint(5, 300),
-                                  gen_in_tokens=ctx + rng.randint(50, 200), gen_out_tokens=rng.randint(5, 300),
+                                  ret_in_tokens=0 if paradigm in ("llm_only", "naive") or token_values
+                                  else rng.randint(50, 3000),
+                                  ret_out_tokens=0 if paradigm in ("llm_only", "naive") or token_values
+                                  else rng.randint(5, 300),
+                                  gen_in_tokens=rng.choice(list(token_values)) if token_values
+                                  else ctx + rng.randint(50, 200),
+                                  gen_out_tokens=0 if token_values else rng.randint(5, 300),
                                   latency_s=rng.uniform(0.1, 5.0), created_at=created)
                         gen_call = call("answer", "generation", generator, run["gen_in_tokens"], run["gen_out_tokens"])
                         add("run_calls", run_id=run["id"], seq=0, llm_call_id=gen_call["id"], phase="generation")

@@ -11,6 +11,7 @@ import math
 
 import pandas as pd
 
+from ragrouter.evaluation import stats
 from ragrouter.report.data import paradigm_order
 
 QTYPE_ORDER = ("factual", "reasoning", "summary")
@@ -46,6 +47,40 @@ def fmt_millions(value) -> str:
     return DASH if _missing(value) else f"{float(value) / 1e6:.3f}"
 
 
+def token_unit(values) -> tuple[float, str]:
+    """The unit that fits a column of token numbers: (divisor, header suffix) — tokens below
+    10,000, thousands ('k') below 10 million, millions ('M') above; from the largest value."""
+    finite = [abs(float(v)) for v in values if not _missing(v)]
+    top = max(finite) if finite else 0.0
+    if top >= 1e7:
+        return 1e6, "M"
+    if top >= 1e4:
+        return 1e3, "k"
+    return 1.0, ""
+
+
+def fmt_tokens(value, divisor: float) -> str:
+    """A token number in the unit ``divisor`` (1, 1e3, 1e6): integers in tokens, else 1-2 decimals."""
+    if _missing(value):
+        return DASH
+    v = float(value) / divisor
+    if divisor == 1.0:
+        return f"{v:,.0f}"
+    return f"{v:,.1f}" if divisor == 1e3 else f"{v:,.2f}"
+
+
+def unit_header(name: str, suffix: str) -> str:
+    return f"{name} ({suffix})" if suffix else name
+
+
+def fmt_ci(pct, low, high, n=None) -> str:
+    """'45.0 [30.1, 60.2] n=20': a % with its 95 % interval and N ('-' when undefined)."""
+    if _missing(pct):
+        return DASH
+    ci = f" [{fmt_pct(low)}, {fmt_pct(high)}]" if not _missing(low) else ""
+    return f"{fmt_pct(pct)}{ci}" + (f" n={int(n)}" if not _missing(n) else "")
+
+
 def fmt_float(value, digits: int = 3) -> str:
     return DASH if _missing(value) else f"{float(value):.{digits}f}"
 
@@ -72,25 +107,6 @@ def qtype_order(values) -> list[str]:
     return known + rest + (["all"] if "all" in values else [])
 
 
-def _rank_marks(values: dict[str, float]) -> dict[str, str]:
-    """'**' for the best value(s), '*' for the second best, by descending value; no marks when
-    fewer than two distinct values exist (nothing to tell apart)."""
-    finite = sorted({v for v in values.values() if not _missing(v)}, reverse=True)
-    if len(finite) < 2:
-        return {key: "" for key in values}
-    marks = {}
-    for key, v in values.items():
-        if _missing(v):
-            marks[key] = ""
-        elif v == finite[0]:
-            marks[key] = "**"
-        elif v == finite[1]:
-            marks[key] = "*"
-        else:
-            marks[key] = ""
-    return marks
-
-
 def _blocks(df: pd.DataFrame, keys: list[str]):
     """Groups of ``df`` by ``keys`` in sorted order (None keys sort last)."""
     if df.empty:
@@ -103,37 +119,66 @@ def _blocks(df: pd.DataFrame, keys: list[str]):
 # Tables
 
 
-def table_accuracy(acc: pd.DataFrame) -> str:
-    """Table 2: % correct per query type and overall, and average tokens, per paradigm and
-    corpus; one block per (generator, judge). Best per column in bold, second in italics."""
+def _significance(per_query: pd.DataFrame | None, generator, judge, corpus, qtype, paradigms) -> stats.Best | None:
+    """The leader of one Table 2 column and whether it is significant (exact McNemar against the
+    runner-up on the queries both ran), from ``v_run_judged`` rows."""
+    if per_query is None or per_query.empty:
+        return None
+    part = per_query[(per_query["generator"] == generator) & (per_query["judge"] == judge)
+                     & (per_query["corpus"] == corpus)]
+    if qtype != "all":
+        part = part[part["qtype"] == qtype]
+    outcomes = {p: dict(zip(g["query_id"], g["correct"])) for p, g in part.groupby("paradigm")}
+    outcomes = {p: outcomes[p] for p in paradigms if p in outcomes}
+    return stats.best_of(outcomes)
+
+
+def table_accuracy(acc: pd.DataFrame, per_query: pd.DataFrame | None = None) -> str:
+    """Table 2: % correct per query type and overall, with the 95 % Wilson interval and N of
+    every cell, and average tokens (with the amortised graph construction; inference only in its
+    own column), per paradigm and corpus; one block per (generator, judge).
+
+    ``per_query`` (rows of ``v_run_judged``) enables the significance row: a column's leader is
+    bold and named in the last row only where exact McNemar against the runner-up gives p < 0.05;
+    otherwise the row says "n.s." (with p)."""
     out = []
     for (generator, judge), part in _blocks(acc, ["generator", "judge"]):
         corpora = sorted(part["corpus"].unique())
         qtypes = qtype_order(part["qtype"])
         paradigms = paradigm_order(part["paradigm"].unique())
         cell = {(r.corpus, r.paradigm, r.qtype): r for r in part.itertuples(index=False)}
+        all_rows = part[part["qtype"] == "all"]
+        div, suffix = token_unit(list(all_rows["avg_tokens"]) + list(all_rows.get("avg_inference_tokens", [])))
         headers = ["Paradigm"]
         for c in corpora:
-            headers += [f"{c} {QTYPE_SHORT.get(q, q)}" for q in qtypes] + [f"{c} Tok."]
-        marks = {}
-        for c in corpora:
-            for q in qtypes:
-                vals = {p: cell[(c, p, q)].correct_pct for p in paradigms if (c, p, q) in cell}
-                for p, m in _rank_marks(vals).items():
-                    marks[(c, p, q)] = m
+            headers += [f"{c} {QTYPE_SHORT.get(q, q)}" for q in qtypes]
+            headers += [unit_header(f"{c} Tok.", suffix), unit_header(f"{c} Inf. Tok.", suffix)]
+        best = {(c, q): _significance(per_query, generator, judge, c, q, paradigms) for c in corpora for q in qtypes}
         rows = []
         for p in paradigms:
             row = [p]
             for c in corpora:
                 for q in qtypes:
                     r = cell.get((c, p, q))
-                    m = marks.get((c, p, q), "")
-                    row.append(f"{m}{fmt_pct(r.correct_pct)}{m}" if r is not None else DASH)
+                    b = best[(c, q)]
+                    m = "**" if b is not None and b.significant and b.leader == p else ""
+                    row.append(f"{m}{fmt_ci(r.correct_pct, r.ci_low, r.ci_high, r.n)}{m}" if r is not None else DASH)
                 tot = cell.get((c, p, "all"))
-                row.append(fmt_int(tot.avg_tokens) if tot is not None else DASH)
+                row.append(fmt_tokens(tot.avg_tokens, div) if tot is not None else DASH)
+                inf = getattr(tot, "avg_inference_tokens", None) if tot is not None else None
+                row.append(fmt_tokens(inf, div))
             rows.append(row)
-        out.append(f"**Generator `{generator}`, judge `{judge}`** (% correct; Tok. = average tokens "
-                   "consumed per query; best in bold, second in italics)\n\n" + md_table(headers, rows))
+        if per_query is not None:
+            row = ["Best (McNemar)"]
+            for c in corpora:
+                row += [best[(c, q)].label() if best[(c, q)] is not None else DASH for q in qtypes] + ["", ""]
+            rows.append(row)
+        unit = {"": "tokens", "k": "thousands of tokens", "M": "millions of tokens"}[suffix]
+        out.append(f"**Generator `{generator}`, judge `{judge}`** (% correct [95 % Wilson interval] n = judged runs; "
+                   f"Tok. = average tokens per query in {unit}, with the graph construction amortised into the "
+                   "paradigms that read the graph (eq. 20); Inf. Tok. = inference only; bold = best, only where "
+                   "exact McNemar against the runner-up on the same queries gives p < 0.05, the last row names "
+                   "it or says n.s.)\n\n" + md_table(headers, rows))
     return "\n\n".join(out)
 
 
@@ -150,10 +195,15 @@ def table_breakdown(bd: pd.DataFrame) -> str:
                 row = [p, q]
                 for c in corpora:
                     r = cell.get((c, p, q))
-                    row += ([fmt_pct(r.correct_pct), fmt_pct(r.incorrect_pct), fmt_pct(r.incomplete_pct)]
-                            if r is not None else [DASH] * 3)
+                    if r is None:
+                        row += [DASH] * 3
+                        continue
+                    cor = fmt_ci(r.correct_pct, getattr(r, "ci_low", None), getattr(r, "ci_high", None),
+                                 getattr(r, "n", None))
+                    row += [cor, fmt_pct(r.incorrect_pct), fmt_pct(r.incomplete_pct)]
                 rows.append(row)
-        out.append(f"**Generator `{generator}`, judge `{judge}`** (% of judged runs)\n\n"
+        out.append(f"**Generator `{generator}`, judge `{judge}`** (% of judged runs; Cor [95 % Wilson interval] "
+                   "n = judged runs)\n\n"
                    + md_table(headers, rows, ["l", "l"] + ["r"] * (len(headers) - 2)))
     return "\n\n".join(out)
 
@@ -174,18 +224,40 @@ def table_quality(q: pd.DataFrame) -> str:
 
 
 def table_tokens(t: pd.DataFrame) -> str:
-    """Table 16: tokens in millions (Avg-Ctx in tokens) per corpus, paradigm and generator."""
+    """Table 16: token sums per corpus, paradigm and generator in the unit that fits (tokens, k or
+    M, said in the header; Avg-Ctx and Build/query in tokens). Ret-In / Ret-Out / Total include
+    the amortised graph construction for the paradigms that read the graph (eq. 20); "Total inf."
+    is the inference-only total; Empty ctx = runs whose retrieval put nothing into the context."""
     if t.empty:
         return ""
-    headers = ["Corpus", "Paradigm", "Generator", "N", "Avg-Ctx", "Ret-In", "Ret-Out", "Gen-In", "Gen-Out",
-               "Total", "Graph build", "Build/query"]
     order = {p: i for i, p in enumerate(paradigm_order(t["paradigm"].unique()))}
     t = t.assign(_o=t["paradigm"].map(order)).sort_values(["corpus", "_o", "generator"])
+    sums = ["ret_in", "ret_out", "gen_in", "gen_out", "total", "total_inference", "build", "graph_build_tokens"]
+    div, suffix = token_unit([v for c in sums if c in t.columns for v in t[c]])
+    headers = ["Corpus", "Paradigm", "Generator", "N", "Avg-Ctx", *(unit_header(h, suffix) for h in (
+        "Ret-In", "Ret-Out", "Gen-In", "Gen-Out", "Total", "Total inf.", "Build share", "Graph build")),
+        "Build/query", "Empty ctx"]
     rows = [[r.corpus, r.paradigm, r.generator, fmt_int(r.n), fmt_int(r.avg_context_tokens),
-             fmt_millions(r.ret_in), fmt_millions(r.ret_out), fmt_millions(r.gen_in), fmt_millions(r.gen_out),
-             fmt_millions(r.total), fmt_millions(r.graph_build_tokens), fmt_int(r.graph_build_per_query)]
+             *(fmt_tokens(getattr(r, c, None), div) for c in sums),
+             fmt_int(r.graph_build_per_query), fmt_int(getattr(r, "n_empty_context", None))]
             for r in t.itertuples(index=False)]
-    return md_table(headers, rows, ["l", "l", "l"] + ["r"] * 9)
+    return md_table(headers, rows, ["l", "l", "l"] + ["r"] * (len(headers) - 3))
+
+
+def table_empty_context(t: pd.DataFrame) -> str:
+    """Runs whose context came back empty (#15.2), per corpus, generator and paradigm, from
+    ``v_token_breakdown`` (n_empty_context of n runs)."""
+    if t.empty or "n_empty_context" not in t.columns:
+        return ""
+    t = t[t["paradigm"] != "llm_only"]
+    if t.empty:
+        return ""
+    order = {p: i for i, p in enumerate(paradigm_order(t["paradigm"].unique()))}
+    t = t.assign(_o=t["paradigm"].map(order)).sort_values(["corpus", "generator", "_o"])
+    rows = [[r.corpus, r.generator, r.paradigm, fmt_int(r.n), fmt_int(r.n_empty_context),
+             fmt_pct(100.0 * r.n_empty_context / r.n if r.n else None)] for r in t.itertuples(index=False)]
+    return md_table(["Corpus", "Generator", "Paradigm", "Runs", "Empty context", "%"], rows,
+                    ["l", "l", "l", "r", "r", "r"])
 
 
 STRUCTURAL_COLUMNS = [("nodes", "Nodes", fmt_int), ("edges", "Edges", fmt_int), ("density", "Density", fmt_sci),
@@ -196,16 +268,17 @@ SEMANTIC_COLUMNS = [("n_chunks", "Chunks", fmt_int), ("intrinsic_dim", "Int. Dim
                     ("hubness", "Hubness", lambda v: fmt_float(v, 2)), ("dist_mean", "Avg. Dist.", fmt_score),
                     ("dist_std", "Std. Dist.", fmt_score), ("dist_min", "Min. Dist.", fmt_score),
                     ("dist_max", "Max. Dist.", fmt_score)]
-CORPUS_COLUMNS = [("n_documents", "Docs", fmt_int), ("total_tokens", "Tokens", fmt_int),
-                  ("avg_doc_tokens", "Avg. Doc Tokens", lambda v: fmt_float(v, 1)),
-                  ("n_chunks", "Chunks", fmt_int), ("n_queries", "Accepted queries", fmt_int)]
+CORPUS_COLUMNS = [("n_documents_processed", "Docs processed", fmt_int), ("n_documents", "Docs stored", fmt_int),
+                  ("processed_tokens", "Tokens processed", fmt_int), ("total_tokens", "Tokens stored", fmt_int),
+                  ("n_chunks_processed", "Chunks processed", fmt_int), ("n_chunks", "Chunks stored", fmt_int),
+                  ("n_queries_answered", "Queries answered", fmt_int), ("n_queries", "Accepted queries", fmt_int)]
 
 
 def table_profile(prof: pd.DataFrame, columns) -> str:
     """Tables 8 / 9 (and a corpus summary): one row per corpus, the given columns."""
     if prof.empty:
         return ""
-    rows = [[r["corpus"]] + [f(r[c]) for c, _, f in columns] for _, r in prof.sort_values("corpus").iterrows()]
+    rows = [[r["corpus"]] + [f(r.get(c)) for c, _, f in columns] for _, r in prof.sort_values("corpus").iterrows()]
     return md_table(["Corpus"] + [h for _, h, _ in columns], rows)
 
 
@@ -241,8 +314,9 @@ def table_oracle(oracle: pd.DataFrame) -> str:
     """Oracle label distribution: queries per label, per corpus and query type."""
     out = []
     for (generator, judge), part in _blocks(oracle, ["generator", "judge"]):
-        labels = paradigm_order(set(part["label"]) - {"cannot_answer"})
-        labels += ["cannot_answer"] if "cannot_answer" in set(part["label"]) else []
+        part = part.assign(label=part["label"].where(part["label"].notna(), "undecided"))
+        labels = paradigm_order(set(part["label"]) - {"cannot_answer", "undecided"})
+        labels += [x for x in ("cannot_answer", "undecided") if x in set(part["label"])]
         both = pd.concat([part, part.assign(qtype="all")], ignore_index=True)
         counts = both.groupby(["corpus", "qtype", "label"]).size()
         rows = []
@@ -286,3 +360,22 @@ def table_routers(scores: pd.DataFrame) -> str:
             + md_table(["Router", "Features", "Encoder", "Generator", "Dataset", "Judge", "N", "R.A %",
                         "R.A 95 % CI", "F1 %", "MRR", "C.R %", "C.R 95 % CI", "Tokens"], rows,
                        ["l"] * 6 + ["r"] * 8))
+
+
+def table_router_tests(t: pd.DataFrame) -> str:
+    """The paired router tests of :func:`ragrouter.report.build.router_tests` (C.R in %, p-values,
+    tokens difference with its bootstrap interval)."""
+    if t.empty:
+        return ""
+    div, suffix = token_unit(list(t["tokens_diff_low"]) + list(t["tokens_diff_high"]))
+    rows = []
+    for r in t.itertuples(index=False):
+        rows.append([r.router, r.features, r.encoder, r.generator, r.judge, fmt_int(r.n), fmt_pct(r.correct_rate),
+                     f"{r.best_fixed} {fmt_pct(r.best_fixed_rate)}", f"{r.vs_best_fixed} (p={r.p_vs_best_fixed:.3g})",
+                     fmt_pct(r.oracle_rate), f"{r.vs_oracle} (p={r.p_vs_oracle:.3g})",
+                     f"{fmt_tokens(r.tokens_diff, div)} [{fmt_tokens(r.tokens_diff_low, div)}, "
+                     f"{fmt_tokens(r.tokens_diff_high, div)}]"
+                     + ("" if _missing(r.p_tokens) else (" p<0.001" if r.p_tokens == 0 else f" p={r.p_tokens:.3g}"))])
+    return md_table(["Router", "Features", "Encoder", "Generator", "Judge", "N", "C.R %", "Best fixed C.R %",
+                     "vs. best fixed", "Oracle C.R %", "vs. oracle", unit_header("Δ tokens vs. best fixed", suffix)],
+                    rows, ["l"] * 5 + ["r"] * 7)

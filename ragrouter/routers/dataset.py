@@ -125,18 +125,48 @@ def load_router_dataset(path: str | Path) -> pd.DataFrame:
     return validate_router_dataset(df, source=str(path))
 
 
+PARADIGM_ORDER: tuple[str, ...] = (*DEFAULT_PARADIGMS, "iterative_naive")
+"""The fixed paradigm order of the oracle's last tie-break (any other paradigm follows by name);
+the same order as ``queries/views/121_v_oracle_label.sql``."""
+
+
+def paradigm_rank(name: str) -> tuple[int, str]:
+    """Sort key of the oracle's fixed paradigm order."""
+    return (PARADIGM_ORDER.index(name) if name in PARADIGM_ORDER else 100, name)
+
+
 def oracle_labels(df: pd.DataFrame, paradigms: Sequence[str] | None = None) -> np.ndarray:
-    """The paper's label: among paradigms judged correct the one with the highest semantic F1
-    (ties: first in column order); ``cannot_answer`` when none is correct."""
+    """The oracle label per row — the ONE rule, equal to the ``v_oracle_label`` view (a property
+    test proves it on random stores with many ties and NULLs):
+
+    among the paradigms judged correct (``correct__p`` = 1) that have a semantic F1 (a NaN F1
+    never wins), the highest ``f1__p``; ties go to the fewest ``tokens__p`` (total tokens with
+    the amortised graph construction; NaN counts as the most), then to the fixed
+    :data:`PARADIGM_ORDER`. ``cannot_answer`` when no paradigm is correct; ``None`` when correct
+    paradigms exist but none has an F1 yet (undecided; the view's NULL). A NaN ``correct__p``
+    (paradigm not run or not judged) counts as not correct.
+    """
     paradigms = list(paradigms or paradigms_of(df))
+    ranked = sorted(range(len(paradigms)), key=lambda j: paradigm_rank(paradigms[j]))
     correct = df[[f"correct__{p}" for p in paradigms]].to_numpy(float)
     f1 = df[[f"f1__{p}" for p in paradigms]].to_numpy(float)
-    score = np.where(correct > 0, f1, -np.inf)
-    best = np.argmax(score, axis=1)
-    none = ~(correct > 0).any(axis=1)
-    labels = np.asarray(paradigms, dtype=object)[best]
-    labels[none] = CANNOT_ANSWER
-    return labels.astype(str)
+    tokens = df[[f"tokens__{p}" for p in paradigms]].to_numpy(float)
+    is_correct = correct == 1.0  # NaN -> False
+    candidate = is_correct & ~np.isnan(f1)
+    labels = np.empty(len(df), dtype=object)
+    for i in range(len(df)):
+        if not is_correct[i].any():
+            labels[i] = CANNOT_ANSWER
+            continue
+        best = None
+        for j in ranked:  # fixed order first, so strict comparisons keep the earlier paradigm
+            if not candidate[i, j]:
+                continue
+            key = (-f1[i, j], tokens[i, j] if not np.isnan(tokens[i, j]) else np.inf)
+            if best is None or key < best[0]:
+                best = (key, j)
+        labels[i] = paradigms[best[1]] if best is not None else None
+    return labels
 
 
 # --------------------------------------------------------------------------------------------
@@ -275,7 +305,7 @@ def synthetic_dataset(
             rows[f"tokens__{p}"] = np.maximum(1, np.round(tok)).astype(np.int64)
             rows[f"f1__{p}"] = f1[:, j]
         frame = pd.DataFrame(rows)
-        frame["label"] = oracle_labels(frame, paradigms)
+        frame["label"] = oracle_labels(frame, paradigms).astype(str)
         frames.append(frame)
     df = pd.concat(frames, ignore_index=True)
     cols = [*BASE_COLUMNS, *(f"{k}__{p}" for p in paradigms for k in ("correct", "tokens", "f1"))]

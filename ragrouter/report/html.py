@@ -1,0 +1,142 @@
+"""``report.html``: the Markdown report as one self-contained HTML page, viewable offline.
+
+A small converter for exactly the Markdown that :mod:`ragrouter.report.build` writes (headings,
+paragraphs, block quotes, bullet lists, GitHub tables, ``**bold**``, ``_italic_``, ``code``,
+links and images). Every image is inlined as a ``data:`` URI (PNG), so the file needs nothing
+beside it; links to the CSV and SVG files stay relative.
+"""
+
+from __future__ import annotations
+
+import base64
+import html as _html
+import re
+from pathlib import Path
+
+_IMG = re.compile(r"!\[([^\]]*)\]\(([^)]+)\)")
+_LINK = re.compile(r"\[([^\]]+)\]\(([^)]+)\)")
+_CODE = re.compile(r"`([^`]+)`")
+_BOLD = re.compile(r"\*\*([^*]+)\*\*")
+_ITAL = re.compile(r"(?<![\w*])_([^_]+)_(?![\w*])")
+
+STYLE = """
+body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1200px;
+       padding: 0 1em; color: #222; line-height: 1.45; }
+table { border-collapse: collapse; margin: 0.6em 0 1em; font-size: 0.85em; display: block; overflow-x: auto; }
+th, td { border: 1px solid #ccc; padding: 3px 7px; }
+th { background: #f3f3f3; }
+td.r, th.r { text-align: right; }
+blockquote { border-left: 4px solid #e0a800; background: #fff8e1; margin: 0.6em 0; padding: 0.3em 0.8em; }
+img { max-width: 100%; height: auto; border: 1px solid #eee; }
+code { background: #f5f5f5; padding: 0 3px; }
+"""
+
+
+def _inline(text: str, base: Path) -> str:
+    parts: list[str] = []
+    pos = 0
+    for m in _IMG.finditer(text):
+        parts.append(_fmt(text[pos:m.start()]))
+        alt, src = m.group(1), m.group(2)
+        path = base / src
+        if path.is_file() and path.suffix.lower() == ".png":
+            data = base64.b64encode(path.read_bytes()).decode("ascii")
+            parts.append(f'<img alt="{_html.escape(alt)}" src="data:image/png;base64,{data}">')
+        else:
+            parts.append(f'<img alt="{_html.escape(alt)}" src="{_html.escape(src)}">')
+        pos = m.end()
+    parts.append(_fmt(text[pos:]))
+    return "".join(parts)
+
+
+def _fmt(text: str) -> str:
+    codes: list[str] = []
+
+    def keep(m):
+        codes.append(f"<code>{_html.escape(m.group(1))}</code>")
+        return f"\x00{len(codes) - 1}\x00"
+
+    t = _CODE.sub(keep, text)
+    t = _html.escape(t, quote=False)
+    t = _LINK.sub(lambda m: f'<a href="{m.group(2)}">{m.group(1)}</a>', t)
+    t = _BOLD.sub(r"<strong>\1</strong>", t)
+    t = _ITAL.sub(r"<em>\1</em>", t)
+    return re.sub("\x00(\\d+)\x00", lambda m: codes[int(m.group(1))], t)
+
+
+def _cells(line: str) -> list[str]:
+    body = line.strip()
+    if body.startswith("|"):
+        body = body[1:]
+    if body.endswith("|") and not body.endswith("\\|"):
+        body = body[:-1]
+    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", body)]
+
+
+def to_html(md: str, base: Path, title: str = "ragrouter report") -> str:
+    """The HTML page of ``md``; images under ``base`` are inlined."""
+    lines = md.splitlines()
+    out = [f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_html.escape(title)}</title>"
+           f"<style>{STYLE}</style></head><body>"]
+    i = 0
+    para: list[str] = []
+
+    def flush():
+        if para:
+            out.append("<p>" + _inline(" ".join(para), base) + "</p>")
+            para.clear()
+
+    while i < len(lines):
+        line = lines[i]
+        if not line.strip():
+            flush()
+            i += 1
+            continue
+        m = re.match(r"^(#{1,6})\s+(.*)$", line)
+        if m:
+            flush()
+            n = len(m.group(1))
+            out.append(f"<h{n}>{_inline(m.group(2), base)}</h{n}>")
+            i += 1
+            continue
+        if line.startswith("| ") and i + 1 < len(lines) and re.match(r"^\|(\s*:?-{3,}:?\s*\|)+\s*$", lines[i + 1]):
+            flush()
+            header = _cells(line)
+            align = ["r" if c.strip().endswith(":") else "l" for c in _cells(lines[i + 1])]
+            out.append("<table><thead><tr>" + "".join(f'<th class="{a}">{_inline(h, base)}</th>'
+                                                     for h, a in zip(header, align)) + "</tr></thead><tbody>")
+            i += 2
+            while i < len(lines) and lines[i].startswith("|"):
+                out.append("<tr>" + "".join(f'<td class="{a}">{_inline(c, base)}</td>'
+                                            for c, a in zip(_cells(lines[i]), align)) + "</tr>")
+                i += 1
+            out.append("</tbody></table>")
+            continue
+        if line.startswith(">"):
+            flush()
+            quote = []
+            while i < len(lines) and lines[i].startswith(">"):
+                quote.append(lines[i][1:].strip())
+                i += 1
+            out.append("<blockquote>" + "<br>".join(_inline(q, base) for q in quote if q) + "</blockquote>")
+            continue
+        if line.startswith("- "):
+            flush()
+            out.append("<ul>")
+            while i < len(lines) and lines[i].startswith("- "):
+                out.append(f"<li>{_inline(lines[i][2:], base)}</li>")
+                i += 1
+            out.append("</ul>")
+            continue
+        para.append(line.strip())
+        i += 1
+    flush()
+    out.append("</body></html>")
+    return "\n".join(out)
+
+
+def write_html(md: str, base: Path, path: Path) -> Path:
+    """Write ``to_html(md, base)`` to ``path``."""
+    path = Path(path)
+    path.write_text(to_html(md, Path(base)), encoding="utf-8")
+    return path
