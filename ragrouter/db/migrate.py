@@ -140,8 +140,8 @@ def _table_rows(conn: Connection) -> dict[str, int]:
     schema = "main" if conn.dialect.name.startswith("duckdb") else "public"
     names = [r[0] for r in conn.execute(text(
         "SELECT table_name FROM information_schema.tables WHERE table_schema = :s "
-        "AND table_type = 'BASE TABLE' AND table_name NOT IN ('alembic_version', :v)"),
-        {"s": schema, "v": VIEWS_TABLE})]
+        "AND table_type = 'BASE TABLE' AND table_name NOT IN ('alembic_version', 'store_info', :v)"),
+        {"s": schema, "v": VIEWS_TABLE})]  # bookkeeping (the store id) is no user data
     return {n: int(conn.execute(text(f'SELECT COUNT(*) FROM "{n}"')).scalar_one()) for n in names}
 
 
