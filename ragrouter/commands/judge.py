@@ -17,6 +17,7 @@ import click
 from ragrouter.commands.common import Ctx, echo_err, pass_ctx, register_user_error, render_rows
 from ragrouter.db import migrate
 from ragrouter.evaluation import calibration as cal
+from ragrouter.evaluation import judge as jd
 
 register_user_error(cal.CalibrationError)
 
@@ -42,6 +43,11 @@ def calibrate_command(ctx: Ctx, judges: tuple[str, ...], n: int, corpus: str | N
                       workers: int | None, fmt: str, quiet: bool) -> None:
     """Judge the calibration set with each judge; print agreement, confusion matrix and kappa.
 
+    The verdicts are stored under the judge's key (backend/prompt version[/gate], as the
+    judge stage writes them). Beside the stored labels it prints, from the same model
+    replies, three label variants: the model's verdicts, the judge stage's labels without
+    the evidence gate (refusals labelled incomplete) and with the gate (judge.gate).
+
     \b
     Examples:
       python cli.py judge calibrate --n 10
@@ -64,16 +70,26 @@ def calibrate_command(ctx: Ctx, judges: tuple[str, ...], n: int, corpus: str | N
                    f"({', '.join(f'{v} {k_}' for k_, v in cset.cases_by_label.items())}); "
                    f"{cset.new_cases} new")
     services = Services(config, engine)
+    gate = jd.gate_from_config(config)
+
+    def semantic_f1(answer: str, gold: str) -> float:
+        from ragrouter.evaluation.stages import gate_f1
+
+        return gate_f1(services, answer, gold)
+
     results = {}
+    variants = {}
     try:
         for backend in backends:
             started = time.monotonic()
             (rep, fig), = cal.judge_set(services, [backend], cset, samples=k, workers=workers,
                                         progress=not quiet).values()
             results[backend] = (rep, fig, time.monotonic() - started)
+            variants[backend] = cal.variant_figures(engine, fig.judge, cset, k, gate, semantic_f1)
             if fmt == "table":
                 click.echo("")
                 click.echo(cal.render(fig, str(config.backend(backend).get("model"))))
+                click.echo(cal.render_variants(variants[backend], gate))
                 click.echo(f"this run: {rep.done} case(s) judged, {rep.failed} failed, {rep.pending - rep.done - rep.failed} "
                            f"left; wall {results[backend][2]:.1f} s")
                 for err in rep.errors[:5]:
@@ -82,8 +98,9 @@ def calibrate_command(ctx: Ctx, judges: tuple[str, ...], n: int, corpus: str | N
         services.finish()
     if fmt == "json":
         click.echo(json.dumps({"case_set": cal.VERSION, "sources": cset.sources, "cases": len(cset.run_ids),
-                               "judges": [{**fig.as_dict(), "model": config.backend(b).get("model"),
-                                           "wall_s": wall, "failed": rep.failed}
+                               "judges": [{**fig.as_dict(), "backend": b, "model": config.backend(b).get("model"),
+                                           "wall_s": wall, "failed": rep.failed,
+                                           "variants": {v: f.as_dict() for v, f in variants[b].items()}}
                                           for b, (rep, fig, wall) in results.items()]}))
     failed = sum(rep.failed for rep, _, _ in results.values())
     if failed:

@@ -39,7 +39,8 @@ class JudgeStage(Stage):
         return services.config.role("judge")
 
     def _judge(self, config) -> str:
-        return str(config.role("judge"))
+        """The judgment key: backend, prompt version and gate (judge.judge_key)."""
+        return jd.judge_key(str(config.role("judge")), config)
 
     def _samples(self, config) -> int:
         return max(1, int(config.get("judge.samples", 1)))
@@ -79,19 +80,23 @@ class JudgeStage(Stage):
     def compute(self, unit, services):
         p = unit.payload
         if jd.is_refusal(p["answer"]):  # the prompt's own rule, applied without a call
-            return [(i, "incomplete", REFUSAL_REASON, None) for i in range(p["k"])]
+            return [(i, "incomplete", REFUSAL_REASON, None, None) for i in range(p["k"])]
+        gate = jd.gate_from_config(services.config)
         out = []
         for i in range(p["k"]):
             res = services.gateway.chat("judge", jd.messages(p["question"], p["gold"], p["answer"]),
                                         **self._kwargs(services.config, i))
-            label, reason = jd.parse_label(res.data)
-            out.append((i, label, reason, res.call_id))
+            raw, reason = jd.parse_label(res.data)
+            label = jd.apply_gate(gate, raw, p["question"], p["gold"], p["answer"],
+                                  lambda: gate_f1(services, p["answer"], p["gold"]))
+            out.append((i, label, reason, res.call_id, raw))
         return out
 
     def write(self, conn, unit, result):
         p = unit.payload
         rows = [{"run_id": p["run_id"], "judge": p["judge"], "sample_index": i, "label": label, "reason": reason,
-                 "is_calibration": False, "llm_call_id": call_id} for i, label, reason, call_id in result]
+                 "is_calibration": False, "llm_call_id": call_id, "raw_label": raw}
+                for i, label, reason, call_id, raw in result]
         conn.execute(insert(models.Judgment).values(rows).on_conflict_do_nothing(
             index_elements=["run_id", "judge", "sample_index"]))
 
@@ -182,6 +187,13 @@ class ScoreStage(Stage):
         stmt = insert(models.AnswerScore).values(rows)
         conn.execute(stmt.on_conflict_do_update(index_elements=["run_id", "metric", "scorer"],
                                                 set_={"value": stmt.excluded.value}))
+
+
+def gate_f1(services, answer: str, gold: str) -> float:
+    """Semantic F1 of one answer against its gold, for the evidence gate (the score stage's
+    scorer, loaded once per process and only when a verdict needs it)."""
+    sem, _ = services.memo("score-models", lambda: _score_models(services.config))
+    return float(sem.score([answer], [gold])[0])
 
 
 def _json_list(value) -> list[int]:
