@@ -250,6 +250,8 @@ class WorkerRun(Base):
     command: Mapped[str] = mapped_column(Text, nullable=False, doc="Command line (never secrets).")
     started_at: Mapped[dt.datetime] = _created()
     finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=False), doc="Clean exit time.")
+    config: Mapped[dict | None] = mapped_column(JsonType, doc="The merged config the process ran stages with (no secrets).")
+    stages: Mapped[list | None] = mapped_column(JsonType, doc="Names of the stages it ran units of.")
 
 
 class LLMCall(Base):

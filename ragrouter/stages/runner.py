@@ -69,6 +69,7 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
             stage.finish(conn, services, scope)
         report.seconds = time.monotonic() - started
         return report
+    services.record_stage(stage.name)  # this process, its config and its stages: what the store's runs expect
     stage.prepare(services, scope)
     workers = workers or stage_workers(stage, services)
     batch_size = batch_size or int(services.config.get("worker.batch_size", 50))
