@@ -8,7 +8,7 @@ from configs/default.yaml (as configs/demo.yaml does).
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
 from ragrouter.commands import status
 from ragrouter.config import Config
@@ -56,3 +56,72 @@ def test_status_without_config_reads_what_the_store_holds(store):
     with store.connect() as conn:
         (config, ran), = status.stored_configs(conn)
     assert config.get("chunking.window") == 24 and ran == set(DEMO_PIPELINE)
+
+
+# ---------------------------------------------------------------------------------------------
+# corpus slice (issue 15.4)
+
+
+def _cli(args: list[str]):
+    from click.testing import CliRunner
+
+    import cli as cli_module
+    from ragrouter.db import engine as eng
+
+    try:
+        return CliRunner().invoke(cli_module.cli, args, catch_exceptions=False)
+    finally:
+        eng.dispose_all()
+
+
+def test_corpus_slice_docs_chunks_and_quota(tmp_path):
+    from sqlalchemy import create_engine, text
+
+    from tests.conftest import SHARED_DATA
+
+    here = Path(__file__).resolve().parent / "data"
+    db = f"duckdb:///{tmp_path / 's.duckdb'}"
+    out = _cli(["--db", db, "ingest", "--corpus", "cuad", "--format", "cuad",
+                str(here / "cuad_clause_qa_slice.jsonl"), str(here / "cuad_contracts_slice.json")])
+    assert out.exit_code == 0, out.output
+    out = _cli(["--db", db, "corpus", "slice", "cuad", "cuad-1", "--docs", "1"])
+    assert out.exit_code == 0, out.output
+    again = _cli(["--db", db, "corpus", "slice", "cuad", "cuad-1", "--docs", "1"])
+    assert "(0 new)" in again.output  # idempotent
+    engine = create_engine(db)
+    try:
+        with engine.connect() as conn:
+            def q(sql):
+                return conn.execute(text(sql)).all()
+            first_doc = q("SELECT external_id FROM documents d JOIN corpora c ON c.id = d.corpus_id "
+                          "WHERE c.name = 'cuad' ORDER BY d.id LIMIT 1")[0][0]
+            assert [r[0] for r in q("SELECT d.external_id FROM documents d JOIN corpora c ON c.id = d.corpus_id "
+                                    "WHERE c.name = 'cuad-1'")] == [first_doc]
+            src = q("SELECT external_id, question FROM queries q JOIN corpora c ON c.id = q.corpus_id "
+                    "WHERE c.name = 'cuad' ORDER BY q.id")
+            got = q("SELECT external_id, question FROM queries q JOIN corpora c ON c.id = q.corpus_id "
+                    "WHERE c.name = 'cuad-1' ORDER BY q.id")
+        assert got == [r for r in src if r[0].startswith(first_doc + "::")] and got
+    finally:
+        engine.dispose()
+    # --chunks cuts the last document; --queries-per-type caps; --seed samples reproducibly.
+    from ragrouter.commands.corpus import slice_dataset
+    from ragrouter.corpus.chunking import chunk_text
+    from ragrouter.ingest.loaders import load
+
+    ds = load("squality", [SHARED_DATA / "quality" / "squality_v1-3_txt" / "dev.jsonl"])
+    n0 = len(chunk_text(ds.documents[0].title, ds.documents[0].text, 512, 100))
+    part = slice_dataset(ds, chunks=n0 + 3, per_type=2)
+    assert [d.external_id for d in part.documents] == [ds.documents[0].external_id,
+                                                       f"{ds.documents[1].external_id}[:3chunks]"]
+    cut = chunk_text(part.documents[1].title, part.documents[1].text, 512, 100)
+    whole = chunk_text(ds.documents[1].title, ds.documents[1].text, 512, 100)
+    # the first 3 chunks as the chunk stage cuts the whole story (plus the chunker's overlap tail)
+    assert [c.text for c in cut[:3]] == [c.text for c in whole[:3]] and cut[-1].text in whole[2].text
+    # SQuALITY questions have no evidence: only the whole first story's questions qualify.
+    assert len(part.questions) == 2 and all(q.supporting_doc_ids == [ds.documents[0].external_id]
+                                            for q in part.questions)
+    a, b = slice_dataset(ds, docs=5, seed=7), slice_dataset(ds, docs=5, seed=7)
+    assert a == b and a.documents != slice_dataset(ds, docs=5).documents and len(a.questions) == 25
+    out = _cli(["--db", db, "corpus", "slice", "cuad", "cuad-x", "--docs", "1", "--chunks", "2"])
+    assert out.exit_code != 0 and "exactly one of --docs N or --chunks N" in out.output

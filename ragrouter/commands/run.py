@@ -20,7 +20,10 @@ register_user_error(ScopeError)
 @click.option("--corpus", help="Only this corpus.")
 @click.option("--paradigm", "paradigms", multiple=True, help="Only these paradigms (answer stage).")
 @click.option("--model", "models", multiple=True, help="Only these generator backends (answer stage).")
-@click.option("--limit", type=int, help="At most N units per stage (a slice, for trials).")
+@click.option("--limit", type=int, help="Process at most N of the pending units of each stage in this "
+              "command (answer stage: the pending runs of at most N queries); the rest stays pending and "
+              "status counts it. Not a corpus slice: reports still describe the whole corpus — make a "
+              "smaller corpus with `corpus slice` instead.")
 @click.option("--dry-run", is_flag=True, help="Print the calls and tokens pending work would spend, "
               "minus what the cache holds; spend nothing.")
 @click.option("--workers", type=int, help="Threads per stage (default: the backend's concurrency).")
