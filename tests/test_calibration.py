@@ -881,3 +881,19 @@ def test_calibration_variants_from_the_same_verdicts(store):
     assert figs["gated"].binary["false_correct"] == pytest.approx(len(kept) / 8)
     assert figs["gated"].binary["missed_correct"] == 0.0  # golds and paraphrases share their words
     assert figs["model"].binary["false_correct"] == 1.0
+
+
+def test_cached_subset_needs_no_call(store):
+    add_corpus(store)
+    small, big = cal.ensure_set(store, n=1), cal.ensure_set(store, n=2)
+    with FakeOpenAI(responder=ScriptedJudges(store_cases(store, big.run_ids))) as srv:
+        calibrate(store, small, ["oracle"], {"oracle": fake(srv, "oracle")})
+        n = srv.stats()["total"]
+        services = Services(cfg({"oracle": fake(srv, "oracle"), "lenient": fake(srv, "lenient")}), store)
+        try:
+            part = cal.cached_subset(services, "oracle", big, 1)
+            assert part.run_ids == small.run_ids and cal.cached_subset(services, "lenient", big, 1).run_ids == []
+            assert cal.cached_subset(services, "oracle", big, 2).run_ids == []  # sample 1 was never asked
+        finally:
+            services.finish()
+        assert srv.stats()["total"] == n == 6

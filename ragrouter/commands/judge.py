@@ -37,10 +37,13 @@ def judge_group() -> None:
 @click.option("--samples", type=int, help="Verdicts per case, majority kept (default: judge.samples).")
 @click.option("--workers", type=int, help="Threads (default: the backend's concurrency).")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--cached-only", is_flag=True,
+              help="Judge only the cases whose verdicts the cache already holds (no model call); the "
+                   "figures then cover those cases.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @pass_ctx
 def calibrate_command(ctx: Ctx, judges: tuple[str, ...], n: int, corpus: str | None, samples: int | None,
-                      workers: int | None, fmt: str, quiet: bool) -> None:
+                      workers: int | None, fmt: str, quiet: bool, cached_only: bool = False) -> None:
     """Judge the calibration set with each judge; print agreement, confusion matrix and kappa.
 
     The verdicts are stored under the judge's key (backend/prompt version[/gate], as the
@@ -82,10 +85,13 @@ def calibrate_command(ctx: Ctx, judges: tuple[str, ...], n: int, corpus: str | N
     try:
         for backend in backends:
             started = time.monotonic()
-            (rep, fig), = cal.judge_set(services, [backend], cset, samples=k, workers=workers,
+            part = cal.cached_subset(services, backend, cset, k) if cached_only else cset
+            if cached_only and fmt == "table":
+                click.echo(f"{backend}: {len(part.run_ids)} of {len(cset.run_ids)} cases have cached verdicts")
+            (rep, fig), = cal.judge_set(services, [backend], part, samples=k, workers=workers,
                                         progress=not quiet).values()
             results[backend] = (rep, fig, time.monotonic() - started)
-            variants[backend] = cal.variant_figures(engine, fig.judge, cset, k, gate, semantic_f1)
+            variants[backend] = cal.variant_figures(engine, fig.judge, part, k, gate, semantic_f1)
             if fmt == "table":
                 click.echo("")
                 click.echo(cal.render(fig, str(config.backend(backend).get("model"))))

@@ -67,7 +67,7 @@ from ragrouter.stages.base import Estimate, Stage, Unit
 __all__ = [
     # defined here
     "LABELS", "ORIGIN", "PARADIGM", "STAGE", "STATUS", "CalibrationError", "CalibrationSet", "CalibrationStage",
-    "JudgeFigures", "VARIANTS", "binary_figures", "case_labels", "relabel", "variant_figures", "cohen_kappa", "confusion", "ensure_set", "figures",
+    "JudgeFigures", "VARIANTS", "binary_figures", "cached_subset", "case_labels", "relabel", "variant_figures", "cohen_kappa", "confusion", "ensure_set", "figures",
     "judge_set", "kappa_from_confusion", "load_sources", "render", "resolve_judges", "select_sources",
     # from calibration_cases
     "KINDS", "OTHER_GOLD_MAX_JACCARD", "PARAPHRASE_LEADS", "REFUSALS", "SWAPS", "VERSION", "Case", "Pool",
@@ -483,6 +483,22 @@ def figures(cases: list[dict], judge: str, n_set: int | None = None) -> JudgeFig
         mean_sample_agreement=(sum(c["agreement"] for c in mine) / n) if n else None,
         calls=sum(c["calls"] for c in mine), call_seconds=sum(c["seconds"] for c in mine),
         unjudged=max(0, n_set - n) if n_set is not None else 0)
+
+
+def cached_subset(services, judge: str, cset: CalibrationSet, samples: int) -> CalibrationSet:
+    """The cases of ``cset`` whose ``samples`` judge calls the cache already holds (judging
+    them costs no model call)."""
+    stage = CalibrationStage(judge, samples, cset.run_ids)
+    with services.engine.connect() as conn:
+        rows = conn.execute(text(
+            "SELECT r.id, q.question, q.answer, r.answer FROM paradigm_runs r JOIN queries q ON q.id = r.query_id "
+            f"WHERE r.id IN ({','.join(str(i) for i in cset.run_ids) or 'NULL'})")).all()
+    texts = {int(r[0]): r[1:] for r in rows}
+    gw = services.gateway
+    keep = [rid for rid in cset.run_ids
+            if all(gw.is_cached(judge, jd.messages(*texts[rid]), **stage._kwargs(services.config, i))
+                   for i in range(samples))]
+    return dataclasses.replace(cset, run_ids=keep)
 
 
 def judge_set(services, judges: list[str], cset: CalibrationSet, *, samples: int = 1, workers: int | None = None,
