@@ -125,3 +125,21 @@ def test_corpus_slice_docs_chunks_and_quota(tmp_path):
     assert a == b and a.documents != slice_dataset(ds, docs=5).documents and len(a.questions) == 25
     out = _cli(["--db", db, "corpus", "slice", "cuad", "cuad-x", "--docs", "1", "--chunks", "2"])
     assert out.exit_code != 0 and "exactly one of --docs N or --chunks N" in out.output
+
+
+# ---------------------------------------------------------------------------------------------
+# Honest dry runs (issue 15.6): on a freshly ingested corpus
+
+
+def test_dry_run_on_a_fresh_corpus_estimates_what_the_run_bills(store):
+    from benchmarks.bench_dry_run import measure
+
+    with FakeOpenAI(responder=judging_responder, embedding_dim=32) as srv:
+        rows = {r["stage"]: r for r in measure(store, srv)}
+    # extraction: chunked in memory, exactly the requests the run then makes
+    assert rows["extract"]["estimated_calls"] == rows["extract"]["billed_calls"] > 0
+    assert rows["extract"]["estimated_prompt_tokens"] == rows["extract"]["billed_prompt_tokens"]
+    # answer (shared entity calls counted once) and judge (runs not made yet): calls within ±25 %
+    for stage in ("answer", "judge"):
+        r = rows[stage]
+        assert 0.75 <= r["estimated_calls"] / r["billed_calls"] <= 1.25, r

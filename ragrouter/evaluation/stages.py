@@ -112,6 +112,36 @@ class JudgeStage(Stage):
                              **self._kwargs(services.config, i))
         return [est]
 
+    def estimate_fresh(self, services, scope):
+        """Judging of the runs the answer stage has not made yet: k calls per future run,
+        the prompt with the question, the gold answer and an answer of the generator's
+        max_tokens (an upper bound; refusals, judged without a call, are not known yet)."""
+        from ragrouter.stages.registry import all_stages
+
+        answer = all_stages().get("answer")
+        if answer is None:
+            return []
+        with services.db_lock, services.engine.connect() as conn:
+            future = answer.pending(conn, scope)
+            golds = dict(conn.execute(text("SELECT id, answer FROM queries WHERE status = 'accepted'")).all())
+        if not future:
+            return []
+        cfg = services.config
+        gw = services.gateway
+        k = self._samples(cfg)
+        est = Estimate(stage=self.name, model=str(cfg.backend(self._judge(cfg).split("/")[0])["model"]))
+        for unit in future:
+            p = unit.payload
+            cap = int(cfg.get("paradigms.llm_only.max_tokens", cfg.get("generation.max_tokens"))) \
+                if p["paradigm"] == "llm_only" else int(cfg.get("generation.max_tokens"))
+            msgs = jd.messages(p["question"], str(golds.get(p["query_id"], "")), "")
+            for i in range(k):
+                pt, ct = gw.estimate_tokens(msgs, self._kwargs(cfg, i)["max_tokens"])
+                est.calls += 1
+                est.prompt_tokens += pt + cap
+                est.completion_tokens += ct
+        return [est]
+
 
 class ScoreStage(Stage):
     name = "score"
