@@ -143,3 +143,30 @@ def test_dry_run_on_a_fresh_corpus_estimates_what_the_run_bills(store):
     for stage in ("answer", "judge"):
         r = rows[stage]
         assert 0.75 <= r["estimated_calls"] / r["billed_calls"] <= 1.25, r
+
+
+def test_demo_calibrates_its_judge_on_a_few_cases(store, capsys):
+    from ragrouter import demo
+    from ragrouter.commands.demo import _calibrate_judge
+    from ragrouter.db.engine import write_lock
+    from ragrouter.ingest import store as ingest_store
+    from ragrouter.report import calibration as rc
+    from ragrouter.stages.services import Services
+
+    ds = demo.medical_slice(demo.default_data_dir(), 12, 3, 0.75)
+    with write_lock(store), store.begin() as conn:
+        ingest_store.write_dataset(conn, "medical-demo", "graphrag-bench", ds, [])
+    with FakeOpenAI(responder=lambda req: {"label": "correct", "reason": "lenient"}) as srv:
+        cfg = fake_config(srv)
+        services = Services(cfg, store)
+        try:
+            _calibrate_judge(store, services, cfg, "medical-demo", 1, quiet=True)
+        finally:
+            services.finish()
+        assert srv.stats()["total"] == 6
+    out = capsys.readouterr().out
+    key = jd.judge_key("fake-gen", cfg)
+    assert f"calibrate 6 done, 0 failed of 6 pending" in out and f"judge {key} on 6 cases" in out
+    assert "false-correct 100%" in out  # a lenient judge calls every wrong answer correct
+    summ = rc.summary(rc.frame(store)).set_index("judge")
+    assert summ.loc[key, "n_cases"] == 6  # the report's calibration section finds the demo's judge
