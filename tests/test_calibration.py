@@ -492,7 +492,8 @@ def test_scripted_judges_give_the_figures_they_must(store):
     assert scalar(store, "SELECT COUNT(*) FROM judgments WHERE NOT is_calibration") == 0
     assert scalar(store, "SELECT COUNT(*) FROM v_judgment") == 0
     assert scalar(store, "SELECT COUNT(*) FROM llm_calls WHERE stage = 'calibrate'") == 72
-    check_view_matches(store, {j: out[j][1] for j in out})
+    check_view_matches(store, {out[j][1].judge: out[j][1] for j in out})
+    assert out["oracle"][1].judge == jd.judge_key("oracle")  # backend/prompt version: the judgment key
 
 
 def check_view_matches(engine, figs: dict) -> None:
@@ -521,7 +522,7 @@ def test_repeated_calibration_samples_take_the_majority(store):
     with FakeOpenAI(responder=ScriptedJudges(cases, {"voter": script})) as srv:
         out = calibrate(store, cset, ["voter"], {"voter": fake(srv, "voter")}, samples=3)
         assert srv.stats()["total"] == 18
-    rows = {r["kind"]: r for r in cal.case_labels(store, ["voter"], cset.run_ids)}
+    rows = {r["kind"]: r for r in cal.case_labels(store, [jd.judge_key("voter")], cset.run_ids)}
     for i, (_, c) in enumerate(cases):
         assert rows[c.kind]["labels"] == seqs[i]
         assert (rows[c.kind]["label"], rows[c.kind]["agreement"]) == jd.majority(seqs[i])
@@ -529,7 +530,7 @@ def test_repeated_calibration_samples_take_the_majority(store):
     fig = out["voter"][1]
     assert fig.samples == 3
     assert fig.mean_sample_agreement == pytest.approx(sum(jd.majority(s)[1] for s in seqs) / 6)
-    check_view_matches(store, {"voter": fig})
+    check_view_matches(store, {fig.judge: fig})
     from ragrouter.report import calibration as rc
 
     view = rc.frame(store)
@@ -567,7 +568,7 @@ def test_calibration_on_postgres(pg_url):
         cases = store_cases(engine, cset.run_ids)
         with FakeOpenAI(responder=ScriptedJudges(cases)) as srv:
             out = calibrate(engine, cset, ["by-kind"], {"by-kind": fake(srv, "by-kind")})
-        check_view_matches(engine, {"by-kind": out["by-kind"][1]})
+        check_view_matches(engine, {out["by-kind"][1].judge: out["by-kind"][1]})
         assert out["by-kind"][1].n_cases == 12
     finally:
         eng.dispose_all()
@@ -583,9 +584,9 @@ def test_report_section(store, tmp_path):
         calibrate(store, cset, ["oracle", "lenient"], {"oracle": fake(srv, "oracle"), "lenient": fake(srv, "lenient")})
     md = rc.section(store, tmp_path)
     assert md.startswith("## Judge calibration")
-    assert ("**Judge `oracle`** (case set `calib-v1`, 12 cases): accuracy 100%, Cohen's kappa 1.00; correct vs. "
+    assert ("**Judge `oracle/judge-v2`** (case set `calib-v1`, 12 cases): accuracy 100%, Cohen's kappa 1.00; correct vs. "
             "not correct: accuracy 100%, kappa 1.00, wrong or incomplete answers judged correct 0%") in md
-    assert ("**Judge `lenient`** (case set `calib-v1`, 12 cases): accuracy 33%, Cohen's kappa 0.00; correct vs. "
+    assert ("**Judge `lenient/judge-v2`** (case set `calib-v1`, 12 cases): accuracy 33%, Cohen's kappa 0.00; correct vs. "
             "not correct: accuracy 33%, kappa 0.00, wrong or incomplete answers judged correct 100%") in md
     assert "| incorrect | 4 | 4 | 0 | 0 | 0% |" in md  # lenient: every incorrect case judged correct
     assert (tmp_path / "judge_calibration.csv").read_text().startswith("judge,case_set,true_label,n_cases")
@@ -764,7 +765,8 @@ def test_cli_judge_calibrate(store, duck_url, tmp_path, cli_main, capsys):
         out = capsys.readouterr()
         assert code == 0, out.err
         data = json.loads(out.out)
-        assert data["cases"] == 12 and [j["judge"] for j in data["judges"]] == ["oracle", "lenient"]
+        assert data["cases"] == 12 and [j["backend"] for j in data["judges"]] == ["oracle", "lenient"]
+        assert [j["judge"] for j in data["judges"]] == ["oracle/judge-v2", "lenient/judge-v2"]
         oracle, lenient = data["judges"]
         assert oracle["kappa"] == pytest.approx(1.0) and oracle["model"] == "oracle" and oracle["failed"] == 0
         assert lenient["kappa"] == pytest.approx(0.0) and lenient["agreement"]["correct"] == 1.0
@@ -774,7 +776,7 @@ def test_cli_judge_calibrate(store, duck_url, tmp_path, cli_main, capsys):
                          "--quiet"])
         out = capsys.readouterr().out
         assert code == 0
-        assert "judge oracle (model oracle): 12 cases, 1 sample(s) each; accuracy 100%, Cohen's kappa 1.00" in out
+        assert "judge oracle/judge-v2 (model oracle): 12 cases, 1 sample(s) each; accuracy 100%, Cohen's kappa 1.00" in out
         assert "this run: 0 case(s) judged" in out  # all cached / done
         # One-line errors naming the setting.
         code = cli_main(["--db", duck_url, "--config", config, "judge", "calibrate", "--judge", "nowhere"])
@@ -783,3 +785,115 @@ def test_cli_judge_calibrate(store, duck_url, tmp_path, cli_main, capsys):
         code = cli_main(["--db", duck_url, "--config", config, "judge", "calibrate", "--corpus", "absent"])
         err = capsys.readouterr().err.strip().splitlines()
         assert code != 0 and len(err) == 1 and "corpus 'absent'" in err[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# The evidence gate (judge.gate): a rule over the verdict, recorded in the judgment key
+
+
+def test_gate_rule_and_judge_key():
+    gate = jd.Gate(enabled=True, min_semantic_f1=0.5)
+    q, gold = "Which organs does the drug harm?", "The liver and the lungs."
+    assert jd.evidence_words(q, gold) == {"liver", "lungs"}
+    # Only "correct" verdicts are gated; a shared evidence word keeps them without an F1.
+    assert jd.apply_gate(gate, "correct", q, gold, "Mainly the liver.", lambda: pytest.fail("F1 not needed")) == "correct"
+    assert jd.apply_gate(gate, "incomplete", q, gold, "Contract.", 0.0) == "incomplete"
+    # A word the question already gives is no evidence.
+    assert jd.apply_gate(gate, "correct", q, gold, "The drug harms organs.", 0.2) == "incorrect"
+    assert jd.apply_gate(gate, "correct", q, gold, "The drug harms organs.", 0.5) == "correct"
+    assert jd.apply_gate(jd.Gate(enabled=False), "correct", q, gold, "Contract.", 0.0) == "correct"
+    # A gold whose every content word is in the question: all of them count.
+    assert jd.evidence_words("Is it the liver?", "The liver.") == {"liver"}
+    assert jd.judge_key("b") == f"b/{jd.PROMPT_VERSION}"
+    assert jd.judge_key("b", gate=gate) == f"b/{jd.PROMPT_VERSION}/gate-f1-0.5"
+    assert jd.key_backend(jd.judge_key("b", gate=gate)) == "b"
+    config = Config({"judge": {"gate": {"enabled": True, "min_semantic_f1": 0.7}}}, source="t.yaml")
+    assert jd.gate_from_config(config) == jd.Gate(True, 0.7)
+    from ragrouter.config import ConfigError
+
+    with pytest.raises(ConfigError, match="t.yaml: setting 'judge.gate.min_semantic_f1'"):
+        jd.gate_from_config(Config({"judge": {"gate": {"min_semantic_f1": 2}}}, source="t.yaml"))
+
+
+def test_judge_stage_gate_relabels_from_the_cache(store):
+    from ragrouter.evaluation.metrics import SemanticF1
+
+    answers = ["The liver and the lungs.", "The name of the contract is Contract.", "Hepatic and pulmonary tissue.",
+               "I cannot answer"]
+    ids = add_runs(store, answers)
+    f1 = SemanticF1(num_layers=6).score([answers[2]], ["The liver and the lungs."])[0]
+    thr = round(float(f1) - 0.01, 3)  # the synonym answer passes by its F1 alone
+    with FakeOpenAI(responder=ScriptedJudges()) as srv:
+        plain = cfg({"lenient": fake(srv, "lenient")})
+        judge_stage(store, plain)
+        assert srv.stats()["total"] == 3  # the refusal needs no call
+        gated = Config({**plain.data, "judge": {**plain.data["judge"],
+                                                "gate": {"enabled": True, "min_semantic_f1": thr}}}, source="g")
+        judge_stage(store, gated)
+        assert srv.stats()["total"] == 3  # a new gate asks nothing again: the calls are cache hits
+    with store.connect() as conn:
+        rows = {(r[0], int(r[1])): (r[2], r[3]) for r in conn.execute(text(
+            "SELECT judge, run_id, label, raw_label FROM judgments"))}
+    key_plain, key_gated = jd.judge_key("lenient"), jd.judge_key("lenient", gated)
+    assert key_gated == f"lenient/{jd.PROMPT_VERSION}/gate-f1-{thr:g}"
+    assert [rows[(key_plain, i)] for i in ids] == [("correct", "correct")] * 3 + [("incomplete", None)]
+    assert [rows[(key_gated, i)] for i in ids] == [("correct", "correct"), ("incorrect", "correct"),
+                                                  ("correct", "correct"), ("incomplete", None)]
+    # The figures' judge follows the configured gate (what routing and the report prefer).
+    from ragrouter.report.data import choose_judge
+
+    assert choose_judge(store, jd.judge_key("lenient", gated)) == key_gated
+
+
+def test_calibration_variants_from_the_same_verdicts(store):
+    add_corpus(store)
+    cset = cal.ensure_set(store, n=2)
+    with FakeOpenAI(responder=ScriptedJudges(store_cases(store, cset.run_ids))) as srv:
+        (rep, fig), = calibrate(store, cset, ["lenient"], {"lenient": fake(srv, "lenient")}).values()
+        n = srv.stats()["total"]
+    rows = cal.case_labels(store, [fig.judge], cset.run_ids)
+    f1_calls = []
+
+    def sem(answer, gold):
+        f1_calls.append(answer)
+        return 0.0
+
+    figs = {v: cal.figures(cal.relabel(rows, v, jd.Gate(True, 0.5), sem), fig.judge) for v in cal.VARIANTS}
+    assert n == 12 and figs["model"].confusion == fig.confusion == [[4, 0, 0], [4, 0, 0], [4, 0, 0]]
+    # stage: the two refusals become incomplete; gated: other golds share no evidence word.
+    by = {k: v for k, v in zip(cal.VARIANTS, (figs[v].by_kind for v in cal.VARIANTS))}
+    refusals = [r for r in rows if r["kind"] == "refusal"]
+    caught = sum(jd.is_refusal(r["answer"]) for r in refusals) / len(refusals)
+    assert by["model"]["refusal"] == 0.0 and by["stage"]["refusal"] == by["gated"]["refusal"] == caught
+    # the gate makes the refusals the rule misses "incorrect": not correct either way
+    assert all(r["label"] != "correct" for r in cal.relabel(refusals, "gated", jd.Gate(True, 0.5), lambda a, g: 0.0))
+    other = [r for r in rows if r["kind"] == "other_gold"]
+    assert all(not jd.shares_evidence(r["question"], r["gold"], r["answer"]) for r in other)
+    assert by["stage"]["other_gold"] == 0.0 and by["gated"]["other_gold"] == 1.0
+    # F1 only where a "correct" verdict shares no evidence word (once per case)
+    need = [r["answer"] for r in rows if not jd.is_refusal(r["answer"])
+            and not jd.shares_evidence(r["question"], r["gold"], r["answer"])]
+    assert sorted(f1_calls) == sorted(need) and set(r["answer"] for r in other) <= set(need)
+    # a lenient judge keeps "correct" exactly where the answer carries an evidence word
+    kept = [r for r in rows if r["true_label"] != "correct" and not jd.is_refusal(r["answer"])
+            and jd.shares_evidence(r["question"], r["gold"], r["answer"])]
+    assert {r["kind"] for r in kept} <= {"first_clause", "altered"} and len(kept) >= 2
+    assert figs["gated"].binary["false_correct"] == pytest.approx(len(kept) / 8)
+    assert figs["gated"].binary["missed_correct"] == 0.0  # golds and paraphrases share their words
+    assert figs["model"].binary["false_correct"] == 1.0
+
+
+def test_cached_subset_needs_no_call(store):
+    add_corpus(store)
+    small, big = cal.ensure_set(store, n=1), cal.ensure_set(store, n=2)
+    with FakeOpenAI(responder=ScriptedJudges(store_cases(store, big.run_ids))) as srv:
+        calibrate(store, small, ["oracle"], {"oracle": fake(srv, "oracle")})
+        n = srv.stats()["total"]
+        services = Services(cfg({"oracle": fake(srv, "oracle"), "lenient": fake(srv, "lenient")}), store)
+        try:
+            part = cal.cached_subset(services, "oracle", big, 1)
+            assert part.run_ids == small.run_ids and cal.cached_subset(services, "lenient", big, 1).run_ids == []
+            assert cal.cached_subset(services, "oracle", big, 2).run_ids == []  # sample 1 was never asked
+        finally:
+            services.finish()
+        assert srv.stats()["total"] == n == 6

@@ -121,7 +121,7 @@ def test_squality_real():
                            real("quality", "squality_v1-3_txt", "dev.jsonl")])
     assert (len(ds.documents), len(ds.questions)) == (75, 375)
     assert ds.qtype_counts() == {"factual": 0, "reasoning": 0, "summary": 375}
-    assert sum(q.question == "What is the plot of the story?" for q in ds.questions) == 75
+    assert sum(q.meta["question_verbatim"] == "What is the plot of the story?" for q in ds.questions) == 75
     assert all(len(q.meta["responses"]) == 4 for q in ds.questions)
 
 
@@ -247,7 +247,7 @@ def test_squality_slice():
     assert all(d.title == "" and d.text for d in ds.documents)
     assert len(ds.questions) == 10 and ds.qtype_counts()["summary"] == 10
     q = ds.questions[0]
-    assert q.external_id == "63833_q1" and q.question == "What is the plot of the story?"
+    assert q.external_id == "63833_q1" and q.meta["question_verbatim"] == "What is the plot of the story?"
     assert q.answer == raw[0]["questions"][0]["responses"][0]["response_text"]
     assert q.supporting_doc_ids == ["63833"] and len(q.meta["responses"]) == 4
 
@@ -453,3 +453,62 @@ def test_bom_and_missing_file(tmp_path):
     assert load("ragrouter", [path]).documents[0].text == "some text"
     with pytest.raises(LoaderError, match=r"nope\.json: no such file"):
         load("ragrouter", [tmp_path / "nope.json"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Self-contained questions (issue 15.3): qualified with their document's title by default
+
+
+def test_cuad_questions_are_qualified_with_the_contract_title():
+    paths = [real("legal", "cuad_subset94", "clause_qa.jsonl"), real("legal", "cuad_subset94", "contracts.json")]
+    ds, verbatim = load("cuad", paths), load("cuad", paths, qualify_questions=False)
+    titles = {c["doc_id"]: c["title"] for c in json.loads(paths[1].read_text())}
+    assert [q.external_id for q in ds.questions] == [q.external_id for q in verbatim.questions]
+    for q, v in zip(ds.questions, verbatim.questions):
+        assert q.question == f'In the contract "{" ".join(titles[v.meta["doc_id"]].split())}": {v.question}'
+        assert q.meta["question_verbatim"] == v.question and q.answer == v.answer
+    name = [q for q in ds.questions if q.meta["category"] == "Document Name"]
+    assert len(name) == 94 and len({q.question for q in name}) == 94  # one text per contract now
+    # Verbatim, "The name of the contract" repeats with different answers; qualified, nothing repeats.
+    from ragrouter.ingest.loaders import repeated_questions
+
+    rep = dict((t, (n, a)) for t, n, a in repeated_questions(verbatim))
+    n, answers = rep["The name of the contract"]
+    assert n == 94 and answers == len({q.answer.strip() for q in verbatim.questions
+                                       if q.meta["category"] == "Document Name"}) > 1
+    assert repeated_questions(ds) == []
+
+
+def test_squality_questions_are_qualified_with_the_story_title():
+    ds = load("squality", [real("quality", "squality_v1-3_txt", "dev.jsonl")])
+    plots = [q for q in ds.questions if q.meta["question_verbatim"] == "What is the plot of the story?"]
+    assert len(plots) == 25 and len({q.question for q in plots}) == 25
+    by_doc = {q.supporting_doc_ids[0]: q.question for q in plots}
+    assert by_doc["63833"] == 'In the story "Jinx Ship To The Rescue": What is the plot of the story?'
+    from ragrouter.ingest.loaders import repeated_questions, story_title
+
+    assert repeated_questions(ds) == []
+    assert story_title("\n\nProduced by Greg Weeks\nDistributed Proofreading Team at http://www.pgdp.net\n"
+                       "Doorway to Kal-Jmar\nBy Stuart Fleming\nTwo men") == "Doorway to Kal-Jmar"
+    verbatim = load("squality", [real("quality", "squality_v1-3_txt", "dev.jsonl")], qualify_questions=False)
+    assert ("What is the plot of the story?", 25, 25) in repeated_questions(verbatim)
+
+
+def test_ingest_warns_about_repeated_questions(tmp_path):
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    db = f"duckdb:///{tmp_path / 's.duckdb'}"
+    args = [sys.executable, "cli.py", "--db", db, "ingest", "--corpus", "stories", "--format", "squality",
+            str(HERE / "squality_slice.jsonl")]
+    env = {**os.environ, "RAGROUTER_CONFIG": ""}
+    out = subprocess.run(args + ["--verbatim-questions"], cwd=root, capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    warning = [ln for ln in out.stderr.splitlines() if ln.startswith("warning:")]
+    assert len(warning) == 1 and warning[0].startswith("warning: 2 question text(s) repeat with different "
+                                                       "answers across the 2 documents (e.g. 'Describe the setting")
+    assert "x 2 with 2 answers" in warning[0]
+    assert "ingest without --verbatim-questions" in warning[0]
+    out = subprocess.run(args[:6] + ["stories2"] + args[7:], cwd=root, capture_output=True, text=True, env=env)
+    assert out.returncode == 0 and "warning" not in out.stderr, out.stderr

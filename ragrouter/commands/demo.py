@@ -32,6 +32,29 @@ def _local_models(config) -> list[str]:
     return sorted(names)
 
 
+def _calibrate_judge(engine, services, config, corpus: str, n: int, quiet: bool) -> None:
+    """Judge a small calibration set (``demo.calibration_sources`` source questions × 6 cases
+    whose labels are known by construction) with the demo's judge, so that the report names
+    how far its labels can be trusted. A set that cannot be built is reported, not fatal."""
+    if n < 1:
+        return
+    from ragrouter.evaluation import calibration as cal
+
+    judge = str(config.role("judge"))
+    try:
+        cset = cal.ensure_set(engine, n=n, corpus=corpus)
+        (rep, fig), = cal.judge_set(services, [judge], cset, samples=int(config.get("judge.samples", 1)),
+                                    progress=not quiet).values()
+    except cal.CalibrationError as exc:
+        click.echo(f"calibrate: skipped — {exc}", err=True)
+        return
+    b = fig.binary
+    kappa = "undefined" if b["kappa"] != b["kappa"] else f"{b['kappa']:.2f}"
+    fc = "-" if b["false_correct"] is None else f"{100 * b['false_correct']:.0f}%"
+    click.echo(f"calibrate {rep.done} done, {rep.failed} failed of {rep.pending} pending ({rep.seconds:.1f}s): "
+               f"judge {fig.judge} on {fig.n_cases} cases: kappa (correct vs. not) {kappa}, false-correct {fc}")
+
+
 @click.command("demo")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder with medical.json and medical_questions.json (default: ../shared/data/medical).")
@@ -43,7 +66,8 @@ def demo_command(ctx: Ctx, data_dir: Path | None, out: Path, quiet: bool) -> Non
     """Run the whole benchmark on a slice of the medical corpus, then train routers and report.
 
     chunk → extract → embed → metrics → import questions (balanced over the three types) →
-    answer (all paradigms) → judge → score → labels (views) → routers → report. Everything
+    answer (all paradigms) → judge → score → judge calibration on a few cases whose label is
+    known by construction (demo.calibration_sources × 6) → labels (views) → routers → report. Everything
     is resumable: a second run finds every unit done and makes no model call.
 
     \b
@@ -77,6 +101,7 @@ def demo_command(ctx: Ctx, data_dir: Path | None, out: Path, quiet: bool) -> Non
         for name in PIPELINE:
             r = run_stage(stages[name], services, scope, progress=not quiet)
             click.echo(f"{name:8s} {r.done} done, {r.failed} failed of {r.pending} pending ({r.seconds:.1f}s)")
+        _calibrate_judge(engine, services, config, corpus, int(d.get("calibration_sources", 0)), quiet)
         calls = services.gateway.stats() if "gateway" in services.__dict__ else {}
     finally:
         services.finish()

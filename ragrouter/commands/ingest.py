@@ -22,23 +22,54 @@ register_user_error(LoaderError)
 @click.option("--update", is_flag=True, help="Replace the stored title/text of documents and the text/"
               "answer/type of questions whose id is known but whose content changed (without it such an "
               "ingest stops and names the records that differ).")
+@click.option("--verbatim-questions", is_flag=True,
+              help="Keep the questions of cuad / squality / quality files as written instead of "
+                   "prefixing each with its document's title.")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @pass_ctx
-def ingest_command(ctx: Ctx, corpus: str, fmt: str, update: bool, paths: tuple[Path, ...]) -> None:
+def ingest_command(ctx: Ctx, corpus: str, fmt: str, update: bool, verbatim_questions: bool,
+                   paths: tuple[Path, ...]) -> None:
     """Load a corpus and its questions from PATHS; running it twice changes nothing.
 
     Files are validated first: any malformed record stops the ingest with one error naming
     the file and the record, and the store is left unchanged. Questions alone may be added
     to a corpus already in the store (their supporting document ids are checked against it).
+    A known id whose content changed stops the ingest naming the records, unless --update.
+
+    Questions asked of one document (formats cuad, squality, quality) are qualified with the
+    document's title, e.g. 'In the contract "<title>": The name of the contract' (the
+    verbatim text stays in the question's meta); --verbatim-questions keeps them as written.
+    A warning names question texts that repeat with different answers in a corpus of several
+    documents: no retriever can tell which document such a question means.
+
+    \b
+    Format jsonl: one JSONL file of documents and optionally one of questions.
+      documents: {"id": str|int, "title": str (optional), "text": str}
+      questions: {"id": str|int, "question": str, "answer": str,
+                  "type": "factual"|"reasoning"|"summary" (or single_hop|multi_hop),
+                  "hops": int (optional), "supporting_doc_ids": [str] (optional),
+                  "evidence": [str] (optional)}; any other key is kept in meta.
+      e.g. docs.jsonl:      {"id": "d1", "title": "Curie", "text": "Marie Curie was born in Warsaw."}
+           questions.jsonl: {"id": "q1", "question": "Where was Marie Curie born?",
+                             "answer": "Warsaw", "type": "factual", "supporting_doc_ids": ["d1"]}
 
     \b
     Examples:
       python cli.py ingest --corpus medical --format graphrag-bench \\
         ../shared/data/medical/medical.json ../shared/data/medical/medical_questions.json
-      python cli.py ingest --corpus medical --format ragrouter more_questions.jsonl
+      python cli.py ingest --corpus mine --format jsonl docs.jsonl questions.jsonl
     """
-    dataset = loaders.load(fmt, list(paths))
+    dataset = loaders.load(fmt, list(paths), qualify_questions=not verbatim_questions)
     names = ", ".join(map(str, paths))
+    repeats = loaders.repeated_questions(dataset)
+    if repeats:
+        text, times, answers = repeats[0]
+        click.echo(f"warning: {len(repeats)} question text(s) repeat with different answers across the "
+                   f"{len(dataset.documents)} documents (e.g. {text[:80]!r} x {times} with {answers} answers): "
+                   "such a question does not say which document it means"
+                   + ("; ingest without --verbatim-questions to qualify them with their document's title"
+                      if fmt in loaders.QUALIFIED and verbatim_questions
+                      else "; name the document in the question text"), err=True)
     engine = ctx.engine()
     migrate.ensure_current(engine)
     with write_lock(engine), engine.begin() as conn:

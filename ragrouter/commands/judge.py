@@ -17,6 +17,7 @@ import click
 from ragrouter.commands.common import Ctx, echo_err, pass_ctx, register_user_error, render_rows
 from ragrouter.db import migrate
 from ragrouter.evaluation import calibration as cal
+from ragrouter.evaluation import judge as jd
 
 register_user_error(cal.CalibrationError)
 
@@ -36,11 +37,19 @@ def judge_group() -> None:
 @click.option("--samples", type=int, help="Verdicts per case, majority kept (default: judge.samples).")
 @click.option("--workers", type=int, help="Threads (default: the backend's concurrency).")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--cached-only", is_flag=True,
+              help="Judge only the cases whose verdicts the cache already holds (no model call); the "
+                   "figures then cover those cases.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @pass_ctx
 def calibrate_command(ctx: Ctx, judges: tuple[str, ...], n: int, corpus: str | None, samples: int | None,
-                      workers: int | None, fmt: str, quiet: bool) -> None:
+                      workers: int | None, fmt: str, quiet: bool, cached_only: bool = False) -> None:
     """Judge the calibration set with each judge; print agreement, confusion matrix and kappa.
+
+    The verdicts are stored under the judge's key (backend/prompt version[/gate], as the
+    judge stage writes them). Beside the stored labels it prints, from the same model
+    replies, three label variants: the model's verdicts, the judge stage's labels without
+    the evidence gate (refusals labelled incomplete) and with the gate (judge.gate).
 
     \b
     Examples:
@@ -64,16 +73,29 @@ def calibrate_command(ctx: Ctx, judges: tuple[str, ...], n: int, corpus: str | N
                    f"({', '.join(f'{v} {k_}' for k_, v in cset.cases_by_label.items())}); "
                    f"{cset.new_cases} new")
     services = Services(config, engine)
+    gate = jd.gate_from_config(config)
+
+    def semantic_f1(answer: str, gold: str) -> float:
+        from ragrouter.evaluation.stages import gate_f1
+
+        return gate_f1(services, answer, gold)
+
     results = {}
+    variants = {}
     try:
         for backend in backends:
             started = time.monotonic()
-            (rep, fig), = cal.judge_set(services, [backend], cset, samples=k, workers=workers,
+            part = cal.cached_subset(services, backend, cset, k) if cached_only else cset
+            if cached_only and fmt == "table":
+                click.echo(f"{backend}: {len(part.run_ids)} of {len(cset.run_ids)} cases have cached verdicts")
+            (rep, fig), = cal.judge_set(services, [backend], part, samples=k, workers=workers,
                                         progress=not quiet).values()
             results[backend] = (rep, fig, time.monotonic() - started)
+            variants[backend] = cal.variant_figures(engine, fig.judge, part, k, gate, semantic_f1)
             if fmt == "table":
                 click.echo("")
                 click.echo(cal.render(fig, str(config.backend(backend).get("model"))))
+                click.echo(cal.render_variants(variants[backend], gate))
                 click.echo(f"this run: {rep.done} case(s) judged, {rep.failed} failed, {rep.pending - rep.done - rep.failed} "
                            f"left; wall {results[backend][2]:.1f} s")
                 for err in rep.errors[:5]:
@@ -82,8 +104,9 @@ def calibrate_command(ctx: Ctx, judges: tuple[str, ...], n: int, corpus: str | N
         services.finish()
     if fmt == "json":
         click.echo(json.dumps({"case_set": cal.VERSION, "sources": cset.sources, "cases": len(cset.run_ids),
-                               "judges": [{**fig.as_dict(), "model": config.backend(b).get("model"),
-                                           "wall_s": wall, "failed": rep.failed}
+                               "judges": [{**fig.as_dict(), "backend": b, "model": config.backend(b).get("model"),
+                                           "wall_s": wall, "failed": rep.failed,
+                                           "variants": {v: f.as_dict() for v, f in variants[b].items()}}
                                           for b, (rep, fig, wall) in results.items()]}))
     failed = sum(rep.failed for rep, _, _ in results.values())
     if failed:

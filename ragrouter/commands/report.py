@@ -38,8 +38,10 @@ def report_command(ctx: Ctx, out_dir: Path, judge: str | None) -> None:
     migrate.ensure_current(engine)
     if judge is None:
         try:
+            from ragrouter.evaluation.judge import judge_key
+
             configured = ctx.config.role("judge")
-            judge = configured if isinstance(configured, str) else None
+            judge = judge_key(configured, ctx.config) if isinstance(configured, str) else None
         except ConfigError:
             judge = None  # the report does not need a config; fall back to the data
         preferred_only = True

@@ -30,7 +30,10 @@ def _paradigm_names() -> list[str]:
 @click.option("--paradigm", "paradigms", multiple=True, type=click.Choice(list(_paradigm_names())),
               help="Only these paradigms (answer stage; repeatable).")
 @click.option("--model", "models", multiple=True, help="Only these generator backends (answer stage).")
-@click.option("--limit", type=click.IntRange(min=1), help="At most N units per stage (a slice, for trials).")
+@click.option("--limit", type=click.IntRange(min=1), help="Process at most N of the pending units of each stage in this "
+              "command (answer stage: the pending runs of at most N queries); the rest stays pending and "
+              "status counts it. Not a corpus slice: reports still describe the whole corpus — make a "
+              "smaller corpus with `corpus slice` instead.")
 @click.option("--dry-run", is_flag=True, help="Print the calls and tokens pending work would spend, "
               "minus what the cache holds, with an upper bound in US $ where backends have "
               "price_per_million; spend nothing.")

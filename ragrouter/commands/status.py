@@ -1,4 +1,13 @@
-"""`cli.py status`: units done / pending / failed / skipped per stage, tokens per stage and model."""
+"""`cli.py status`: units done / pending / failed / skipped per stage, tokens per stage and model.
+
+Without ``--config`` the expectations come from the store: every worker process records the
+merged config it ran stages with and the stages it ran (``worker_runs.config`` /
+``.stages``), and each stage is counted under the stored config of its own runs (the one
+under which most of its units are done, the newest on a tie). A finished run therefore
+looks finished without repeating its ``--config``; a stage that no run of this store ran
+shows as ``not run``. With ``--config`` (or ``RAGROUTER_CONFIG``) the expectations are what
+that config would run.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +17,11 @@ import click
 from sqlalchemy import text
 
 from ragrouter.commands.common import Ctx, pass_ctx, render_rows
+from ragrouter.config import Config, ConfigError
 from ragrouter.db import migrate, progress
 from ragrouter.db.engine import StoreLockedError
 from ragrouter.stages import registry
-from ragrouter.stages.base import Scope
+from ragrouter.stages.base import Scope, ScopeError
 
 
 def format_skipped(skipped: dict[str, int]) -> str:
@@ -19,26 +29,72 @@ def format_skipped(skipped: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def collect(engine, scope: Scope) -> dict:
-    """Status as a dict (the --json output)."""
+def stored_configs(conn) -> list[tuple[Config, set[str]]]:
+    """Distinct configs the store's worker runs used (newest first), each with the stages
+    run under it. Runs from before migration 0003 recorded none."""
+    rows = conn.execute(text("SELECT id, config, stages FROM worker_runs WHERE config IS NOT NULL "
+                             "ORDER BY id DESC")).all()
+    seen: dict[str, tuple[Config, set[str]]] = {}
+    for run_id, data, stages in rows:
+        data = json.loads(data) if isinstance(data, str) else data
+        stages = json.loads(stages) if isinstance(stages, str) else (stages or [])
+        key = json.dumps(data, sort_keys=True)
+        if key not in seen:
+            try:
+                seen[key] = (Config(data, source=f"config of worker run {run_id}"), set())
+            except ConfigError:
+                continue  # a config this version no longer accepts: it cannot say what it expects
+        seen[key][1].update(stages)
+    return list(seen.values())
+
+
+def _counts(stage, conn, scope) -> tuple[int, int] | None:
+    try:
+        return stage.counts(conn, scope)
+    except (ConfigError, ScopeError, KeyError, ValueError):
+        return None  # the stored config lacks something this stage needs
+
+
+def collect(engine, scope: Scope, from_store: bool = False) -> dict:
+    """Status as a dict (the --json output). ``from_store``: expectations from the configs
+    the store's runs used (see the module doc) instead of ``scope.config``."""
     migrate.ensure_current(engine)
     stages = []
     with engine.connect() as conn:
         failures = dict(conn.execute(text(
             "SELECT stage, COUNT(*) FROM unit_failures GROUP BY stage")).all())
+        stored = stored_configs(conn) if from_store else []
+        from_store = bool(stored)  # a store whose runs recorded no config: the given config's view
         for stage in registry.all_stages().values():
-            expected, done = stage.counts(conn, scope)
             failed = int(failures.get(stage.name, 0))
-            stages.append({"stage": stage.name, "expected": int(expected), "done": int(done),
-                           "pending": int(expected - done), "failed": failed,
-                           "skipped": {k: int(v) for k, v in stage.skipped(conn, scope).items()}})
+            row = {"stage": stage.name, "failed": failed, "ran": True,
+                   "skipped": {k: int(v) for k, v in stage.skipped(conn, scope).items()}, "config": scope.config.source
+                   if scope.config is not None else None}
+            if from_store:
+                best = None
+                for config, ran in stored:
+                    if stage.name not in ran:
+                        continue
+                    got = _counts(stage, conn, Scope(corpus=scope.corpus, limit=scope.limit,
+                                                     paradigms=scope.paradigms, models=scope.models, config=config))
+                    if got is not None and (best is None or got[1] > best[0][1]):
+                        best = (got, config.source)
+                if best is None:
+                    row.update(expected=0, done=0, pending=0, ran=False, config=None)
+                    stages.append(row)
+                    continue
+                (expected, done), row["config"] = best
+            else:
+                expected, done = stage.counts(conn, scope)
+            row.update(expected=int(expected), done=int(done), pending=int(expected - done))
+            stages.append(row)
         tokens = [dict(r._mapping) for r in conn.execute(text(
             "SELECT stage, model, calls, prompt_tokens, completion_tokens, total_tokens "
             "FROM v_tokens_by_stage ORDER BY stage, model"))]
     for row in tokens:
         for key in ("calls", "prompt_tokens", "completion_tokens", "total_tokens"):
             row[key] = int(row[key] or 0)
-    out = {"stages": stages, "tokens": tokens}
+    out = {"stages": stages, "tokens": tokens, "expectations": "store" if from_store else "config"}
     money = _money(engine, scope.config)
     if money is not None:
         out["money"] = money
@@ -78,6 +134,9 @@ def status_command(ctx: Ctx, corpus: str | None, as_json: bool) -> None:
     """Show units done / pending / failed / skipped (by reason) per stage, and billed tokens per stage and model
     (with their dollars when backends carry price_per_million).
 
+    Without --config, what each stage expects comes from the configs its runs in this store
+    used (a finished run looks finished); with --config, from that config.
+
     \b
     Example:
       python cli.py status --json
@@ -92,13 +151,18 @@ def status_command(ctx: Ctx, corpus: str | None, as_json: bool) -> None:
             raise
         show_progress(run, exc.path, as_json)
         return
-    data = collect(engine, scope)
+    data = collect(engine, scope, from_store=ctx.config_path is None)
     if as_json:
         click.echo(json.dumps(data))
         return
     cols = ["stage", "expected", "done", "pending", "failed"]
-    click.echo(render_rows(cols + ["skipped"], [tuple(s[c] for c in cols) + (format_skipped(s["skipped"]),)
-                                                for s in data["stages"]], "table"))
+    rows = [tuple(s[c] for c in cols) + (format_skipped(s["skipped"]),) if s["ran"]
+            else (s["stage"], "-", "-", "not run", s["failed"], format_skipped(s["skipped"]))
+            for s in data["stages"]]
+    click.echo(render_rows(cols + ["skipped"], rows, "table"))
+    if data.get("expectations") == "store":
+        click.echo("(expectations: the configs this store's runs used; pass --config to see what another "
+                   "config would run)")
     click.echo()
     cols = ["stage", "model", "calls", "prompt_tokens", "completion_tokens", "total_tokens"]
     click.echo(render_rows(cols, [tuple(t[c] for c in cols) for t in data["tokens"]], "table"))

@@ -160,6 +160,31 @@ class ExtractStage(Stage):
             est.add_chat(gw, "extractor", ex.messages(unit.payload["text"]), **kw)
         return [est]
 
+    def estimate_fresh(self, services, scope):
+        """Extraction of the chunks the chunk stage has not made yet: documents are chunked
+        in memory (cheap and deterministic: the same chunks the chunk stage will store)."""
+        cfg = services.config
+        key = storeio.chunker_key(cfg)
+        with services.db_lock, services.engine.connect() as conn:
+            cond, params = _corpus_filter(conn, scope)
+            docs = conn.execute(text(
+                "SELECT d.title, d.text FROM documents d WHERE NOT EXISTS (SELECT 1 FROM chunks c "
+                f"WHERE c.document_id = d.id AND c.chunker = :k){cond} ORDER BY d.id"), {"k": key, **params}).all()
+        if not docs:
+            return []
+        gw = services.gateway
+        kw = self._call_kwargs(services)
+        est = Estimate(stage=self.name, model=storeio.model_key(cfg, "extractor"))
+        left = scope.limit
+        for title, body in docs:
+            for c in chunk_text(title or "", body, window=int(cfg.get("chunking.window")),
+                                overlap=int(cfg.get("chunking.overlap"))):
+                if left is not None and left <= 0:
+                    return [est]
+                est.add_chat(gw, "extractor", ex.messages(c.text), **kw)
+                left = None if left is None else left - 1
+        return [est]
+
 
 class EmbedStage(Stage):
     name = "embed"

@@ -250,6 +250,8 @@ class WorkerRun(Base):
     command: Mapped[str] = mapped_column(Text, nullable=False, doc="Command line (never secrets).")
     started_at: Mapped[dt.datetime] = _created()
     finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=False), doc="Clean exit time.")
+    config: Mapped[dict | None] = mapped_column(JsonType, doc="The merged config the process ran stages with (no secrets).")
+    stages: Mapped[list | None] = mapped_column(JsonType, doc="Names of the stages it ran units of.")
 
 
 class LLMCall(Base):
@@ -368,13 +370,14 @@ class Judgment(Base):
 
     id: Mapped[int] = _id("judgments")
     run_id: Mapped[int] = mapped_column(Integer, nullable=False, doc="Judged paradigm run.")
-    judge: Mapped[str] = mapped_column(String(200), nullable=False, doc="Judge backend name.")
+    judge: Mapped[str] = mapped_column(String(200), nullable=False, doc="Judge key: backend/prompt version[/gate] (judge.judge_key).")
     sample_index: Mapped[int] = mapped_column(Integer, nullable=False, default=0, doc="Repeat index when judging k times.")
     label: Mapped[str] = mapped_column(String(20), nullable=False, doc="'correct', 'incorrect' or 'incomplete'.")
     reason: Mapped[str | None] = mapped_column(Text, doc="The judge's reason.")
     is_calibration: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False, doc="Judgment of a calibration case.")
     llm_call_id: Mapped[int | None] = mapped_column(Integer, doc="Ledger row of the judge call.")
     created_at: Mapped[dt.datetime] = _created()
+    raw_label: Mapped[str | None] = mapped_column(String(20), doc="The judge model's own verdict; differs from label when the evidence gate (judge.gate) overruled it.")
 
 
 class AnswerScore(Base):

@@ -67,7 +67,7 @@ from ragrouter.stages.base import Estimate, Stage, Unit
 __all__ = [
     # defined here
     "LABELS", "ORIGIN", "PARADIGM", "STAGE", "STATUS", "CalibrationError", "CalibrationSet", "CalibrationStage",
-    "JudgeFigures", "binary_figures", "case_labels", "cohen_kappa", "confusion", "ensure_set", "figures",
+    "JudgeFigures", "VARIANTS", "binary_figures", "cached_subset", "case_labels", "relabel", "variant_figures", "cohen_kappa", "confusion", "ensure_set", "figures",
     "judge_set", "kappa_from_confusion", "load_sources", "render", "resolve_judges", "select_sources",
     # from calibration_cases
     "KINDS", "OTHER_GOLD_MAX_JACCARD", "PARAPHRASE_LEADS", "REFUSALS", "SWAPS", "VERSION", "Case", "Pool",
@@ -198,15 +198,18 @@ class CalibrationStage(Stage):
     description = "judge calibration cases (labels known by construction)"
     uses_llm = True
 
-    def __init__(self, judge: str, samples: int = 1, run_ids: list[int] | None = None):
+    def __init__(self, judge: str, samples: int = 1, run_ids: list[int] | None = None, gate: jd.Gate | None = None):
         if samples < 1:
             raise CalibrationError(f"samples must be at least 1 (got {samples})")
-        self.judge = judge
+        self.backend = judge
+        self.gate = gate or jd.Gate()
+        self.judge = jd.judge_key(judge, gate=self.gate)
+        """The judgment key (backend/prompt/gate), as the judge stage would write it."""
         self.samples = int(samples)
         self.run_ids = None if run_ids is None else [int(i) for i in run_ids]
 
     def backend_name(self, services):
-        return self.judge
+        return self.backend
 
     def _where(self) -> str:
         cond = f"r.paradigm = '{PARADIGM}' AND q.status = '{STATUS}'"
@@ -239,32 +242,36 @@ class CalibrationStage(Stage):
         return {**JudgeStage()._kwargs(config, sample), "stage": STAGE}
 
     def compute(self, unit, services):
+        from ragrouter.evaluation.stages import gate_f1
+
         p = unit.payload
         out = []
         for i in range(self.samples):
-            res = services.gateway.chat(self.judge, jd.messages(p["question"], p["gold"], p["answer"]),
+            res = services.gateway.chat(self.backend, jd.messages(p["question"], p["gold"], p["answer"]),
                                         **self._kwargs(services.config, i))
-            label, reason = jd.parse_label(res.data)
-            out.append((i, label, reason, res.call_id))
+            raw, reason = jd.parse_label(res.data)
+            label = jd.apply_gate(self.gate, raw, p["question"], p["gold"], p["answer"],
+                                  lambda: gate_f1(services, p["answer"], p["gold"]))
+            out.append((i, label, reason, res.call_id, raw))
         return out
 
     def write(self, conn, unit, result):
         rows = [{"run_id": unit.payload["run_id"], "judge": self.judge, "sample_index": i, "label": label,
-                 "reason": reason, "is_calibration": True, "llm_call_id": call_id}
-                for i, label, reason, call_id in result]
+                 "reason": reason, "is_calibration": True, "llm_call_id": call_id, "raw_label": raw}
+                for i, label, reason, call_id, raw in result]
         conn.execute(insert(models.Judgment).values(rows).on_conflict_do_nothing(
             index_elements=["run_id", "judge", "sample_index"]))
 
     def estimate(self, conn, units, services):
         gw = services.gateway
-        est = Estimate(stage=self.name, model=str(services.config.backend(self.judge)["model"]))
+        est = Estimate(stage=self.name, model=str(services.config.backend(self.backend)["model"]))
         for unit in units:
             p = unit.payload
             msgs = jd.messages(p["question"], p["gold"], p["answer"])
             for i in range(self.samples):
                 kw = self._kwargs(services.config, i)
                 est.calls += 1
-                if gw.is_cached(self.judge, msgs, **kw):
+                if gw.is_cached(self.backend, msgs, **kw):
                     est.cached_calls += 1
                 else:
                     pt, ct = gw.estimate_tokens(msgs, kw["max_tokens"])
@@ -382,8 +389,9 @@ def case_labels(engine: Engine, judges: list[str] | None = None, run_ids: list[i
     """Per (judge, case): true label, kind, the majority label over its samples (ties → the
     worse label, :func:`ragrouter.evaluation.judge.majority`), agreement share, and the
     ledger latency of its calls."""
-    sql = ("SELECT j.judge, r.id, r.config_hash, j.sample_index, j.label, lc.latency_s "
-           "FROM judgments j JOIN paradigm_runs r ON r.id = j.run_id "
+    sql = ("SELECT j.judge, r.id, r.config_hash, j.sample_index, j.label, lc.latency_s, "
+           "COALESCE(j.raw_label, j.label), q.question, q.answer, r.answer "
+           "FROM judgments j JOIN paradigm_runs r ON r.id = j.run_id JOIN queries q ON q.id = r.query_id "
            "LEFT JOIN llm_calls lc ON lc.id = j.llm_call_id "
            f"WHERE j.is_calibration AND r.paradigm = '{PARADIGM}'")
     params: dict = {}
@@ -397,13 +405,15 @@ def case_labels(engine: Engine, judges: list[str] | None = None, run_ids: list[i
     with engine.connect() as conn:
         rows = conn.execute(text(sql + " ORDER BY j.judge, r.id, j.sample_index"), params).all()
     grouped: dict[tuple[str, int], dict] = {}
-    for judge, run_id, kind, _, label, latency in rows:
+    for judge, run_id, kind, _, label, latency, raw, question, gold, answer in rows:
         if kind not in KINDS:
             continue
         g = grouped.setdefault((judge, int(run_id)), {"judge": judge, "run_id": int(run_id), "kind": kind,
                                                       "true_label": KINDS[kind].true_label, "labels": [],
-                                                      "seconds": 0.0, "calls": 0})
+                                                      "raw_labels": [], "question": question, "gold": gold,
+                                                      "answer": answer, "seconds": 0.0, "calls": 0})
         g["labels"].append(label)
+        g["raw_labels"].append(raw)
         if latency is not None:
             g["seconds"] += float(latency)
             g["calls"] += 1
@@ -411,6 +421,42 @@ def case_labels(engine: Engine, judges: list[str] | None = None, run_ids: list[i
     for g in grouped.values():
         g["label"], g["agreement"] = jd.majority(g["labels"])
         out.append(g)
+    return out
+
+
+VARIANTS = ("model", "stage", "gated")
+"""Post-hoc label variants of the same model verdicts (:func:`relabel`): ``model`` = the
+judge model's own verdicts; ``stage`` = what the judge stage records without the gate (a
+refusal is labelled incomplete without a call); ``gated`` = ``stage`` with the evidence
+gate applied."""
+
+
+def relabel(cases: list[dict], variant: str, gate: jd.Gate | None = None, semantic_f1=None) -> list[dict]:
+    """:func:`case_labels` rows with their labels re-derived from the raw verdicts.
+
+    ``semantic_f1(answer, gold) -> float`` is needed for ``gated`` (called only for
+    "correct" verdicts that share no evidence word with the gold)."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant {variant!r} is not one of {', '.join(VARIANTS)}")
+    gate = gate if gate is not None else jd.Gate(enabled=True)
+    if variant == "gated" and not gate.enabled:
+        gate = dataclasses.replace(gate, enabled=True)
+    out = []
+    for c in cases:
+        labels = list(c["raw_labels"])
+        if variant in ("stage", "gated") and jd.is_refusal(c["answer"]):
+            labels = ["incomplete"] * len(labels)
+        elif variant == "gated":
+            f1_cache: list[float] = []
+
+            def f1(c=c, f1_cache=f1_cache):
+                if not f1_cache:
+                    f1_cache.append(float(semantic_f1(c["answer"], c["gold"])) if semantic_f1 else 0.0)
+                return f1_cache[0]
+
+            labels = [jd.apply_gate(gate, lab, c["question"], c["gold"], c["answer"], f1) for lab in labels]
+        label, agreement = jd.majority(labels)
+        out.append({**c, "labels": labels, "label": label, "agreement": agreement})
     return out
 
 
@@ -439,6 +485,22 @@ def figures(cases: list[dict], judge: str, n_set: int | None = None) -> JudgeFig
         unjudged=max(0, n_set - n) if n_set is not None else 0)
 
 
+def cached_subset(services, judge: str, cset: CalibrationSet, samples: int) -> CalibrationSet:
+    """The cases of ``cset`` whose ``samples`` judge calls the cache already holds (judging
+    them costs no model call)."""
+    stage = CalibrationStage(judge, samples, cset.run_ids)
+    with services.engine.connect() as conn:
+        rows = conn.execute(text(
+            "SELECT r.id, q.question, q.answer, r.answer FROM paradigm_runs r JOIN queries q ON q.id = r.query_id "
+            f"WHERE r.id IN ({','.join(str(i) for i in cset.run_ids) or 'NULL'})")).all()
+    texts = {int(r[0]): r[1:] for r in rows}
+    gw = services.gateway
+    keep = [rid for rid in cset.run_ids
+            if all(gw.is_cached(judge, jd.messages(*texts[rid]), **stage._kwargs(services.config, i))
+                   for i in range(samples))]
+    return dataclasses.replace(cset, run_ids=keep)
+
+
 def judge_set(services, judges: list[str], cset: CalibrationSet, *, samples: int = 1, workers: int | None = None,
               progress: bool = True) -> dict[str, tuple]:
     """Run every judge over the set; returns judge → (StageReport, JudgeFigures)."""
@@ -447,14 +509,40 @@ def judge_set(services, judges: list[str], cset: CalibrationSet, *, samples: int
 
     out = {}
     for judge in judges:
-        stage = CalibrationStage(judge, samples, cset.run_ids)
+        stage = CalibrationStage(judge, samples, cset.run_ids, gate=jd.gate_from_config(services.config))
         report = run_stage(stage, services, Scope(config=services.config), workers=workers, progress=progress)
         gw = services.__dict__.get("gateway")
         if gw is not None:
             gw.flush()
-        rows = case_labels(services.engine, [judge], cset.run_ids, samples)
-        out[judge] = (report, figures(rows, judge, len(cset.run_ids)))
+        rows = case_labels(services.engine, [stage.judge], cset.run_ids, samples)
+        out[judge] = (report, figures(rows, stage.judge, len(cset.run_ids)))
     return out
+
+
+def variant_figures(engine: Engine, judge_key: str, cset: CalibrationSet, samples: int, gate: jd.Gate,
+                    semantic_f1) -> dict[str, JudgeFigures]:
+    """Figures of one judge's stored verdicts under each label variant (:data:`VARIANTS`),
+    all from the same model replies: with and without the evidence gate costs no call."""
+    rows = case_labels(engine, [judge_key], cset.run_ids, samples)
+    return {v: figures(relabel(rows, v, gate, semantic_f1), judge_key, len(cset.run_ids)) for v in VARIANTS}
+
+
+def render_variants(figs: dict[str, JudgeFigures], gate: jd.Gate) -> str:
+    """One line per variant: binary kappa, false-correct, missed-correct, 3-class kappa."""
+    def pct(v):
+        return "-" if v is None else f"{100 * v:.0f}%"
+
+    def num(v):
+        return "undefined" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.2f}"
+
+    names = {"model": "model verdicts", "stage": "judge stage, no gate",
+             "gated": f"judge stage + gate (shared evidence word or semantic F1 >= {gate.min_semantic_f1:g})"}
+    lines = ["label variants (same model replies; correct vs. not correct):"]
+    for v, fig in figs.items():
+        b = fig.binary
+        lines.append(f"  {names[v]}: kappa {num(b['kappa'])}, false-correct {pct(b['false_correct'])}, "
+                     f"missed-correct {pct(b['missed_correct'])}; 3-class kappa {num(fig.kappa)}")
+    return "\n".join(lines)
 
 
 def render(fig: JudgeFigures, model: str | None = None) -> str:

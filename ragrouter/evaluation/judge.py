@@ -11,7 +11,9 @@ calibration).
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from typing import Callable
 
 PROMPT_VERSION = "judge-v2"  # v2: reason capped at one short sentence (a cut reply is unusable)
 LABELS = ("correct", "incorrect", "incomplete")
@@ -55,6 +57,84 @@ def parse_label(data) -> tuple[str, str]:
     if label not in LABELS:
         raise ValueError(f"judge label {label!r} is not one of {', '.join(LABELS)}")
     return label, str(data.get("reason", ""))[:2000]
+
+
+# --------------------------------------------------------------------------- the evidence gate
+
+@dataclasses.dataclass(frozen=True)
+class Gate:
+    """The evidence gate (``judge.gate``): a "correct" verdict stands only when the answer
+    shares a content word with the gold answer that the question does not already give, or
+    when its semantic F1 against the gold is at least ``min_semantic_f1``; otherwise it
+    becomes "incorrect". "incorrect" and "incomplete" verdicts pass unchanged.
+
+    It is a rule over the model's verdict, not part of the request: the model call (and its
+    cache entry) is the same with and without it, so changing the gate re-derives labels
+    without asking the model again. Its setting is part of the judgment key
+    (:func:`judge_key`), and the model's own verdict is kept as ``judgments.raw_label``."""
+
+    enabled: bool = False
+    min_semantic_f1: float = 0.5
+
+    @property
+    def tag(self) -> str:
+        return f"gate-f1-{self.min_semantic_f1:g}" if self.enabled else ""
+
+
+def gate_from_config(config) -> Gate:
+    sec = config.get("judge.gate", {}) or {}
+    if not isinstance(sec, dict):
+        from ragrouter.config import ConfigError
+
+        raise ConfigError(f"{config.source}: setting 'judge.gate' must be a mapping (enabled, min_semantic_f1)")
+    thr = float(sec.get("min_semantic_f1", 0.5))
+    if not 0.0 <= thr <= 1.0:
+        from ragrouter.config import ConfigError
+
+        raise ConfigError(f"{config.source}: setting 'judge.gate.min_semantic_f1' must lie in [0, 1] (got {thr})")
+    return Gate(enabled=bool(sec.get("enabled", False)), min_semantic_f1=thr)
+
+
+def judge_key(backend: str, config=None, gate: Gate | None = None) -> str:
+    """The ``judgments.judge`` value of a judge: backend, prompt version and gate, e.g.
+    ``local-qwen-1.5b/judge-v2`` or ``local-qwen-1.5b/judge-v2/gate-f1-0.5``. A new prompt
+    or gate setting is a new judge (its labels are made beside the old ones; the model calls
+    they need are cache hits when the prompt is unchanged)."""
+    if gate is None:
+        gate = gate_from_config(config) if config is not None else Gate()
+    return "/".join(p for p in (backend, PROMPT_VERSION, gate.tag) if p)
+
+
+def key_backend(key: str) -> str:
+    """The backend name of a judgment key (a key without '/' is a bare backend name)."""
+    return key.split("/", 1)[0]
+
+
+def evidence_words(question: str, gold: str) -> set[str]:
+    """Content words of the gold answer that the question does not contain (all of the
+    gold's content words when the question contains every one)."""
+    from ragrouter.evaluation.calibration_cases import content_words
+
+    g = content_words(gold)
+    return (g - content_words(question)) or g
+
+
+def shares_evidence(question: str, gold: str, answer: str) -> bool:
+    from ragrouter.evaluation.calibration_cases import content_words
+
+    return bool(content_words(answer) & evidence_words(question, gold))
+
+
+def apply_gate(gate: Gate, label: str, question: str, gold: str, answer: str,
+               semantic_f1: Callable[[], float] | float | None = None) -> str:
+    """The gated label of a verdict. ``semantic_f1`` (a value or a zero-argument function,
+    called only when needed) is the answer's semantic F1 against the gold."""
+    if not gate.enabled or label != "correct" or shares_evidence(question, gold, answer):
+        return label
+    f1 = semantic_f1() if callable(semantic_f1) else semantic_f1
+    if f1 is not None and float(f1) >= gate.min_semantic_f1:
+        return label
+    return "incorrect"
 
 
 def majority(labels: list[str]) -> tuple[str, float]:

@@ -39,7 +39,8 @@ class JudgeStage(Stage):
         return services.config.role("judge")
 
     def _judge(self, config) -> str:
-        return str(config.role("judge"))
+        """The judgment key: backend, prompt version and gate (judge.judge_key)."""
+        return jd.judge_key(str(config.role("judge")), config)
 
     def _samples(self, config) -> int:
         return max(1, int(config.get("judge.samples", 1)))
@@ -79,19 +80,23 @@ class JudgeStage(Stage):
     def compute(self, unit, services):
         p = unit.payload
         if jd.is_refusal(p["answer"]):  # the prompt's own rule, applied without a call
-            return [(i, "incomplete", REFUSAL_REASON, None) for i in range(p["k"])]
+            return [(i, "incomplete", REFUSAL_REASON, None, None) for i in range(p["k"])]
+        gate = jd.gate_from_config(services.config)
         out = []
         for i in range(p["k"]):
             res = services.gateway.chat("judge", jd.messages(p["question"], p["gold"], p["answer"]),
                                         **self._kwargs(services.config, i))
-            label, reason = jd.parse_label(res.data)
-            out.append((i, label, reason, res.call_id))
+            raw, reason = jd.parse_label(res.data)
+            label = jd.apply_gate(gate, raw, p["question"], p["gold"], p["answer"],
+                                  lambda: gate_f1(services, p["answer"], p["gold"]))
+            out.append((i, label, reason, res.call_id, raw))
         return out
 
     def write(self, conn, unit, result):
         p = unit.payload
         rows = [{"run_id": p["run_id"], "judge": p["judge"], "sample_index": i, "label": label, "reason": reason,
-                 "is_calibration": False, "llm_call_id": call_id} for i, label, reason, call_id in result]
+                 "is_calibration": False, "llm_call_id": call_id, "raw_label": raw}
+                for i, label, reason, call_id, raw in result]
         conn.execute(insert(models.Judgment).values(rows).on_conflict_do_nothing(
             index_elements=["run_id", "judge", "sample_index"]))
 
@@ -105,6 +110,36 @@ class JudgeStage(Stage):
             for i in range(p["k"]):
                 est.add_chat(gw, "judge", jd.messages(p["question"], p["gold"], p["answer"]),
                              **self._kwargs(services.config, i))
+        return [est]
+
+    def estimate_fresh(self, services, scope):
+        """Judging of the runs the answer stage has not made yet: k calls per future run,
+        the prompt with the question, the gold answer and an answer of the generator's
+        max_tokens (an upper bound; refusals, judged without a call, are not known yet)."""
+        from ragrouter.stages.registry import all_stages
+
+        answer = all_stages().get("answer")
+        if answer is None:
+            return []
+        with services.db_lock, services.engine.connect() as conn:
+            future = answer.pending(conn, scope)
+            golds = dict(conn.execute(text("SELECT id, answer FROM queries WHERE status = 'accepted'")).all())
+        if not future:
+            return []
+        cfg = services.config
+        gw = services.gateway
+        k = self._samples(cfg)
+        est = Estimate(stage=self.name, model=str(cfg.backend(self._judge(cfg).split("/")[0])["model"]))
+        for unit in future:
+            p = unit.payload
+            cap = int(cfg.get("paradigms.llm_only.max_tokens", cfg.get("generation.max_tokens"))) \
+                if p["paradigm"] == "llm_only" else int(cfg.get("generation.max_tokens"))
+            msgs = jd.messages(p["question"], str(golds.get(p["query_id"], "")), "")
+            for i in range(k):
+                pt, ct = gw.estimate_tokens(msgs, self._kwargs(cfg, i)["max_tokens"])
+                est.calls += 1
+                est.prompt_tokens += pt + cap
+                est.completion_tokens += ct
         return [est]
 
 
@@ -182,6 +217,13 @@ class ScoreStage(Stage):
         stmt = insert(models.AnswerScore).values(rows)
         conn.execute(stmt.on_conflict_do_update(index_elements=["run_id", "metric", "scorer"],
                                                 set_={"value": stmt.excluded.value}))
+
+
+def gate_f1(services, answer: str, gold: str) -> float:
+    """Semantic F1 of one answer against its gold, for the evidence gate (the score stage's
+    scorer, loaded once per process and only when a verdict needs it)."""
+    sem, _ = services.memo("score-models", lambda: _score_models(services.config))
+    return float(sem.score([answer], [gold])[0])
 
 
 def _json_list(value) -> list[int]:

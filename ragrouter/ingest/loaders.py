@@ -56,7 +56,7 @@ __all__ = [
     "CUAD_QTYPE", "GRAPHRAG_DROPPED", "GRAPHRAG_QTYPES", "JSONL_SUFFIXES", "LOADERS", "QUALITY_QTYPE",
     "RAGROUTER_QTYPES", "SQUALITY_QTYPE", "TWOWIKI_QTYPES", "content_id", "load", "load_2wikimultihopqa",
     "load_cuad", "load_graphrag_bench", "load_jsonl", "load_musique", "load_quality", "load_ragrouter",
-    "load_squality",
+    "load_squality", "QUALIFIED", "qualify", "repeated_questions", "story_title",
 ]
 
 #: GraphRAG-Bench ``question_type`` → query type; Creative Generation is dropped (paper §3.2).
@@ -483,10 +483,83 @@ LOADERS: dict[str, Callable[[list[Path]], Dataset]] = {
 }
 
 
-def load(fmt: str, paths: Iterable[str | Path]) -> Dataset:
-    """Load ``paths`` with the loader registered as ``fmt``."""
+# --------------------------------------------------------------------------- self-contained questions
+
+QUALIFIED: dict[str, str] = {"cuad": "contract", "squality": "story", "quality": "story"}
+"""Formats whose questions are asked of one document, and what that document is called.
+
+Their question texts repeat across documents (CUAD: "The name of the contract" for every
+contract; SQuALITY: "What is the plot of the story?" for every story), so neither a
+retriever nor a cache can tell which document is meant. :func:`load` qualifies them with
+the document's title by default: ``In the contract "<title>": The name of the contract``."""
+
+_BYLINE = re.compile(r"^by\s+\S", re.I)
+_BOILERPLATE = re.compile(r"^(produced by|distributed proofreading|\[transcriber|e-text prepared|this etext)", re.I)
+
+
+def story_title(text: str) -> str:
+    """The title of a Gutenberg story: the line before its byline ("By ALFRED COPPEL, JR."),
+    else its first line that is not producer boilerplate; "" when there is none."""
+    lines = [ln.strip() for ln in text.strip().splitlines()[:40] if ln.strip()]
+    lines = [ln for ln in lines if not _BOILERPLATE.match(ln) and not ln.lower().startswith("http")]
+    for i, line in enumerate(lines[:12]):
+        if _BYLINE.match(line) and i > 0:
+            return lines[i - 1][:200]
+    return lines[0][:200] if lines else ""
+
+
+def document_title(doc: Document, noun: str) -> str:
+    if doc.title.strip():
+        return " ".join(doc.title.split())
+    if noun == "story":
+        return story_title(doc.text)
+    return doc.external_id
+
+
+def qualify(dataset: Dataset, noun: str) -> Dataset:
+    """Questions of one document prefixed with its title (``In the <noun> "<title>": …``);
+    the verbatim text is kept in ``meta['question_verbatim']``. Questions that do not name
+    exactly one document of the dataset stay as they are."""
+    from dataclasses import replace
+
+    titles = {d.external_id: document_title(d, noun) for d in dataset.documents}
+    out = []
+    for q in dataset.questions:
+        docs = list(dict.fromkeys(q.supporting_doc_ids))
+        title = titles.get(docs[0]) if len(docs) == 1 else None
+        if not title:
+            out.append(q)
+            continue
+        out.append(replace(q, question=f'In the {noun} "{title}": {q.question}',
+                           meta={**q.meta, "question_verbatim": q.question}))
+    return replace(dataset, questions=out)
+
+
+def repeated_questions(dataset: Dataset) -> list[tuple[str, int, int]]:
+    """(question text, times, distinct answers) for texts asked more than once with
+    different answers — in a corpus of several documents, such a question does not say which
+    document it is about. Most repeated first."""
+    if len(dataset.documents) < 2:
+        return []
+    answers: dict[str, list[str]] = {}
+    for q in dataset.questions:
+        answers.setdefault(" ".join(q.question.split()).lower(), []).append(q.answer.strip())
+    first = {}
+    for q in dataset.questions:
+        first.setdefault(" ".join(q.question.split()).lower(), q.question)
+    out = [(first[k], len(v), len(set(v))) for k, v in answers.items() if len(v) > 1 and len(set(v)) > 1]
+    return sorted(out, key=lambda r: (-r[1], r[0]))
+
+
+def load(fmt: str, paths: Iterable[str | Path], qualify_questions: bool = True) -> Dataset:
+    """Load ``paths`` with the loader registered as ``fmt``. Questions of the formats in
+    :data:`QUALIFIED` are qualified with their document's title unless
+    ``qualify_questions`` is False."""
     try:
         loader = LOADERS[fmt]
     except KeyError:
         raise ValueError(f"unknown dataset format {fmt!r} (known: {', '.join(LOADERS)})") from None
-    return loader([Path(p) for p in paths])
+    dataset = loader([Path(p) for p in paths])
+    if qualify_questions and fmt in QUALIFIED:
+        dataset = qualify(dataset, QUALIFIED[fmt])
+    return dataset

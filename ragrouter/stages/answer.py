@@ -186,28 +186,76 @@ class AnswerStage(Stage):
                  for i, (call_id, phase) in enumerate(result.calls)]))
 
     def estimate(self, conn, units, services):
-        from ragrouter.llm import tokens
+        """Calls and tokens of the pending units, per generator.
 
-        budget = int(services.config.get("retrieval.token_budget"))
-        max_out = int(services.config.get("generation.max_tokens"))
-        per = {}
+        Calls the paradigms of one query share are counted once (the query's entity
+        extraction: graph, hybrid and iterative over graph; see QueryContext), and calls
+        whose request is known before retrieval (the direct answers of llm_only and of
+        iterative round 0, the entity extraction) are looked up in the cache. A generation
+        prompt counts its template, the question and the context it will carry: the token
+        budget, or the corpus' tokens when the corpus is smaller. IterativeRAG's rounds are
+        the mean of this store's iterative runs of the generator (at least 3), else the
+        maximum (an upper bound). Completion tokens are the max_tokens caps."""
+        from ragrouter.paradigms import prompts
+        from ragrouter.paradigms.settings import Settings
+
+        s = Settings.from_config(services.config)
+        gw = services.gateway
+        with services.db_lock, services.engine.connect() as c:
+            corpus_tokens = {int(r[0]): int(r[1] or 0) for r in c.execute(text(
+                "SELECT corpus_id, SUM(n_tokens) FROM documents GROUP BY corpus_id")).all()}
+            hist = {r[0]: (int(r[1]), float(r[2] or 0.0)) for r in c.execute(text(
+                "SELECT generator, COUNT(*), AVG(iterations) FROM paradigm_runs WHERE paradigm LIKE 'iterative%' "
+                "GROUP BY generator")).all()}
+        gen_kw = dict(temperature=s.gen_temperature, max_tokens=s.gen_max_tokens)
+        ent_kw = dict(temperature=s.extract_temperature, max_tokens=s.extract_max_tokens,
+                      json_schema=prompts.ENTITIES_SCHEMA)
+        per: dict[str, Estimate] = {}
+        by_query: dict[tuple[int, str], list] = {}
         for unit in units:
-            g = unit.payload["generator"]
+            by_query.setdefault((unit.payload["query_id"], unit.payload["generator"]), []).append(unit)
+
+        def add(est, messages, max_tokens, extra_prompt=0, known=False, role=None, **kw):
+            est.calls += 1
+            if known and gw.is_cached(role, messages, max_tokens=max_tokens, **kw):
+                est.cached_calls += 1
+                return
+            pt, ct = gw.estimate_tokens(messages, max_tokens)
+            est.prompt_tokens += pt + extra_prompt
+            est.completion_tokens += ct
+
+        for (qid, g), group in by_query.items():
             est = per.setdefault(g, Estimate(stage=self.name, model=str(services.config.backend(g)["model"])))
-            q = tokens.count(unit.payload["question"])
-            para = unit.payload["paradigm"]
-            if para == "llm_only":
-                calls, prompt = 1, q + 60
-            elif para in ("naive",):
-                calls, prompt = 1, q + budget + 80
-            elif para in ("graph", "hybrid"):
-                calls, prompt = 2, 2 * q + budget + 200
-            else:  # iterative: round 0, up to 3 rounds of evaluation + generation (upper bound)
-                rounds = int(services.config.get("paradigms.iterative.max_rounds"))
-                calls, prompt = 2 + 3 * rounds, (1 + 3 * rounds) * q + rounds * budget + 400
-            est.calls += calls
-            est.prompt_tokens += prompt
-            est.completion_tokens += calls * max_out
+            q = group[0].payload["question"]
+            ctx_tokens = min(s.token_budget, corpus_tokens.get(group[0].payload["corpus_id"], s.token_budget))
+            names = [u.payload["paradigm"] for u in group]
+            base = s.iter_base_retriever
+            needs_entities = any(p in ("graph", "hybrid") or (p == "iterative" and base == "graph")
+                                 or (p.startswith("iterative") and p != "iterative_naive" and base == "graph")
+                                 for p in names)
+            if needs_entities:  # shared by the query's paradigms: one call
+                add(est, prompts.ENTITIES.messages(question=q), known=True, role=g, **ent_kw)
+            gen_msgs = prompts.GENERATION.messages(context="", question=q)
+            for p in names:
+                if p == "llm_only":
+                    add(est, prompts.DIRECT.messages(question=q), s.llm_only_max_tokens, known=True, role=g,
+                        temperature=s.llm_only_temperature)
+                elif p in ("naive", "graph", "hybrid"):
+                    add(est, gen_msgs, s.gen_max_tokens, extra_prompt=ctx_tokens)
+                elif p.startswith("iterative"):
+                    add(est, prompts.DIRECT.messages(question=q), known=True, role=g, **gen_kw)
+                    add(est, prompts.self_eval_messages(q, "", None), s.gen_max_tokens, extra_prompt=s.gen_max_tokens)
+                    n, mean = hist.get(g, (0, 0.0))
+                    rounds = mean if n >= 3 else float(s.iter_max_rounds)
+                    per_round = Estimate(stage=self.name, model=est.model)
+                    if (base if p == "iterative" else "naive") == "graph":
+                        add(per_round, prompts.ENTITIES.messages(question=q), s.extract_max_tokens)
+                    add(per_round, gen_msgs, s.gen_max_tokens, extra_prompt=ctx_tokens)
+                    add(per_round, prompts.self_eval_messages(q, "", "x"), s.gen_max_tokens,
+                        extra_prompt=ctx_tokens + s.gen_max_tokens)
+                    est.calls += round(rounds * per_round.calls)
+                    est.prompt_tokens += round(rounds * per_round.prompt_tokens)
+                    est.completion_tokens += round(rounds * per_round.completion_tokens)
         return list(per.values())
 
 

@@ -89,6 +89,7 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
             stage.finish(conn, services, scope)
         report.seconds = time.monotonic() - started
         return report
+    services.record_stage(stage.name)  # this process, its config and its stages: what the store's runs expect
     stage.prepare(services, scope)
     workers = workers or stage_workers(stage, services)
     batch_size = batch_size or int(services.config.get("worker.batch_size", 50))
@@ -247,14 +248,30 @@ def stage_workers(stage: Stage, services: Services) -> int:
 
 
 def dry_run(stages: list[Stage], services: Services, scope: Scope) -> list[Estimate]:
-    """What the pending work of ``stages`` would spend, minus what the cache holds."""
+    """What the pending work of ``stages`` would spend, minus what the cache holds.
+
+    A stage with an ``estimate_fresh(services, scope)`` hook also estimates the units its
+    inputs will make once the earlier stages ran (extraction of chunks not made yet, judging
+    of runs not made yet), so a dry run on a freshly ingested corpus is not empty."""
     estimates: list[Estimate] = []
     for stage in stages:
         with services.db_lock, services.engine.connect() as conn:
             units = stage.pending(conn, scope)
         # The connection is closed first: cache look-ups use the store too.
-        if units:
-            estimates.extend(stage.estimate(None, units, services))
-        else:
-            estimates.append(Estimate(stage=stage.name, model="-"))
+        found = list(stage.estimate(None, units, services)) if units else []
+        fresh = getattr(stage, "estimate_fresh", None)
+        if callable(fresh):
+            found = _merge(found + list(fresh(services, scope)))
+        estimates.extend(found or [Estimate(stage=stage.name, model="-")])
     return estimates
+
+
+def _merge(estimates: list[Estimate]) -> list[Estimate]:
+    out: dict[tuple[str, str], Estimate] = {}
+    for e in estimates:
+        m = out.setdefault((e.stage, e.model), Estimate(stage=e.stage, model=e.model))
+        m.calls += e.calls
+        m.cached_calls += e.cached_calls
+        m.prompt_tokens += e.prompt_tokens
+        m.completion_tokens += e.completion_tokens
+    return list(out.values())

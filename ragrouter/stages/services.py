@@ -40,7 +40,19 @@ class Services:
         with self.db_lock, self.engine.begin() as conn:
             return conn.execute(insert(models.WorkerRun).values(
                 host=socket.gethostname(), pid=os.getpid(), command=self.command[:2000],
+                config=_jsonable(getattr(self.config, "data", None)),
             ).returning(models.WorkerRun.id)).scalar_one()
+
+    def record_stage(self, name: str) -> None:
+        """Note in this process' worker_runs row that it ran units of stage ``name`` (with its
+        config: what ``status`` reads when no --config is given)."""
+        stages = self.__dict__.setdefault("_stages_run", [])
+        run_id = self.worker_run_id
+        if name in stages:
+            return
+        stages.append(name)
+        with self.db_lock, self.engine.begin() as conn:
+            conn.execute(update(models.WorkerRun).where(models.WorkerRun.id == run_id).values(stages=list(stages)))
 
     def finish(self) -> None:
         """Flush and close the gateway (its ledger rows, its DuckDB connection), stamp the run."""
@@ -66,3 +78,12 @@ class Services:
             if key not in self.cache:
                 self.cache[key] = factory()
             return self.cache[key]
+
+
+def _jsonable(data):
+    """The config as JSON would store it (mapping keys as text), or None."""
+    if data is None:
+        return None
+    import json
+
+    return json.loads(json.dumps(data, default=str))
