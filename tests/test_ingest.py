@@ -503,6 +503,8 @@ def test_ingest_warns_about_repeated_questions(tmp_path):
     args = [sys.executable, "cli.py", "--db", db, "ingest", "--corpus", "stories", "--format", "squality",
             str(HERE / "squality_slice.jsonl")]
     env = {**os.environ, "RAGROUTER_CONFIG": ""}
+    subprocess.run([sys.executable, "cli.py", "--db", db, "db", "upgrade"], cwd=root, check=True, env=env,
+                   capture_output=True)
     out = subprocess.run(args + ["--verbatim-questions"], cwd=root, capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
     warning = [ln for ln in out.stderr.splitlines() if ln.startswith("warning:")]

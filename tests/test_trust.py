@@ -81,7 +81,7 @@ def test_corpus_slice_docs_chunks_and_quota(tmp_path):
 
     here = Path(__file__).resolve().parent / "data"
     db = f"duckdb:///{tmp_path / 's.duckdb'}"
-    out = _cli(["--db", db, "ingest", "--corpus", "cuad", "--format", "cuad",
+    out = _cli(["--db", db, "--create", "ingest", "--corpus", "cuad", "--format", "cuad",
                 str(here / "cuad_clause_qa_slice.jsonl"), str(here / "cuad_contracts_slice.json")])
     assert out.exit_code == 0, out.output
     out = _cli(["--db", db, "corpus", "slice", "cuad", "cuad-1", "--docs", "1"])

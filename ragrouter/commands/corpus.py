@@ -62,8 +62,8 @@ def slice_dataset(ds: Dataset, *, docs: int | None = None, chunks: int | None = 
     n = docs if docs is not None else chunks
     if n is None or n < 1:
         raise ValueError(f"--{'docs' if docs is not None else 'chunks'} must be at least 1 (got {n})")
-    if per_type is not None and per_type < 1:
-        raise ValueError(f"--queries-per-type must be at least 1 (got {per_type})")
+    if per_type is not None and per_type < 0:  # 0: the documents without their questions
+        raise ValueError(f"--queries-per-type must be at least 0 (got {per_type})")
     rng = random.Random(seed) if seed is not None else None
     kept: list[Document] = []
     renamed: dict[str, str] = {}

@@ -273,6 +273,8 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
     scores = frames["router_scores"]
     for (dataset, generator, rjudge), part in scores.groupby(["dataset", "generator", "judge"], dropna=False, sort=True):
         rjudge = None if isinstance(rjudge, float) else rjudge
+        part = part.copy()  # v_router_scores holds rates as fractions; Fig. 5 draws percent
+        part[["routing_accuracy", "correct_rate"]] = 100.0 * part[["routing_accuracy", "correct_rate"]].astype(float)
         bounds = _bounds(engine, part, generator, rjudge)
         tag = f"{slug(dataset)}__{slug(generator)}__{slug(rjudge or 'nojudge')}"
         add_figure(f"fig5_routing__{tag}",

@@ -142,7 +142,8 @@ def routing_bounds(scores: pd.DataFrame, bounds: dict[str, dict[str, float]], ti
             for bar, v in zip(bars, vals):
                 ax.text(bar.get_x() + bar.get_width() / 2, (0 if np.isnan(v) else v) + 1.0,
                         "n/a" if np.isnan(v) else f"{v:.1f}", ha="center", va="bottom", fontsize=6, rotation=90)
-        for (name, b), style in zip(bounds.items(), ("--", ":", "-.")):
+        named = [(name, b) for name, b in bounds.items() if not name.startswith("_")]  # "_source" is a note
+        for (name, b), style in zip(named, ("--", ":", "-.")):
             v = b.get(col)
             if v is not None and _finite(v):
                 ax.axhline(v, linestyle=style, color="black" if name == "Oracle" else "grey", linewidth=1.2)
