@@ -104,20 +104,17 @@ def mrr(y_true, proba: np.ndarray, classes: Sequence[str]) -> float:
     return float(reciprocal_ranks(y_true, proba, classes).mean()) if len(proba) else float("nan")
 
 
-Z95 = 1.959963984540054  # the 97.5 % normal quantile
 
 
-def wilson_interval(k: float, n: float, z: float = Z95) -> tuple[float, float]:
-    """95 % Wilson score interval of a proportion ``k / n`` (statsmodels'
-    ``proportion_confint(k, n, method='wilson')``); (nan, nan) for n = 0. The same formula is
-    in ``queries/views/201_v_router_scores.sql``."""
-    if not n:
-        return float("nan"), float("nan")
-    p = k / n
-    denom = 1.0 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return float(centre - half), float(centre + half)
+def wilson_interval(k: float, n: float) -> tuple[float, float]:
+    """95 % Wilson score interval of a proportion ``k / n``: the one implementation,
+    :func:`ragrouter.evaluation.stats.wilson_interval` (= statsmodels' ``proportion_confint(k, n,
+    method='wilson')``, tested); (nan, nan) for n = 0. The same formula is in
+    ``queries/views/201_v_router_scores.sql``."""
+    from ragrouter.evaluation import stats
+
+    low, high = stats.wilson_interval(k, n)
+    return float(low), float(high)
 
 
 def fallback_paradigm(y_train, paradigms: Sequence[str], meta: pd.DataFrame | None = None) -> str:
