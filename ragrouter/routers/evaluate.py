@@ -104,8 +104,6 @@ def mrr(y_true, proba: np.ndarray, classes: Sequence[str]) -> float:
     return float(reciprocal_ranks(y_true, proba, classes).mean()) if len(proba) else float("nan")
 
 
-
-
 def wilson_interval(k: float, n: float) -> tuple[float, float]:
     """95 % Wilson score interval of a proportion ``k / n``: the one implementation,
     :func:`ragrouter.evaluation.stats.wilson_interval` (= statsmodels' ``proportion_confint(k, n,
