@@ -293,8 +293,13 @@ def test_judge_calibration_line_figure_and_empty_context(store, tmp_path):
 
     m = [[4, 0, 0], [3, 1, 0], [1, 0, 3]]  # rows: true correct / incorrect / incomplete; cols: verdicts
     kappa = kappa_from_confusion(m)
-    assert kappa < 0.6
-    line = f"> Judge `judge-x`: calibrated on 2026-03-04 (case set `cases-v1`, 12 cases): Cohen's κ = {kappa:.2f}"
+    from sklearn.metrics import cohen_kappa_score
+
+    # correct vs. not (the labels the tables use): true correct 4 -> 4 correct; true not 8 -> 4 correct, 4 not
+    binary = cohen_kappa_score([1] * 4 + [0] * 8, [1] * 4 + [1] * 4 + [0] * 4)
+    assert binary < 0.6
+    line = (f"> Judge `judge-x`: calibrated on 2026-03-04 (case set `cases-v1`, 12 cases): Cohen's κ correct vs. "
+            f"not = {binary:.2f} (3 labels: {kappa:.2f})")
     assert md.count(line) >= 6  # Tables 2, 13, 15, oracle, routers, Figs. 4, 7, 13 …
     assert "**Warning: κ < 0.6" in md
     assert "fig_calibration" in report.figures

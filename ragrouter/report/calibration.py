@@ -128,7 +128,10 @@ def judge_trust(engine: Engine, judge: str | None) -> dict:
     when = read_sql(engine, "SELECT MAX(created_at) AS d FROM judgments WHERE is_calibration AND judge = :j",
                     {"j": judge})["d"].iloc[0]
     kappa = None if r["kappa"] is None or (isinstance(r["kappa"], float) and math.isnan(r["kappa"])) else float(r["kappa"])
-    out.update(calibrated=True, kappa=kappa, false_correct=r["false_correct"], n_cases=int(r["n_cases"]),
+    bk = r.get("binary_kappa")
+    binary_kappa = None if bk is None or (isinstance(bk, float) and math.isnan(bk)) else float(bk)
+    out.update(calibrated=True, kappa=kappa, binary_kappa=binary_kappa, false_correct=r["false_correct"],
+               n_cases=int(r["n_cases"]),
                case_set=r["case_set"], date=str(when)[:10] if when is not None else None)
     return out
 
@@ -142,12 +145,17 @@ def trust_line(trust: dict) -> str:
         return (f"> Judge `{judge}`: **not calibrated** — how far its labels can be trusted is unknown "
                 f"(run `{COMMAND}`).")
     kappa = trust.get("kappa")
+    # The tables and oracle labels rest on correct vs. not correct: the warning reads that κ (the
+    # one `judge calibrate` and the README's trust table report); the 3-label κ is shown beside it.
+    binary = trust.get("binary_kappa", kappa)
     k = "undefined" if kappa is None else f"{kappa:.2f}"
+    bk = "undefined" if binary is None else f"{binary:.2f}"
     fc = trust.get("false_correct")
     line = (f"> Judge `{judge}`: calibrated on {trust.get('date') or 'an unknown date'} (case set "
-            f"`{trust.get('case_set')}`, {trust.get('n_cases')} cases): Cohen's κ = {k}"
+            f"`{trust.get('case_set')}`, {trust.get('n_cases')} cases): Cohen's κ correct vs. not = {bk} "
+            f"(3 labels: {k})"
             + (f", wrong or incomplete answers judged correct {_pct(fc)}" if fc is not None else "") + ".")
-    if kappa is None or kappa < KAPPA_WARN:
+    if binary is None or binary < KAPPA_WARN:
         line += (f" **Warning: κ < {KAPPA_WARN}: the judge's labels are unreliable; treat every accuracy, correct "
                  "rate and oracle label below with caution.**")
     return line
