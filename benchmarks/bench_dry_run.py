@@ -1,14 +1,24 @@
-"""How honest is `run --dry-run`? Estimate on a freshly ingested store, run, compare.
+"""How honest is `run --dry-run`? Estimate on a freshly ingested corpus, run, compare.
 
 The demo's pipeline (chunk → extract → embed → metrics → answer → judge → score) on the
 answer-stage test's toy corpus (4 documents, 6 questions, 5 paradigms) against the scripted
 fake OpenAI-compatible endpoint (tests/fake_openai.py; deterministic replies), so it runs in
-seconds anywhere. Per stage: the dry run's calls to make and prompt tokens, against the
-calls and prompt tokens the run then billed (the ledger, llm_calls). Completion tokens are
-printed too: the dry run gives the max_tokens caps (an upper bound), the fake model's replies
-are short, so that column is not expected to match.
+seconds anywhere. Twice, in one store:
+
+* ``fresh`` — a fresh store: what the dry run expects of the replies rests on the priors
+  (``dry_run.completion_share``, ``dry_run.iterative_rounds``): they were measured on the local
+  Qwen models, and the fake model answers in a few tokens, so completions are over-estimated
+  here by design — this row shows what a prior costs;
+* ``history`` — a second corpus (the same documents and questions reworded, so no request is a
+  cache hit) in the same store: the store's own history of the model in each stage replaces
+  the priors.
+
+Per stage: the dry run's calls and prompt / completion tokens beside what the ledger billed
+(ragrouter.stages.expect.compare). The real model's figure is the demo's own
+``dry_run_vs_billed.csv`` (every `make run` writes it; benchmarks/README.md, "Dry runs").
 
     .venv/bin/python benchmarks/bench_dry_run.py [--json]
+    .venv/bin/python benchmarks/bench_dry_run.py --demo-store ragrouter.duckdb   # a cold demo's store
 """
 
 from __future__ import annotations
@@ -20,62 +30,123 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sqlalchemy import create_engine, text  # noqa: E402
+from sqlalchemy import create_engine  # noqa: E402
 
 PIPELINE = ["chunk", "extract", "embed", "metrics", "answer", "judge", "score"]
 
 
-def measure(engine, srv) -> list[dict]:
-    from ragrouter.stages import registry
-    from ragrouter.stages.base import Scope
-    from ragrouter.stages.runner import dry_run
-    from ragrouter.stages.services import Services
-    from tests.test_stages_answer import fake_config, ingest, run
+def _ingest(engine, corpus: str, reword: str) -> None:
+    from ragrouter.db.engine import write_lock
+    from ragrouter.ingest import store as ingest_store
+    from ragrouter.ingest.records import Dataset, Document, Question
+    from tests.test_stages_answer import DOCS, QUESTIONS
 
-    ingest(engine)
+    ds = Dataset(documents=[Document(k, "", reword + v) for k, v in DOCS.items()],
+                 questions=[Question(i, reword + q, a, t) for i, q, a, t in QUESTIONS])
+    with write_lock(engine), engine.begin() as conn:
+        ingest_store.write_dataset(conn, corpus, "test", ds, [])
+
+
+def measure(engine, srv, corpus: str = "toy", reword: str = "") -> list[dict]:
+    """Ingest the toy corpus as ``corpus`` (texts prefixed with ``reword``), dry-run the
+    pipeline on it, run it, and return :func:`ragrouter.stages.expect.compare`'s rows."""
+    from ragrouter.stages import expect, registry
+    from ragrouter.stages.base import Scope
+    from ragrouter.stages.runner import dry_run, run_stage
+    from ragrouter.stages.services import Services
+    from tests.test_stages_answer import fake_config
+
+    _ingest(engine, corpus, reword)
     cfg = fake_config(srv)
     services = Services(cfg, engine)
     try:
         stages = registry.all_stages()
-        est = dry_run([stages[n] for n in PIPELINE], services, Scope(corpus="toy", config=cfg))
+        scope = Scope(corpus=corpus, config=cfg)
+        est = dry_run([stages[n] for n in PIPELINE], services, scope)
+        with engine.connect() as conn:
+            mark = expect.ledger_mark(conn)
+        for n in PIPELINE:
+            run_stage(stages[n], services, scope, progress=False)
     finally:
         services.finish()
-    run(engine, cfg, *PIPELINE)
     with engine.connect() as conn:
-        billed = {r[0]: (int(r[1]), int(r[2] or 0), int(r[3] or 0)) for r in conn.execute(text(
-            "SELECT stage, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens) FROM llm_calls GROUP BY stage"))}
+        return expect.compare(conn, est, mark)
+
+
+def demo_against(store_path: str, config_path: str = "configs/demo.yaml") -> list[dict]:
+    """The demo's dry run on a fresh store (its slice ingested, nothing run) beside what a
+    finished cold demo store ``store_path`` billed per stage (its whole ledger): the same
+    requests, so the same figure ``make run`` writes to ``dry_run_vs_billed.csv``."""
+    from ragrouter import demo as demo_data
+    from ragrouter.config import Config
+    from ragrouter.db import migrate
+    from ragrouter.db.engine import write_lock
+    from ragrouter.ingest import store as ingest_store
+    from ragrouter.stages import expect, registry
+    from ragrouter.stages.base import Scope
+    from ragrouter.stages.runner import dry_run
+    from ragrouter.stages.services import Services
+
+    cfg = Config.load(config_path)
+    d = cfg.section("demo")
+    with tempfile.TemporaryDirectory() as tmp:
+        engine = create_engine(f"duckdb:///{tmp}/fresh.duckdb")
+        migrate.upgrade(engine)
+        ds = demo_data.medical_slice(demo_data.default_data_dir(), int(d.get("chunks", 20)), int(d.get("per_type", 3)),
+                                     float(d.get("evidence_overlap", 0.8)), int(cfg.get("chunking.window")),
+                                     int(cfg.get("chunking.overlap")))
+        corpus = str(d.get("corpus", "medical-demo"))
+        with write_lock(engine), engine.begin() as conn:
+            ingest_store.write_dataset(conn, corpus, "graphrag-bench", ds, ["medical slice"])
+        services = Services(cfg, engine)
+        try:
+            stages = registry.all_stages()
+            est = dry_run([stages[n] for n in PIPELINE], services, Scope(corpus=corpus, config=cfg))
+        finally:
+            services.finish()
+        engine.dispose()
+    done = create_engine(f"duckdb:///{store_path}", connect_args={"read_only": True})
+    with done.connect() as conn:
+        return expect.compare(conn, est, 0)
+
+
+def _fake_cases(migrate, fake, responder) -> list[dict]:
     out = []
-    for e in est:
-        if e.model == "-" and e.stage not in billed:
-            continue
-        calls, pt, ct = billed.get(e.stage, (0, 0, 0))
-        out.append({"stage": e.stage, "model": e.model, "estimated_calls": e.calls - e.cached_calls,
-                    "billed_calls": calls, "estimated_prompt_tokens": e.prompt_tokens, "billed_prompt_tokens": pt,
-                    "max_completion_tokens": e.completion_tokens, "billed_completion_tokens": ct})
+    with tempfile.TemporaryDirectory() as tmp:
+        engine = create_engine(f"duckdb:///{tmp}/s.duckdb")
+        migrate.upgrade(engine)
+        with fake(responder=responder, embedding_dim=32) as srv:
+            for case, corpus, reword in (("fresh", "toy", ""), ("history", "toy-b", "In other words: ")):
+                out += [{"case": case, **r} for r in measure(engine, srv, corpus, reword)]
+        engine.dispose()
     return out
 
 
 def main() -> None:
+    from ragrouter.db import migrate
     from tests.fake_openai import FakeOpenAI
     from tests.test_trust import judging_responder
-    from ragrouter.db import migrate
 
-    with tempfile.TemporaryDirectory() as tmp:
-        engine = create_engine(f"duckdb:///{tmp}/s.duckdb")
-        migrate.upgrade(engine)
-        with FakeOpenAI(responder=judging_responder, embedding_dim=32) as srv:
-            rows = measure(engine, srv)
-        engine.dispose()
+    out = []
+    if "--demo-store" in sys.argv:
+        store = sys.argv[sys.argv.index("--demo-store") + 1]
+        out = [{"case": "demo", **r} for r in demo_against(store)]
+    else:
+        out = _fake_cases(migrate, FakeOpenAI, judging_responder)
     if "--json" in sys.argv:
-        print(json.dumps(rows))
+        print(json.dumps(out))
         return
-    print("| stage | est. calls | billed calls | ratio | est. prompt tokens | billed prompt tokens | ratio |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
-        rc = r["estimated_calls"] / r["billed_calls"] if r["billed_calls"] else float("nan")
-        rp = r["estimated_prompt_tokens"] / r["billed_prompt_tokens"] if r["billed_prompt_tokens"] else float("nan")
-        print(f"| {r['stage']} | {r['estimated_calls']} | {r['billed_calls']} | {rc:.2f} | "
-              f"{r['estimated_prompt_tokens']} | {r['billed_prompt_tokens']} | {rp:.2f} |")
+
+    def r(v):
+        return "-" if v is None else f"{v:.2f}"
+
+    print("| case | stage | calls est/billed | ratio | prompt est/billed | ratio | completion est/billed (cap) | ratio | basis |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---|")
+    for x in out:
+        print(f"| {x['case']} | {x['stage']} | {x['est_calls']}/{x['billed_calls']} | {r(x['ratio_calls'])} | "
+              f"{x['est_prompt']}/{x['billed_prompt']} | {r(x['ratio_prompt'])} | "
+              f"{x['est_completion']}/{x['billed_completion']} ({x['max_completion']}) | {r(x['ratio_completion'])} | "
+              f"{x['basis']} |")
 
 
 if __name__ == "__main__":

@@ -48,12 +48,13 @@ BACKEND_EXTRA_KEYS = (
     "temperature", "max_tokens", "timeout_s", "retries", "concurrency", "api_key",
 )
 # Maps whose keys the user names (any key is allowed; values typed like the default's).
-FREE_MAPS = ("backends", "querygen.reasoning_hops", "querygen.counts")
+FREE_MAPS = ("backends", "querygen.reasoning_hops", "querygen.counts", "dry_run.completion_share")
 # Settings whose type is wider than their default's.
 WIDE_TYPES: dict[str, Any] = {f"roles.{r}": Union[StrictStr, list[StrictStr]] for r in ROLES}
 # Similarity thresholds: one number for every embedder, or a map embedder model -> number.
 _THRESHOLD = Union[StrictFloat, StrictInt, dict[str, Union[StrictFloat, StrictInt]]]
-WIDE_TYPES.update({"retrieval.min_similarity": _THRESHOLD, "retrieval.entity_min_similarity": _THRESHOLD})
+WIDE_TYPES.update({"retrieval.min_similarity": _THRESHOLD, "retrieval.entity_min_similarity": _THRESHOLD,
+                   "dry_run.iterative_rounds": Union[StrictFloat, StrictInt]})
 
 _TYPE_NAMES = {StrictBool: "true or false", StrictInt: "an integer", StrictStr: "a string",
                list: "a list", dict: "a mapping"}

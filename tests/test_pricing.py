@@ -100,7 +100,9 @@ def test_dry_run_and_status_print_dollars(tmp_path, monkeypatch):
     assert "paid (paid-model): in 2 / out 8 / cached 0.5" in dry.stdout
     line = next(ln for ln in dry.stdout.splitlines() if ln.strip().startswith("extract"))
     cells = line.split()
-    prompt, completion = int(cells[5].replace(",", "")), int(cells[6].replace(",", ""))
-    assert cells[7] == pricing.usd((prompt * 2.0 + completion * 8.0) / 1e6)
+    prompt, completion, cap = (int(cells[i].replace(",", "")) for i in (5, 6, 7))
+    assert completion <= cap and cells[8] in ("prior", "cap") or cells[8].startswith("history:")
+    assert cells[9] == pricing.usd((prompt * 2.0 + completion * 8.0) / 1e6)
+    assert cells[10] == pricing.usd((prompt * 2.0 + cap * 8.0) / 1e6)
     st = _cli("--config", str(cfg_path), "status", env=env)
     assert st.returncode == 0 and "billed in total: $0.00" in st.stdout

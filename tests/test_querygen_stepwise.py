@@ -431,7 +431,7 @@ def stepwise_end_to_end(wiki_store):
             (est,) = dry_run([registry.all_stages()["querygen"]], services, Scope(corpus="toy", config=step))
         finally:
             services.finish()
-        assert (est.calls, est.cached_calls) == (4 * 3 + 1, 0) and est.completion_tokens == 13 * 600
+        assert (est.calls, est.cached_calls) == (4 * 3 + 1, 0) and est.completion_cap == 13 * 600
         (qg,) = run(wiki_store, step, "querygen")
         assert (qg.pending, qg.done, qg.failed) == (9, 9, 0)
         (qg1,) = run(wiki_store, one, "querygen")  # the one-prompt strategy: 8 new reasoning units

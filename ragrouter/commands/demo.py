@@ -15,7 +15,8 @@ from ragrouter.db.engine import write_lock
 from ragrouter.ingest import store as ingest_store
 from ragrouter.stages import registry
 from ragrouter.stages.base import Scope
-from ragrouter.stages.runner import run_stage
+from ragrouter.stages import expect
+from ragrouter.stages.runner import dry_run, run_stage
 from ragrouter.stages.services import Services
 
 PIPELINE = ["chunk", "extract", "embed", "metrics", "answer", "judge", "score"]
@@ -53,6 +54,30 @@ def _calibrate_judge(engine, services, config, corpus: str, n: int, quiet: bool)
     fc = "-" if b["false_correct"] is None else f"{100 * b['false_correct']:.0f}%"
     click.echo(f"calibrate {rep.done} done, {rep.failed} failed of {rep.pending} pending ({rep.seconds:.1f}s): "
                f"judge {fig.judge} on {fig.n_cases} cases: kappa (correct vs. not) {kappa}, false-correct {fc}")
+
+
+def _dry_run_report(rows: list[dict], out: Path) -> None:
+    """Print, and write to ``out/dry_run_vs_billed.csv``, the dry run's estimate per stage beside
+    what the run then billed (a re-run bills nothing and estimates nothing)."""
+    import csv
+
+    out.mkdir(parents=True, exist_ok=True)
+    cols = ["stage", "model", "est_calls", "billed_calls", "ratio_calls", "est_prompt", "billed_prompt", "ratio_prompt",
+            "est_completion", "max_completion", "billed_completion", "ratio_completion", "ratio_tokens", "basis"]
+    with (out / "dry_run_vs_billed.csv").open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=cols, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+
+    def r(v):
+        return "-" if v is None else f"{v:.2f}"
+
+    for row in rows:
+        click.echo(f"dry run vs billed  {row['stage']:8s} {row['model']}: calls {row['est_calls']}/{row['billed_calls']} "
+                   f"({r(row['ratio_calls'])}), prompt tokens {row['est_prompt']}/{row['billed_prompt']} "
+                   f"({r(row['ratio_prompt'])}), completion {row['est_completion']}/{row['billed_completion']} "
+                   f"({r(row['ratio_completion'])}; cap {row['max_completion']}, {row['basis']}), "
+                   f"tokens ({r(row['ratio_tokens'])})")
 
 
 @click.command("demo")
@@ -98,9 +123,15 @@ def demo_command(ctx: Ctx, data_dir: Path | None, out: Path, quiet: bool) -> Non
     scope = Scope(corpus=corpus, config=config)
     stages = registry.all_stages()
     try:
+        # What `run --dry-run` says the pipeline will cost, kept to be set beside what it billed.
+        estimates = dry_run([stages[n] for n in PIPELINE], services, scope)
+        with engine.connect() as conn:
+            mark = expect.ledger_mark(conn)
         for name in PIPELINE:
             r = run_stage(stages[name], services, scope, progress=not quiet)
             click.echo(f"{name:8s} {r.done} done, {r.failed} failed of {r.pending} pending ({r.seconds:.1f}s)")
+        with engine.connect() as conn:
+            _dry_run_report(expect.compare(conn, estimates, mark), out)
         _calibrate_judge(engine, services, config, corpus, int(d.get("calibration_sources", 0)), quiet)
         calls = services.gateway.stats() if "gateway" in services.__dict__ else {}
     finally:

@@ -35,8 +35,10 @@ def _paradigm_names() -> list[str]:
               "status counts it. Not a corpus slice: reports still describe the whole corpus — make a "
               "smaller corpus with `corpus slice` instead.")
 @click.option("--dry-run", is_flag=True, help="Print the calls and tokens pending work would spend, "
-              "minus what the cache holds, with an upper bound in US $ where backends have "
-              "price_per_million; spend nothing.")
+              "minus what the cache holds: prompt tokens as counted, completion tokens as expected "
+              "(this store's history of the model in the stage, else the dry_run.completion_share "
+              "prior; the basis column says which) beside their max_tokens caps, and US $ (expected "
+              "and at most) where backends have price_per_million; spend nothing.")
 @click.option("--workers", type=click.IntRange(min=1), help="Threads per stage (default: the backend's concurrency).")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @pass_ctx
@@ -67,7 +69,7 @@ def _run(ctx: Ctx, stages, corpus, paradigms, models, limit, dry, workers, quiet
     try:
         if dry:
             rows = [(e.stage, e.model, e.calls, e.cached_calls, e.calls - e.cached_calls, e.prompt_tokens,
-                     e.completion_tokens) for e in dry_run(selected, services, scope)]
+                     e.completion_tokens, e.completion_cap, e.basis or "-") for e in dry_run(selected, services, scope)]
             cols, rows, note = dry_run_usd_rows(config, rows)
             click.echo(render_rows(cols, rows, "table"))
             if note:

@@ -163,27 +163,35 @@ class ExtractStage(Stage):
     def estimate_fresh(self, services, scope):
         """Extraction of the chunks the chunk stage has not made yet: documents are chunked
         in memory (cheap and deterministic: the same chunks the chunk stage will store)."""
-        cfg = services.config
-        key = storeio.chunker_key(cfg)
-        with services.db_lock, services.engine.connect() as conn:
-            cond, params = _corpus_filter(conn, scope)
-            docs = conn.execute(text(
-                "SELECT d.title, d.text FROM documents d WHERE NOT EXISTS (SELECT 1 FROM chunks c "
-                f"WHERE c.document_id = d.id AND c.chunker = :k){cond} ORDER BY d.id"), {"k": key, **params}).all()
-        if not docs:
+        texts = _fresh_chunk_texts(services, scope)
+        if not texts:
             return []
         gw = services.gateway
         kw = self._call_kwargs(services)
-        est = Estimate(stage=self.name, model=storeio.model_key(cfg, "extractor"))
-        left = scope.limit
-        for title, body in docs:
-            for c in chunk_text(title or "", body, window=int(cfg.get("chunking.window")),
-                                overlap=int(cfg.get("chunking.overlap"))):
-                if left is not None and left <= 0:
-                    return [est]
-                est.add_chat(gw, "extractor", ex.messages(c.text), **kw)
-                left = None if left is None else left - 1
+        est = Estimate(stage=self.name, model=storeio.model_key(services.config, "extractor"))
+        for t in texts:
+            est.add_chat(gw, "extractor", ex.messages(t), **kw)
         return [est]
+
+
+def _fresh_chunk_texts(services, scope) -> list[str]:
+    """The texts of the chunks the chunk stage will make (documents not chunked yet with
+    today's chunker), chunked in memory in document order; ``scope.limit`` applies."""
+    cfg = services.config
+    key = storeio.chunker_key(cfg)
+    with services.db_lock, services.engine.connect() as conn:
+        cond, params = _corpus_filter(conn, scope)
+        docs = conn.execute(text(
+            "SELECT d.title, d.text FROM documents d WHERE NOT EXISTS (SELECT 1 FROM chunks c "
+            f"WHERE c.document_id = d.id AND c.chunker = :k){cond} ORDER BY d.id"), {"k": key, **params}).all()
+    out: list[str] = []
+    for title, body in docs:
+        for c in chunk_text(title or "", body, window=int(cfg.get("chunking.window")),
+                            overlap=int(cfg.get("chunking.overlap"))):
+            if scope.limit is not None and len(out) >= scope.limit:
+                return out
+            out.append(c.text)
+    return out
 
 
 class EmbedStage(Stage):
@@ -243,6 +251,33 @@ class EmbedStage(Stage):
         for unit in units:
             est.calls += 1
             est.prompt_tokens += sum(tokens.count(t) for t in unit.payload["texts"])
+        return [est]
+
+    def estimate_fresh(self, services, scope):
+        """Embedding of what earlier stages will make: the chunks the chunk stage has not made
+        yet (chunked in memory) and the graph entities extraction will find in them and in the
+        chunks not extracted yet (``Expectations.entities_per_chunk``: this store's extractions,
+        else the ``dry_run.entities_per_chunk`` prior; a name counted at 4 tokens), in the
+        backend's batches."""
+        from ragrouter.stages.expect import expectations
+
+        texts = _fresh_chunk_texts(services, scope)
+        cfg = services.config
+        extractor = storeio.extractor_key(cfg)
+        with services.db_lock, services.engine.connect() as conn:
+            cond, params = _corpus_filter(conn, scope)
+            unextracted = conn.execute(text(
+                "SELECT COUNT(*) FROM chunks c JOIN documents d ON d.id = c.document_id WHERE NOT EXISTS "
+                f"(SELECT 1 FROM chunk_extractions x WHERE x.chunk_id = c.id AND x.extractor = :x){cond}"),
+                {"x": extractor, **params}).scalar() or 0
+        rate, _basis = expectations(services).entities_per_chunk(extractor)
+        entities = round(rate * (len(texts) + int(unextracted)))
+        if not texts and not entities:
+            return []
+        batch = int(cfg.backend(cfg.role("embedder")).get("batch_size", 32))
+        est = Estimate(stage=self.name, model=storeio.model_key(cfg, "embedder"))
+        est.calls = -(-len(texts) // batch) + -(-entities // batch)
+        est.prompt_tokens = sum(tokens.count(t) for t in texts) + 4 * entities
         return [est]
 
 

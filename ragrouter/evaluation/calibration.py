@@ -274,9 +274,7 @@ class CalibrationStage(Stage):
                 if gw.is_cached(self.backend, msgs, **kw):
                     est.cached_calls += 1
                 else:
-                    pt, ct = gw.estimate_tokens(msgs, kw["max_tokens"])
-                    est.prompt_tokens += pt
-                    est.completion_tokens += ct
+                    est.add_tokens(*gw.estimate_tokens(msgs, kw["max_tokens"]))
         return [est]
 
 

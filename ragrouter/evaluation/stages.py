@@ -114,8 +114,12 @@ class JudgeStage(Stage):
 
     def estimate_fresh(self, services, scope):
         """Judging of the runs the answer stage has not made yet: k calls per future run,
-        the prompt with the question, the gold answer and an answer of the generator's
-        max_tokens (an upper bound; refusals, judged without a call, are not known yet)."""
+        the prompt with the question, the gold answer and an answer of the length the
+        generator is expected to write (stages.expect: this store's answers of that model,
+        else the prior share of its max_tokens). Refusals, judged without a call, and answers
+        another run already had judged (a cache hit) are not known yet: the share of this
+        store's judgments that cost a call scales the count, else every run is a call (the bound)."""
+        from ragrouter.stages.expect import expectations
         from ragrouter.stages.registry import all_stages
 
         answer = all_stages().get("answer")
@@ -129,17 +133,20 @@ class JudgeStage(Stage):
         cfg = services.config
         gw = services.gateway
         k = self._samples(cfg)
+        exp = expectations(services)
+        share, _basis = exp.judge_call_share()  # refusals and repeated answers cost no call
         est = Estimate(stage=self.name, model=str(cfg.backend(self._judge(cfg).split("/")[0])["model"]))
         for unit in future:
             p = unit.payload
             cap = int(cfg.get("paradigms.llm_only.max_tokens", cfg.get("generation.max_tokens"))) \
                 if p["paradigm"] == "llm_only" else int(cfg.get("generation.max_tokens"))
+            cap = exp.reply_tokens("answer", str(cfg.backend(p["generator"])["model"]), cap)
             msgs = jd.messages(p["question"], str(golds.get(p["query_id"], "")), "")
             for i in range(k):
-                pt, ct = gw.estimate_tokens(msgs, self._kwargs(cfg, i)["max_tokens"])
-                est.calls += 1
-                est.prompt_tokens += pt + cap
-                est.completion_tokens += ct
+                pt, jcap = gw.estimate_tokens(msgs, self._kwargs(cfg, i)["max_tokens"])
+                est.calls += share
+                est.add_tokens(pt + cap, jcap, times=share)
+        est.calls = round(est.calls)
         return [est]
 
 

@@ -312,6 +312,11 @@ class Gateway:
         _, _, _, h, _ = self._prepare_chat(backend_or_role, messages, temperature, max_tokens, json_schema, sample)
         return self._is_stored(h)
 
+    def request_key(self, backend_or_role: str, messages: list[dict], *, temperature: float, max_tokens: int,
+                    json_schema: dict | None = None, sample: int = 0, **_ignored) -> str:
+        """The cache key (request hash) ``chat`` with these arguments would use."""
+        return self._prepare_chat(backend_or_role, messages, temperature, max_tokens, json_schema, sample)[3]
+
     def embed_is_cached(self, backend_or_role: str, texts: list[str]) -> bool:
         """Whether every batch of ``embed(texts)`` would be a cache hit."""
         be = self.backend(backend_or_role)

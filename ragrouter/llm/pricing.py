@@ -147,7 +147,7 @@ def consumed_by_paradigm(conn, config) -> list[dict]:
 
 
 def estimate_usd(config, model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
-    """Upper bound in dollars of a dry-run estimate for ``model`` (None: unpriced)."""
+    """Dollars of a dry-run estimate for ``model`` (None: unpriced)."""
     price = model_prices(config).get(str(model))
     return None if price is None else price.cost(prompt_tokens, completion_tokens)
 
@@ -191,19 +191,23 @@ def markdown_section(engine, config) -> str:
 
 
 def dry_run_usd_rows(config, rows: list[tuple]) -> tuple[list[str], list[tuple], str]:
-    """The dry-run table with an upper-bound dollar column when any backend has prices:
-    (columns, rows, note). ``rows`` are (stage, model, calls, cached, to_call, prompt_tokens,
-    max_completion_tokens)."""
-    cols = ["stage", "model", "calls", "cached", "to_call", "prompt_tokens", "max_completion_tokens"]
+    """The dry-run table with dollar columns when any backend has prices: (columns, rows,
+    note). ``rows`` are (stage, model, calls, cached, to_call, prompt_tokens,
+    completion_tokens (expected), max_completion_tokens (the caps), basis); ``usd`` prices the
+    expectation, ``usd_max`` the caps (an upper bound)."""
+    cols = ["stage", "model", "calls", "cached", "to_call", "prompt_tokens", "completion_tokens",
+            "max_completion_tokens", "basis"]
     prices = model_prices(config)
     if not prices:
         return cols, rows, ""
-    out, total = [], 0.0
+    out, total, total_max = [], 0.0, 0.0
     for row in rows:
         cost = estimate_usd(config, row[1], row[5], row[6])
+        cost_max = estimate_usd(config, row[1], row[5], row[7])
         total += cost or 0.0
-        out.append((*row, usd(cost)))
+        total_max += cost_max or 0.0
+        out.append((*row, usd(cost), usd(cost_max)))
     used = ", ".join(f"{b} ({m}): in {i:g} / out {o:g} / cached {c:g}" for b, m, i, o, c in price_rows(config))
-    note = (f"at most {usd(total)} for the calls to make (prompt x input + max completion x output; "
-            f"'-' = unpriced); prices used, $ per million tokens: {used}")
-    return cols + ["usd_max"], out, note
+    note = (f"expected {usd(total)}, at most {usd(total_max)} for the calls to make (prompt x input + "
+            f"completion x output; '-' = unpriced); prices used, $ per million tokens: {used}")
+    return cols + ["usd", "usd_max"], out, note

@@ -288,7 +288,7 @@ class QueryGenStage(Stage):
                 plan = self._plan(unit, services)
             except Exception:  # noqa: BLE001 - e.g. not extracted yet: count the call, tokens unknown
                 est.calls += 1
-                est.completion_tokens += s.max_tokens
+                est.add_tokens(0, s.max_tokens)
                 continue
             if plan.note is not None:
                 continue
@@ -301,18 +301,14 @@ class QueryGenStage(Stage):
                 asks += [prompts.step_rewrite_messages(" ".join(plan.bridges), plan.bridges)]
                 for msgs in asks:
                     est.calls += 1
-                    pt, ct = gw.estimate_tokens(msgs, s.max_tokens)
-                    est.prompt_tokens += pt
-                    est.completion_tokens += ct
+                    est.add_tokens(*gw.estimate_tokens(msgs, s.max_tokens))
                 continue
             kw = self._kwargs(s, plan, unit, 0)
             est.calls += 1
             if gw.is_cached("query_generator", plan.messages, **kw):
                 est.cached_calls += 1
                 continue
-            pt, ct = gw.estimate_tokens(plan.messages, s.max_tokens)
-            est.prompt_tokens += pt
-            est.completion_tokens += ct
+            est.add_tokens(*gw.estimate_tokens(plan.messages, s.max_tokens))
         return [est]
 
 
@@ -464,12 +460,9 @@ class ValidateStage(Stage):
                 if gw.is_cached(ev.role, msgs, **ev.answer_kwargs("")):
                     est.cached_calls += 1
                 else:
-                    pt, ct = gw.estimate_tokens(msgs, ev.max_tokens)
-                    est.prompt_tokens += pt
-                    est.completion_tokens += ct
+                    est.add_tokens(*gw.estimate_tokens(msgs, ev.max_tokens))
                 pt, ct = gw.estimate_tokens(prompts.verdict_messages(q.question, q.answer, ""), ev.max_tokens)
-                est.prompt_tokens += pt + ev.max_tokens  # the answer being judged: at most max_tokens
-                est.completion_tokens += ct
+                est.add_tokens(pt + ev.max_tokens, ct)  # the answer being judged: at most max_tokens
         return [est]
 
 

@@ -191,22 +191,26 @@ class AnswerStage(Stage):
         Calls the paradigms of one query share are counted once (the query's entity
         extraction: graph, hybrid and iterative over graph; see QueryContext), and calls
         whose request is known before retrieval (the direct answers of llm_only and of
-        iterative round 0, the entity extraction) are looked up in the cache. A generation
-        prompt counts its template, the question and the context it will carry: the token
-        budget, or the corpus' tokens when the corpus is smaller. IterativeRAG's rounds are
-        the mean of this store's iterative runs of the generator (at least 3), else the
-        maximum (an upper bound). Completion tokens are the max_tokens caps."""
+        iterative round 0, the entity extraction) are looked up in the cache and counted once
+        when two paradigms make the same one (llm_only's and round 0's direct answer). A generation
+        prompt counts its template, the question and the context it is expected to carry
+        (:meth:`Expectations.context_tokens`: this store's runs of the paradigm, else whole
+        chunks packed into the budget, else the budget or the corpus when smaller); a prompt
+        that carries an answer (self-evaluation) counts the expected answer, not its cap.
+        IterativeRAG's rounds are this store's mean, else ``dry_run.iterative_rounds``, else
+        the maximum. Completion tokens are the max_tokens caps here; the dry run turns them into
+        expectations (``stages.runner.dry_run``)."""
         from ragrouter.paradigms import prompts
         from ragrouter.paradigms.settings import Settings
+        from ragrouter.stages.expect import expectations
 
         s = Settings.from_config(services.config)
         gw = services.gateway
+        exp = expectations(services)
+        window = int(services.config.get("chunking.window"))
         with services.db_lock, services.engine.connect() as c:
             corpus_tokens = {int(r[0]): int(r[1] or 0) for r in c.execute(text(
                 "SELECT corpus_id, SUM(n_tokens) FROM documents GROUP BY corpus_id")).all()}
-            hist = {r[0]: (int(r[1]), float(r[2] or 0.0)) for r in c.execute(text(
-                "SELECT generator, COUNT(*), AVG(iterations) FROM paradigm_runs WHERE paradigm LIKE 'iterative%' "
-                "GROUP BY generator")).all()}
         gen_kw = dict(temperature=s.gen_temperature, max_tokens=s.gen_max_tokens)
         ent_kw = dict(temperature=s.extract_temperature, max_tokens=s.extract_max_tokens,
                       json_schema=prompts.ENTITIES_SCHEMA)
@@ -215,19 +219,30 @@ class AnswerStage(Stage):
         for unit in units:
             by_query.setdefault((unit.payload["query_id"], unit.payload["generator"]), []).append(unit)
 
+        seen: set[str] = set()  # known requests counted once: a repeat is a cache hit when it is sent
+
         def add(est, messages, max_tokens, extra_prompt=0, known=False, role=None, **kw):
             est.calls += 1
-            if known and gw.is_cached(role, messages, max_tokens=max_tokens, **kw):
-                est.cached_calls += 1
-                return
-            pt, ct = gw.estimate_tokens(messages, max_tokens)
-            est.prompt_tokens += pt + extra_prompt
-            est.completion_tokens += ct
+            if known:
+                key = gw.request_key(role, messages, max_tokens=max_tokens, **kw)
+                if key in seen or gw.is_cached(role, messages, max_tokens=max_tokens, **kw):
+                    est.cached_calls += 1
+                    return
+                seen.add(key)
+            pt, cap = gw.estimate_tokens(messages, max_tokens)
+            est.add_tokens(pt + extra_prompt, cap)
 
         for (qid, g), group in by_query.items():
-            est = per.setdefault(g, Estimate(stage=self.name, model=str(services.config.backend(g)["model"])))
+            model = str(services.config.backend(g)["model"])
+            est = per.setdefault(g, Estimate(stage=self.name, model=model))
+            answer_tokens = exp.reply_tokens(self.name, model, s.gen_max_tokens)
             q = group[0].payload["question"]
-            ctx_tokens = min(s.token_budget, corpus_tokens.get(group[0].payload["corpus_id"], s.token_budget))
+            cid = group[0].payload["corpus_id"]
+
+            def ctx_tokens(paradigm, _cid=cid):
+                return exp.context_tokens(paradigm, g, _cid, s.token_budget, corpus_tokens.get(_cid, 0),
+                                          s.top_k, window)
+
             names = [u.payload["paradigm"] for u in group]
             base = s.iter_base_retriever
             needs_entities = any(p in ("graph", "hybrid") or (p == "iterative" and base == "graph")
@@ -241,21 +256,21 @@ class AnswerStage(Stage):
                     add(est, prompts.DIRECT.messages(question=q), s.llm_only_max_tokens, known=True, role=g,
                         temperature=s.llm_only_temperature)
                 elif p in ("naive", "graph", "hybrid"):
-                    add(est, gen_msgs, s.gen_max_tokens, extra_prompt=ctx_tokens)
+                    add(est, gen_msgs, s.gen_max_tokens, extra_prompt=ctx_tokens(p))
                 elif p.startswith("iterative"):
                     add(est, prompts.DIRECT.messages(question=q), known=True, role=g, **gen_kw)
-                    add(est, prompts.self_eval_messages(q, "", None), s.gen_max_tokens, extra_prompt=s.gen_max_tokens)
-                    n, mean = hist.get(g, (0, 0.0))
-                    rounds = mean if n >= 3 else float(s.iter_max_rounds)
-                    per_round = Estimate(stage=self.name, model=est.model)
-                    if (base if p == "iterative" else "naive") == "graph":
-                        add(per_round, prompts.ENTITIES.messages(question=q), s.extract_max_tokens)
-                    add(per_round, gen_msgs, s.gen_max_tokens, extra_prompt=ctx_tokens)
-                    add(per_round, prompts.self_eval_messages(q, "", "x"), s.gen_max_tokens,
-                        extra_prompt=ctx_tokens + s.gen_max_tokens)
-                    est.calls += round(rounds * per_round.calls)
-                    est.prompt_tokens += round(rounds * per_round.prompt_tokens)
-                    est.completion_tokens += round(rounds * per_round.completion_tokens)
+                    add(est, prompts.self_eval_messages(q, "", None), s.gen_max_tokens, extra_prompt=answer_tokens)
+                    rounds, _basis = exp.rounds(g, s.iter_max_rounds)
+                    round_base = base if p == "iterative" else "naive"
+                    ctx = ctx_tokens(round_base)  # a round retrieves as its base retriever does
+                    round_calls = [(prompts.ENTITIES.messages(question=q), s.extract_max_tokens, 0)] \
+                        if round_base == "graph" else []
+                    round_calls += [(gen_msgs, s.gen_max_tokens, ctx),
+                                    (prompts.self_eval_messages(q, "", "x"), s.gen_max_tokens, ctx + answer_tokens)]
+                    est.calls += round(rounds * len(round_calls))
+                    for msgs, cap, extra in round_calls:
+                        pt, cap = gw.estimate_tokens(msgs, cap)
+                        est.add_tokens(pt + extra, cap, times=rounds)
         return list(per.values())
 
 

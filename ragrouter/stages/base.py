@@ -46,17 +46,31 @@ class Estimate:
     cached_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    completion_cap: int = 0  # the sum of the max_tokens caps: the upper bound of completion_tokens
+    basis: str = ""          # what the expected completion rests on: history:<n>, prior or cap
 
     def add_chat(self, gateway, role: str, messages: list[dict], **kwargs) -> None:
         """Count one chat call: free when the ledger already holds it, else its tokens
-        (prompt counted with cl100k, completion at most ``max_tokens``)."""
+        (prompt counted with cl100k; completion as expected, see :meth:`add_tokens`)."""
         self.calls += 1
         if gateway.is_cached(role, messages, **kwargs):
             self.cached_calls += 1
             return
-        prompt, completion = gateway.estimate_tokens(messages, kwargs["max_tokens"])
-        self.prompt_tokens += prompt
-        self.completion_tokens += completion
+        prompt, cap = gateway.estimate_tokens(messages, kwargs["max_tokens"])
+        self.add_tokens(prompt, cap)
+
+    def add_tokens(self, prompt: int, cap: int, times: float = 1.0) -> None:
+        """Add a call's prompt tokens and its reply: the cap to ``completion_cap``, the expected
+        length (``stages.expect``: this store's history, else a prior; the cap outside a dry
+        run) to ``completion_tokens``; ``times`` scales both (expected repeats of the call)."""
+        from ragrouter.stages.expect import expected_reply
+
+        expected, basis = expected_reply(self.stage, self.model, cap)
+        self.prompt_tokens += round(times * prompt)
+        self.completion_tokens += round(times * expected)
+        self.completion_cap += round(times * cap)
+        if cap and basis not in self.basis.split(","):
+            self.basis = ",".join(sorted(filter(None, self.basis.split(",") + [basis])))
 
 
 class Stage(ABC):

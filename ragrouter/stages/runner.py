@@ -253,16 +253,20 @@ def dry_run(stages: list[Stage], services: Services, scope: Scope) -> list[Estim
     A stage with an ``estimate_fresh(services, scope)`` hook also estimates the units its
     inputs will make once the earlier stages ran (extraction of chunks not made yet, judging
     of runs not made yet), so a dry run on a freshly ingested corpus is not empty."""
+    from ragrouter.stages.expect import active, expectations
+
+    services.cache.pop(("dry-run-expectations",), None)  # read the store as it is now
     estimates: list[Estimate] = []
-    for stage in stages:
-        with services.db_lock, services.engine.connect() as conn:
-            units = stage.pending(conn, scope)
-        # The connection is closed first: cache look-ups use the store too.
-        found = list(stage.estimate(None, units, services)) if units else []
-        fresh = getattr(stage, "estimate_fresh", None)
-        if callable(fresh):
-            found = _merge(found + list(fresh(services, scope)))
-        estimates.extend(found or [Estimate(stage=stage.name, model="-")])
+    with active(expectations(services)):  # replies as expected, beside their caps
+        for stage in stages:
+            with services.db_lock, services.engine.connect() as conn:
+                units = stage.pending(conn, scope)
+            # The connection is closed first: cache look-ups use the store too.
+            found = list(stage.estimate(None, units, services)) if units else []
+            fresh = getattr(stage, "estimate_fresh", None)
+            if callable(fresh):
+                found = _merge(found + list(fresh(services, scope)))
+            estimates.extend(found or [Estimate(stage=stage.name, model="-")])
     return estimates
 
 
@@ -274,4 +278,6 @@ def _merge(estimates: list[Estimate]) -> list[Estimate]:
         m.cached_calls += e.cached_calls
         m.prompt_tokens += e.prompt_tokens
         m.completion_tokens += e.completion_tokens
+        m.completion_cap += e.completion_cap
+        m.basis = ",".join(sorted(set(filter(None, m.basis.split(",") + e.basis.split(",")))))
     return list(out.values())
