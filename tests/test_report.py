@@ -142,6 +142,17 @@ def test_report_files_figures_and_numbers(filled, tmp_path):
                 "fig5_routing__store__gen-a__judge-x", "fig5_routing__store__gen-a__judge-y"}
     assert set(report.figures) == expected
     assert_figures_and_html(report)
+    # router_scores.csv holds fractions (MLflow's units), and the report says so beside its link
+    scores = pd.read_csv(tmp_path / "rep" / "router_scores.csv")
+    rates = [c for c in scores.columns if c.split("_ci_")[0].removesuffix("_std") in
+             ("routing_accuracy", "macro_f1", "mrr", "correct_rate", "abstain_rate")
+             or c in ("pooled_routing_accuracy", "pooled_correct_rate")]
+    assert len(rates) == 16 and scores["pooled_routing_accuracy"].notna().any()
+    values = scores[rates].to_numpy(float)
+    assert np.nanmin(values) >= -1e-12 and np.nanmax(values) <= 1 + 1e-12  # (Wilson's 0 may round below)
+    assert "every rate is a **fraction in [0, 1]**, not percent" in md
+    assert all(c in md.split("Units of `router_scores.csv`")[1].split("\n")[0] for c in
+               ("routing_accuracy", "correct_rate", "pooled_correct_rate", "_ci_low", "avg_tokens"))
     # No judge is calibrated in this store: every judged table says so.
     assert md.count("**not calibrated**") >= 5
 
