@@ -101,7 +101,17 @@ def assert_figures_and_html(report) -> None:
     assert all(src.startswith("data:image/png;base64,") for src in imgs)
     assert "<script" not in html and "http://" not in html and "https://" not in html
     separators = [ln for ln in md.splitlines() if re.match(r"^\|(\s*:?-{3,}:?\s*\|)+\s*$", ln)]
-    assert html.count("<table>") == len(separators) > 0
+    assert len(re.findall(r"<table[ >]", html)) == len(separators) > 0
+    # read in a browser: a contents list linking every section, figures at one scale (CSS px
+    # = PNG px at its dpi), intervals kept whole outside the widest tables
+    sections = re.findall(r'<h2 id="([^"]+)">', html)
+    assert len(sections) == len([ln for ln in md.splitlines() if ln.startswith("## ")]) > 1
+    toc = re.search(r'<nav class="toc">.*?</nav>', html, re.S).group(0)
+    assert re.findall(r'href="#([^"]+)"', toc) == sections and len(set(sections)) == len(sections)
+    widths = [int(w) for w in re.findall(r'<img [^>]*style="width: (\d+)px"', html)]
+    assert len(widths) == len(report.figures)
+    assert sorted(widths) == sorted(round(Image.open(p).size[0] * 96 / Image.open(p).info["dpi"][0])
+                                    for p in report.figures.values())
 
 
 def add_calibration(rows: dict, judge: str, verdicts: dict[str, list[str]], when=None) -> None:
