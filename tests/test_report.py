@@ -528,3 +528,28 @@ def test_report_and_export_on_postgres(pg_url, tmp_path):
     schema = pq.read_schema(tmp_path / "pgx" / "paradigm_runs.parquet")
     assert str(schema.field("retrieved_chunk_ids").type) == "list<element: int64>"
     assert str(schema.field("config").type).startswith("struct<")
+
+
+def test_html_table_cells_keep_names_and_intervals_whole(tmp_path):
+    """In report.html a cell's model name, ``mean ± std`` and ``[lo, hi]`` never break inside
+    (they did: "local-qwen-" / "0.5b", "[0.0," / "79.3]"); a table too wide for the page gets a
+    smaller font, and past VERY_WIDE_COLUMNS may break them to fit."""
+    from ragrouter.report.html import VERY_WIDE_COLUMNS, WIDE_COLUMNS, to_html
+
+    row = "| local-qwen-1.5b/judge-v2 | 20.8 ± 21.7 | [6.3, 54.7] | -1,551 [-1,720, -1,425] p<0.001 | [SVG](a-b.svg) |"
+    html = to_html("## A\n\n| J | R.A | CI | Δ | link |\n|---|---:|---:|---:|---|\n" + row + "\n\n## B\n", tmp_path)
+    cells = re.findall(r"<td [^>]*>(.*?)</td>", html)
+    assert cells[0] == '<span class="nw">local-qwen-1.5b/judge-v2</span>'
+    assert cells[1] == '<span class="nw">20.8 ± 21.7</span>'
+    assert cells[2] == '<span class="nw">[6.3, 54.7]</span>'
+    assert cells[3] == '-1,551 <span class="nw">[-1,720, -1,425]</span> p&lt;0.001'
+    assert cells[4] == '<a href="a-b.svg">SVG</a>'  # a link is left alone
+    assert re.search(r"\.nw \{ white-space: nowrap; \}", html) and "<table>" in html
+    assert [a for a in re.findall(r'href="#([^"]+)"', html)] == ["a", "b"]
+
+    def table(n):
+        return "| " + " | ".join(f"c{i}" for i in range(n)) + " |\n|" + "---|" * n + "\n"
+
+    assert '<table class="wide">' in to_html(table(WIDE_COLUMNS + 1), tmp_path)
+    assert '<table class="wide vwide">' in to_html(table(VERY_WIDE_COLUMNS + 1), tmp_path)
+    assert "<table>" in to_html(table(WIDE_COLUMNS), tmp_path)

@@ -8,9 +8,10 @@ beside it; links to the CSV and SVG files stay relative.
 Read in a browser (``benchmarks/report_screenshot.sh`` shows it as headless Chromium renders
 it): a contents list of the sections at the top; every figure drawn at one scale — its PNG's
 size at its dpi as CSS inches (a small figure is not blown up, its fonts match the others'),
-at most the page width; the 95 % intervals ``[lo, hi]`` of table cells do not break inside
-(except in a table of more than :data:`WIDE_COLUMNS` columns, set smaller, where they must to
-fit the page).
+at most the page width; in table cells the 95 % intervals ``[lo, hi]``, ``mean ± std`` and
+hyphenated names (``local-qwen-1.5b/judge-v2``) do not break inside; a table of more than
+:data:`WIDE_COLUMNS` columns is set smaller, and one of more than :data:`VERY_WIDE_COLUMNS`
+may break them to fit the page.
 """
 
 from __future__ import annotations
@@ -25,9 +26,12 @@ _LINK = re.compile(r"\[([^\]]+)\]\(([^)]+)\)")
 _CODE = re.compile(r"`([^`]+)`")
 _BOLD = re.compile(r"\*\*([^*]+)\*\*")
 _ITAL = re.compile(r"(?<![\w*])_([^_]+)_(?![\w*])")
-_INTERVAL = re.compile(r"\[(-?[\d.]+[kM]?, -?[\d.]+[kM]?)\]")
+_INTERVAL = re.compile(r"\[(-?[\d.,]+[kM]?, -?[\d.,]+[kM]?)\]")
+_PLUS_MINUS = re.compile(r"(-?[\d.,]+ ± [\d.,]+)")
+_NAME = re.compile(r"(?<![\w./-])([A-Za-z][\w.]*(?:[-/][\w.]+)+)(?![\w/-])")  # local-qwen-1.5b/judge-v2
 CSS_DPI = 96.0  # CSS pixels per inch
-WIDE_COLUMNS = 12  # a table with more columns gets a smaller font, and its intervals may break
+WIDE_COLUMNS = 12  # a table with more columns gets a smaller font …
+VERY_WIDE_COLUMNS = 16  # … and one with more than this may break its intervals and names to fit
 
 STYLE = """
 body { font-family: -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 2em auto; max-width: 1320px;
@@ -41,17 +45,17 @@ img { max-width: 100%; height: auto; border: 1px solid #eee; }
 code { background: #f5f5f5; padding: 0 3px; }
 .nw { white-space: nowrap; }
 table.wide { font-size: 0.75em; }
-table.wide .nw { white-space: normal; }
+table.vwide .nw { white-space: normal; }
 nav.toc { background: #f8f8f8; border: 1px solid #e4e4e4; padding: 0.3em 1em; margin: 1em 0; }
 nav.toc ul { columns: 3; margin: 0.3em 0; }
 """
 
 
-def _inline(text: str, base: Path) -> str:
+def _inline(text: str, base: Path, cell: bool = False) -> str:
     parts: list[str] = []
     pos = 0
     for m in _IMG.finditer(text):
-        parts.append(_fmt(text[pos:m.start()]))
+        parts.append(_fmt(text[pos:m.start()], cell))
         alt, src = m.group(1), m.group(2)
         path = base / src
         if path.is_file() and path.suffix.lower() == ".png":
@@ -62,7 +66,7 @@ def _inline(text: str, base: Path) -> str:
         else:
             parts.append(f'<img alt="{_html.escape(alt)}" src="{_html.escape(src)}">')
         pos = m.end()
-    parts.append(_fmt(text[pos:]))
+    parts.append(_fmt(text[pos:], cell))
     return "".join(parts)
 
 
@@ -87,7 +91,9 @@ def _slug(text: str, seen: dict[str, int]) -> str:
     return base if seen[base] == 1 else f"{base}-{seen[base]}"
 
 
-def _fmt(text: str) -> str:
+def _fmt(text: str, cell: bool = False) -> str:
+    """Inline Markdown → HTML; in a table ``cell`` also keep ``a ± b`` and hyphenated names
+    (models, corpora) on one line."""
     codes: list[str] = []
 
     def keep(m):
@@ -98,6 +104,9 @@ def _fmt(text: str) -> str:
     t = _html.escape(t, quote=False)
     t = _LINK.sub(lambda m: f'<a href="{m.group(2)}">{m.group(1)}</a>', t)
     t = _INTERVAL.sub(r'<span class="nw">[\1]</span>', t)
+    if cell and "<a " not in t:
+        t = _PLUS_MINUS.sub(r'<span class="nw">\1</span>', t)
+        t = _NAME.sub(r'<span class="nw">\1</span>', t)
     t = _BOLD.sub(r"<strong>\1</strong>", t)
     t = _ITAL.sub(r"<em>\1</em>", t)
     return re.sub("\x00(\\d+)\x00", lambda m: codes[int(m.group(1))], t)
@@ -152,12 +161,13 @@ def to_html(md: str, base: Path, title: str = "ragrouter report") -> str:
             flush()
             header = _cells(line)
             align = ["r" if c.strip().endswith(":") else "l" for c in _cells(lines[i + 1])]
-            wide = ' class="wide"' if len(header) > WIDE_COLUMNS else ""
+            wide = (' class="wide vwide"' if len(header) > VERY_WIDE_COLUMNS
+                    else ' class="wide"' if len(header) > WIDE_COLUMNS else "")
             out.append(f"<table{wide}><thead><tr>" + "".join(f'<th class="{a}">{_inline(h, base)}</th>'
                                                      for h, a in zip(header, align)) + "</tr></thead><tbody>")
             i += 2
             while i < len(lines) and lines[i].startswith("|"):
-                out.append("<tr>" + "".join(f'<td class="{a}">{_inline(c, base)}</td>'
+                out.append("<tr>" + "".join(f'<td class="{a}">{_inline(c, base, cell=True)}</td>'
                                             for c, a in zip(_cells(lines[i]), align)) + "</tr>")
                 i += 1
             out.append("</tbody></table>")
