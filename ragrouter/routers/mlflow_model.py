@@ -26,7 +26,8 @@ embedding as ``q_0 … q_{d-1}`` (the encoder itself is not inside the model: it
 endpoint; its name is the model's metadata ``encoder``).
 
 The pickled models refer to ragrouter's classes (the SVM's estimator, the neural routers), so
-loading or serving one needs ragrouter importable: ``PYTHONPATH=<repo> mlflow models serve -m
+loading or serving one needs ragrouter importable (and the venv on PATH, for uvicorn):
+``PATH=<repo>/.venv/bin:$PATH PYTHONPATH=<repo> mlflow models serve -m
 <model dir> --env-manager local``.
 """
 
