@@ -12,6 +12,7 @@
 #   OUT_DIR/compare.png      MLflow's compare view of every run
 # then stops the UI (SIGTERM: its whole process group) and removes the temporary folder.
 # Set RAGROUTER_SCREENSHOT_DB / RAGROUTER_SCREENSHOT_MLFLOW to use an existing store instead.
+# The HTML report: benchmarks/report_screenshot.sh [REPORT_DIR] [OUT_PNG] (same Chromium).
 set -euo pipefail
 
 REPO="$(cd "$(dirname "$0")/.." && pwd)"

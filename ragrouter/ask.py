@@ -178,7 +178,7 @@ def route(engine, config, corpus: str, question: str, router: str | None = None,
     meta = model.metadata.metadata or {}
     if meta.get("store_id") and meta["store_id"] != sid:
         raise AskError(f"the model of run {chosen.run_id} belongs to another store ({meta['store_id']})")
-    from ragrouter.routers.mlflow_model import model_input
+    from ragrouter.routers.mlflow_model import class_probabilities, model_input
 
     indicators = np.array([values])
     q_emb = None
@@ -196,7 +196,7 @@ def route(engine, config, corpus: str, question: str, router: str | None = None,
         finally:
             if own:
                 services.finish()
-    out = model.predict(model_input([query_type], indicators, q_emb))
+    out = class_probabilities(model, model_input([query_type], indicators, q_emb))  # sklearn or pyfunc flavour
     probs = {str(c): float(out[c].iloc[0]) for c in out.columns}
     return Routed(cid, generator, query_type, chosen, probs)
 

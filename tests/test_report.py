@@ -101,7 +101,17 @@ def assert_figures_and_html(report) -> None:
     assert all(src.startswith("data:image/png;base64,") for src in imgs)
     assert "<script" not in html and "http://" not in html and "https://" not in html
     separators = [ln for ln in md.splitlines() if re.match(r"^\|(\s*:?-{3,}:?\s*\|)+\s*$", ln)]
-    assert html.count("<table>") == len(separators) > 0
+    assert len(re.findall(r"<table[ >]", html)) == len(separators) > 0
+    # read in a browser: a contents list linking every section, figures at one scale (CSS px
+    # = PNG px at its dpi), intervals kept whole outside the widest tables
+    sections = re.findall(r'<h2 id="([^"]+)">', html)
+    assert len(sections) == len([ln for ln in md.splitlines() if ln.startswith("## ")]) > 1
+    toc = re.search(r'<nav class="toc">.*?</nav>', html, re.S).group(0)
+    assert re.findall(r'href="#([^"]+)"', toc) == sections and len(set(sections)) == len(sections)
+    widths = [int(w) for w in re.findall(r'<img [^>]*style="width: (\d+)px"', html)]
+    assert len(widths) == len(report.figures)
+    assert sorted(widths) == sorted(round(Image.open(p).size[0] * 96 / Image.open(p).info["dpi"][0])
+                                    for p in report.figures.values())
 
 
 def add_calibration(rows: dict, judge: str, verdicts: dict[str, list[str]], when=None) -> None:
@@ -142,6 +152,17 @@ def test_report_files_figures_and_numbers(filled, tmp_path):
                 "fig5_routing__store__gen-a__judge-x", "fig5_routing__store__gen-a__judge-y"}
     assert set(report.figures) == expected
     assert_figures_and_html(report)
+    # router_scores.csv holds fractions (MLflow's units), and the report says so beside its link
+    scores = pd.read_csv(tmp_path / "rep" / "router_scores.csv")
+    rates = [c for c in scores.columns if c.split("_ci_")[0].removesuffix("_std") in
+             ("routing_accuracy", "macro_f1", "mrr", "correct_rate", "abstain_rate")
+             or c in ("pooled_routing_accuracy", "pooled_correct_rate")]
+    assert len(rates) == 16 and scores["pooled_routing_accuracy"].notna().any()
+    values = scores[rates].to_numpy(float)
+    assert np.nanmin(values) >= -1e-12 and np.nanmax(values) <= 1 + 1e-12  # (Wilson's 0 may round below)
+    assert "every rate is a **fraction in [0, 1]**, not percent" in md
+    assert all(c in md.split("Units of `router_scores.csv`")[1].split("\n")[0] for c in
+               ("routing_accuracy", "correct_rate", "pooled_correct_rate", "_ci_low", "avg_tokens"))
     # No judge is calibrated in this store: every judged table says so.
     assert md.count("**not calibrated**") >= 5
 
@@ -507,3 +528,28 @@ def test_report_and_export_on_postgres(pg_url, tmp_path):
     schema = pq.read_schema(tmp_path / "pgx" / "paradigm_runs.parquet")
     assert str(schema.field("retrieved_chunk_ids").type) == "list<element: int64>"
     assert str(schema.field("config").type).startswith("struct<")
+
+
+def test_html_table_cells_keep_names_and_intervals_whole(tmp_path):
+    """In report.html a cell's model name, ``mean ± std`` and ``[lo, hi]`` never break inside
+    (they did: "local-qwen-" / "0.5b", "[0.0," / "79.3]"); a table too wide for the page gets a
+    smaller font, and past VERY_WIDE_COLUMNS may break them to fit."""
+    from ragrouter.report.html import VERY_WIDE_COLUMNS, WIDE_COLUMNS, to_html
+
+    row = "| local-qwen-1.5b/judge-v2 | 20.8 ± 21.7 | [6.3, 54.7] | -1,551 [-1,720, -1,425] p<0.001 | [SVG](a-b.svg) |"
+    html = to_html("## A\n\n| J | R.A | CI | Δ | link |\n|---|---:|---:|---:|---|\n" + row + "\n\n## B\n", tmp_path)
+    cells = re.findall(r"<td [^>]*>(.*?)</td>", html)
+    assert cells[0] == '<span class="nw">local-qwen-1.5b/judge-v2</span>'
+    assert cells[1] == '<span class="nw">20.8 ± 21.7</span>'
+    assert cells[2] == '<span class="nw">[6.3, 54.7]</span>'
+    assert cells[3] == '-1,551 <span class="nw">[-1,720, -1,425]</span> p&lt;0.001'
+    assert cells[4] == '<a href="a-b.svg">SVG</a>'  # a link is left alone
+    assert re.search(r"\.nw \{ white-space: nowrap; \}", html) and "<table>" in html
+    assert [a for a in re.findall(r'href="#([^"]+)"', html)] == ["a", "b"]
+
+    def table(n):
+        return "| " + " | ".join(f"c{i}" for i in range(n)) + " |\n|" + "---|" * n + "\n"
+
+    assert '<table class="wide">' in to_html(table(WIDE_COLUMNS + 1), tmp_path)
+    assert '<table class="wide vwide">' in to_html(table(VERY_WIDE_COLUMNS + 1), tmp_path)
+    assert "<table>" in to_html(table(WIDE_COLUMNS), tmp_path)

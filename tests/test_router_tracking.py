@@ -1,6 +1,6 @@
 """MLflow tracking of router CV as researchers read it: `routers train` on a demo-sized store,
 read back through the MLflow REST API, the store's views, `routers compare` and the report;
-routers as pyfunc models; a relocatable MLflow folder; `mlflow-ui` stopping its whole group."""
+routers as MLflow models (sklearn flavour or pyfunc); a relocatable MLflow folder; `mlflow-ui` stopping its whole group."""
 
 from __future__ import annotations
 
@@ -38,10 +38,11 @@ from ragrouter.routers.tracking import (  # noqa: E402
 from tests.support.router_store import config_for, make_store  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
-ROUTERS = ["lr", "dnn", "best_fixed"]
+ROUTERS = ["lr", "xgboost", "dnn", "best_fixed"]
 FEATURES = ["qc", "c"]
-EXPECTED_RUNS = {("lr", "qc", "onehot"), ("lr", "c", "none"), ("dnn", "qc", "onehot"), ("dnn", "c", "none"),
-                 ("best_fixed", "none", "none")}
+EXPECTED_RUNS = {("lr", "qc", "onehot"), ("lr", "c", "none"), ("xgboost", "qc", "onehot"), ("xgboost", "c", "none"),
+                 ("dnn", "qc", "onehot"), ("dnn", "c", "none"), ("best_fixed", "none", "none")}
+SKLEARN_FLAVOUR = {"lr", "xgboost"}  # the classical routers; the others are pyfunc models
 
 
 def _post(url: str, body: dict) -> dict:
@@ -170,22 +171,88 @@ def test_same_numbers_in_mlflow_view_compare_and_report(trained):
 
 
 def test_every_router_loads_with_pyfunc_and_reproduces_its_predictions(trained, tmp_path):
+    """Every run's ``model/`` loads with ``mlflow.pyfunc.load_model`` and predicts, for every
+    training row of the store, exactly (to 1e-12) the class probabilities in the run's
+    ``refit_predictions.csv``: those are the predictions of the SAME fitted object that was
+    saved as ``model/`` (the router refitted on all rows), computed in memory by `routers
+    train` before saving. They are not the store's ``router_predictions``: those are the CV
+    out-of-fold predictions of the fold models, which are not logged (checked here: same
+    rows, and the refit's differ from them somewhere).
+
+    Classical routers (lr, xgboost) are logged in MLflow's sklearn flavour (``MLmodel`` lists
+    ``sklearn`` and ``python_function``, pyfunc ``predict_fn: predict_proba``, skops format),
+    their pyfunc output an (n, classes) array whose columns the metadata ``classes`` name —
+    XGBoost's fitted class indices decode through it to the run's paradigm names; the others
+    are pyfunc models returning a frame with those names. Both answer MLflow's scoring server
+    (what ``mlflow models serve`` runs on ``/invocations``) with the loaded model's numbers."""
     import mlflow.pyfunc
+    import mlflow.sklearn
+    from mlflow.pyfunc.scoring_server import invocations
+
+    from ragrouter.routers.mlflow_model import class_probabilities
 
     engine, uri = trained["engine"], trained["uri"]
     df = routing.store_dataset(engine, trained["cfg"])
+    stored = _fetch(engine, "SELECT mlflow_run_id, query_id, probabilities FROM router_predictions")
     c = client(uri)
-    for run_id in _fetch(engine, "SELECT DISTINCT mlflow_run_id FROM router_predictions")["mlflow_run_id"]:
+    frame = model_input(df["query_type"], df[list(INDICATORS)])
+    flavours = {}
+    for run_id in sorted(stored["mlflow_run_id"].unique()):
         run = c.get_run(run_id)
+        router = run.data.tags["router"]
         model = mlflow.pyfunc.load_model(f"{run.info.artifact_uri}/model")
-        assert model.metadata.metadata["store_id"] == routing.store_id(engine)
-        assert model.metadata.signature is not None
-        got = model.predict(model_input(df["query_type"], df[list(INDICATORS)]))
-        ref = pd.read_csv(c.download_artifacts(run_id, "refit_predictions.csv", str(tmp_path)),
-                          dtype={"query_id": str}).set_index("query_id").loc[df["query_id"]]
+        meta = model.metadata
+        assert meta.metadata["store_id"] == routing.store_id(engine)
+        assert meta.signature is not None
+        classes = meta.metadata["classes"].split(",")  # the labels of the training rows, sorted
+        assert classes == sorted(classes) and set(classes) <= set(run.data.params["classes"].split(","))
+        flavours[router] = set(meta.flavors)
+        ref = pd.read_csv(c.download_artifacts(run_id, "refit_predictions.csv", str(tmp_path / run_id)),
+                          dtype={"query_id": str}).set_index("query_id")
+        assert sorted(ref.index) == sorted(df["query_id"].astype(str))
+        ref = ref.loc[df["query_id"].astype(str)]
+        assert list(ref.columns) == classes
+        raw = model.predict(frame)
+        if router in SKLEARN_FLAVOUR:
+            assert flavours[router] == {"sklearn", "python_function"}
+            pf = meta.flavors["python_function"]
+            assert pf["loader_module"] == "mlflow.sklearn" and pf["predict_fn"] == "predict_proba"
+            assert meta.flavors["sklearn"]["serialization_format"] == "skops"
+            assert isinstance(raw, np.ndarray) and raw.shape == ref.shape
+            pipe = mlflow.sklearn.load_model(f"{run.info.artifact_uri}/model")
+            assert type(pipe).__name__ == "Pipeline" and list(pipe.named_steps)[0] == "input"
+            last = type(pipe.steps[-1][1]).__name__
+            assert last == {"lr": "LogisticRegression", "xgboost": "XGBClassifier"}[router]
+            if router == "xgboost":  # fitted on class indices; the metadata names them
+                assert list(pipe.classes_) == list(range(len(ref.columns)))
+        else:
+            assert flavours[router] == {"python_function"}
+            assert meta.flavors["python_function"]["loader_module"] == "mlflow.pyfunc.model"
+            assert isinstance(raw, pd.DataFrame) and list(raw.columns) == list(ref.columns)
+        got = class_probabilities(model, frame)
         assert list(got.columns) == list(ref.columns)
         np.testing.assert_allclose(got.to_numpy(), ref.to_numpy(), rtol=0, atol=1e-12)
         assert np.allclose(got.sum(axis=1), 1.0)
+        # the stored CV predictions: same rows, other models (the fold models)
+        oof = stored[stored["mlflow_run_id"] == run_id].astype({"query_id": str}).set_index("query_id")
+        assert sorted(oof.index) == sorted(ref.index)
+        oof = oof.loc[ref.index]
+        oof = np.array([[(p if isinstance(p, dict) else json.loads(p)).get(k, 0.0) for k in ref.columns]
+                        for p in oof["probabilities"]])
+        assert oof.shape == ref.shape
+        if router != "best_fixed":
+            assert not np.allclose(oof, ref.to_numpy(), atol=1e-6), "refit and fold predictions cannot all agree"
+        # what `mlflow models serve` answers on /invocations for the first rows
+        body = json.dumps({"dataframe_split": frame.head(3).to_dict(orient="split")})
+        served = invocations(body, "application/json", model, meta.get_input_schema())
+        assert served.status == 200, served.response
+        answer = json.loads(served.response)["predictions"]
+        answer = [[row[k] for k in ref.columns] for row in answer] if isinstance(answer[0], dict) else answer
+        # (the same 3-row batch through the loaded model: a float32 network's sums may round
+        # differently with the batch size)
+        np.testing.assert_allclose(np.array(answer, dtype=float), class_probabilities(model, frame.head(3)).to_numpy(),
+                                   rtol=0, atol=1e-12)
+    assert set(flavours) == set(ROUTERS)
 
 
 def test_copied_mlflow_folder_keeps_every_artifact(trained, tmp_path):

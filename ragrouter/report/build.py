@@ -37,6 +37,13 @@ REPORT_VIEWS: dict[str, tuple[str, str, tuple[str, ...]]] = {
 }
 
 STAGE_HINT = "python cli.py run --stage {stage}"
+# router_scores.csv keeps v_router_scores' units (those of MLflow's metrics), unlike the *_pct
+# columns of the other CSVs and the percent of the router table: said next to its link.
+ROUTER_SCORES_UNITS = ("Units of `router_scores.csv` (the view's rows, as MLflow logs them): every rate is a "
+                       "**fraction in [0, 1]**, not percent — routing_accuracy, macro_f1, mrr, correct_rate, "
+                       "abstain_rate, pooled_routing_accuracy, pooled_correct_rate and their _std, _ci_low, _ci_high; "
+                       "avg_tokens, avg_tokens_std and pooled_avg_tokens are tokens per query; n, n_folds, "
+                       "n_outcomes are counts.")
 
 
 @dataclass
@@ -203,7 +210,8 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
             "undecided.", judged=True)
     section("Routers", "router_scores", tables.table_routers(frames["router_scores"]),
             "R.A = routing accuracy, C.R = correct rate of the routed paradigm (cannot_answer falls back to the "
-            "most frequent optimal paradigm); macro-F1 and MRR are logged to MLflow.", judged=True)
+            "most frequent optimal paradigm); macro-F1 and MRR are logged to MLflow. " + ROUTER_SCORES_UNITS,
+            judged=True)
     tests_frame = router_tests(engine)
     md.append("### Routers vs. best-fixed and oracle (paired tests)\n")
     md.append(trust(list(tests_frame["judge"]) if not tests_frame.empty else []) + "\n")
@@ -214,7 +222,8 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
     md.append(tables.table_router_tests(tests_frame) or "_No data: needs router predictions on the store (routers train)._")
     if not tests_frame.empty:
         tests_frame.to_csv(out / "router_tests.csv", index=False)
-        md.append("\nCSV: [`router_tests.csv`](router_tests.csv)\n")
+        md.append("\nCSV: [`router_tests.csv`](router_tests.csv) (correct_rate, best_fixed_rate and oracle_rate in "
+                  "percent, as in the table; tokens_diff* in tokens per query)\n")
     md.append("")
 
     # Judge calibration (python cli.py judge calibrate) -------------------------------------

@@ -126,11 +126,13 @@ def routing_bounds(scores: pd.DataFrame, bounds: dict[str, dict[str, float]], ti
     metrics = [("routing_accuracy", "R.A %")]
     if s["correct_rate"].notna().any():
         metrics.append(("correct_rate", "C.R %"))
-    fig, axes = plt.subplots(1, len(metrics), figsize=(max(5.0, 1.2 * len(features) * max(len(routers), 1) / 2 + 3)
-                                                      * len(metrics), 4.2), squeeze=False)
+    # panels one above the other, 0.5 in per bar: side by side at 0.6 in per bar, 5 routers on
+    # 3 feature sets made a 24-inch strip whose 6-8 pt labels no page could show readably
+    fig, axes = plt.subplots(len(metrics), 1, figsize=(max(5.0, 0.5 * len(features) * max(len(routers), 1) + 2.5),
+                                                      3.4 * len(metrics) + 0.8), squeeze=False)
     colors = matplotlib.colormaps["tab10"]
     width = 0.8 / max(len(routers), 1)
-    for ax, (col, lab) in zip(axes[0], metrics):
+    for ax, (col, lab) in zip(axes[:, 0], metrics):
         x = np.arange(len(features))
         for i, router in enumerate(routers):
             vals = []

@@ -1,7 +1,18 @@
 """Traditional ML routers (paper Tab. 18): LR, SVM, XGBoost, MLP on the classical features.
 
-Inputs are :meth:`Features.classical` — one-hot query type and/or the six raw corpus indicators —
-standardised inside each pipeline (fitted on the training fold only).
+Inputs are the classical features — one-hot query type (Q) and/or the six raw corpus indicators
+(C), the matrix of :meth:`Features.classical` — standardised inside each pipeline (fitted on the
+training fold only).
+
+Each router's fitted object (``model_``) is ONE scikit-learn :class:`~sklearn.pipeline.Pipeline`
+that takes the router's input frame (:mod:`ragrouter.routers.inputs`: ``query_type`` and the six
+indicators, by column name) and does everything itself: a :class:`ColumnTransformer`
+(:func:`input_columns`: one-hot of ``query_type`` over the three types, the indicators passed
+through — the same matrix as :meth:`Features.classical`), then the scaler and the estimator.
+So ``mlflow.sklearn`` logs it as a plain scikit-learn model (XGBoost's ``XGBClassifier``
+inside such a Pipeline too: the ``sklearn`` flavour, not ``mlflow.xgboost``, which logs a bare
+booster) whose ``predict_proba`` is the router's. Its classes are the router's ``classes_``
+(the paradigm names), except XGBoost's, fitted on their indices into ``classes_``.
 """
 
 from __future__ import annotations
@@ -12,43 +23,82 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.calibration import CalibratedClassifierCV
+from sklearn.compose import ColumnTransformer
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold
 from sklearn.neural_network import MLPClassifier
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
+from sklearn.pipeline import Pipeline, make_pipeline
+from sklearn.preprocessing import OneHotEncoder, StandardScaler
 from sklearn.svm import SVC
 
 from ragrouter.routers.base import Router
+from ragrouter.routers.dataset import INDICATORS, QUERY_TYPES
 from ragrouter.routers.features import Features
+from ragrouter.routers.inputs import QUERY_TYPE_COLUMN, frame_from_features
+
+
+def input_columns(feature_set: str) -> ColumnTransformer:
+    """The classical matrix of feature set ``feature_set`` from the input frame: one-hot
+    ``query_type`` (Q; an unknown type is all zeros, as :func:`one_hot_query_type`), then the
+    six indicators as they are (C)."""
+    parts = []
+    if "q" in feature_set:
+        parts.append(("q", OneHotEncoder(categories=[list(QUERY_TYPES)], handle_unknown="ignore",
+                                         sparse_output=False, dtype=np.float64), [QUERY_TYPE_COLUMN]))
+    if "c" in feature_set:
+        parts.append(("c", "passthrough", list(INDICATORS)))
+    if not parts:
+        raise ValueError(f"feature set {feature_set!r} has no classical input")
+    return ColumnTransformer(parts, remainder="drop", verbose_feature_names_out=False)
+
+
+def input_frame(X: Features) -> pd.DataFrame:
+    """The classical routers' input frame of ``X`` (no embedding columns: they read no text)."""
+    return frame_from_features(X, with_embedding=False)
 
 
 class SklearnRouter(Router):
-    """A scikit-learn classifier on the classical features."""
+    """A scikit-learn classifier on the classical features, as one Pipeline on the input frame."""
 
     family = "classical"
 
     @abstractmethod
     def _make(self):
-        """The unfitted scikit-learn / XGBoost estimator."""
-
-    def _fit(self, X: Features, y: np.ndarray, meta: pd.DataFrame | None) -> None:
-        if len(self.classes_) == 1:  # nothing to learn
-            self.model_ = None
-            return
-        self.model_ = self._make_for(y)
-        self.model_.fit(X.classical(), y)
-        if not np.array_equal(np.asarray(self.model_.classes_).astype(str), self.classes_):
-            raise RuntimeError(f"router {self.name!r}: estimator classes differ from the labels")
+        """The unfitted scikit-learn / XGBoost estimator (or Pipeline) on the classical matrix."""
 
     def _make_for(self, y: np.ndarray):
         """The estimator for one training fold's labels (default: :meth:`_make`)."""
         return self._make()
 
+    def _pipeline(self, feature_set: str, estimator) -> Pipeline:
+        steps = estimator.steps if isinstance(estimator, Pipeline) else [("classifier", estimator)]
+        return Pipeline([("input", input_columns(feature_set)), *steps])
+
+    def _targets(self, y: np.ndarray) -> np.ndarray:
+        """What the estimator is fitted on (default: the labels themselves)."""
+        return y
+
+    def _fit(self, X: Features, y: np.ndarray, meta: pd.DataFrame | None) -> None:
+        if len(self.classes_) == 1:  # nothing to learn
+            self.model_ = None
+            return
+        self.model_ = self._pipeline(X.feature_set, self._make_for(y))
+        self.model_.fit(input_frame(X), self._targets(y))
+        fitted = np.asarray(self.model_.classes_)
+        expected = np.arange(len(self.classes_)) if fitted.dtype.kind in "iu" else self.classes_
+        if not np.array_equal(fitted.astype(expected.dtype), expected):
+            raise RuntimeError(f"router {self.name!r}: estimator classes differ from the labels")
+
     def _predict_proba(self, X: Features) -> np.ndarray:
         if self.model_ is None:
             return np.ones((len(X), 1))
-        return self.model_.predict_proba(X.classical())
+        return self.model_.predict_proba(input_frame(X))
+
+    @property
+    def pipeline(self) -> Pipeline | None:
+        """The fitted Pipeline (input frame → class probabilities in ``classes_`` order), or
+        ``None`` when the training rows had one label only."""
+        return getattr(self, "model_", None)
 
 
 class LogisticRegressionRouter(SklearnRouter):
@@ -122,12 +172,8 @@ class SVMRouter(SklearnRouter):
         cv = StratifiedKFold(folds, shuffle=True, random_state=self.seed)
         return make_pipeline(StandardScaler(), CalibratedClassifierCV(svc, method="sigmoid", cv=cv, ensemble=False))
 
-    def _fit(self, X, y, meta):
-        if len(self.classes_) == 1:
-            self.model_ = None
-            return
-        self.model_ = self._make(y)
-        self.model_.fit(X.classical(), y)
+    def _make_for(self, y: np.ndarray):
+        return self._make(y)
 
 
 class _SoftmaxDecision(ClassifierMixin, BaseEstimator):
@@ -175,38 +221,34 @@ class MLPRouter(SklearnRouter):
         return self._make(early_stopping=bool(enough))
 
 
-class XGBoostRouter(Router):
-    """XGBoost (``xgboost-cpu``): 100 trees of depth 6, histogram method.
+class XGBoostRouter(SklearnRouter):
+    """XGBoost (``xgboost-cpu``): 100 trees of depth 6, histogram method, fitted on the labels'
+    indices into ``classes_`` (XGBoost takes integer classes only).
 
     ``n_jobs=1`` by default: on the shared 2-core machine ``n_jobs=2`` made these small fits
     10× slower whenever another process was busy (measured: 5 fits on 320 rows, 0.4 s vs 5.7 s).
     """
 
     name = "xgboost"
-    family = "classical"
 
     def __init__(self, seed: int = 0, n_estimators: int = 100, max_depth: int = 6, learning_rate: float = 0.1, n_jobs: int = 1):
         super().__init__(seed, n_estimators=n_estimators, max_depth=max_depth, learning_rate=learning_rate, n_jobs=n_jobs)
 
-    def _fit(self, X: Features, y: np.ndarray, meta: pd.DataFrame | None) -> None:
-        self.model_ = None
-        if len(self.classes_) == 1:
-            return
+    def _make(self):
         from xgboost import XGBClassifier
 
-        codes = np.searchsorted(self.classes_, y)
-        self.model_ = XGBClassifier(
+        return XGBClassifier(
             n_estimators=self.params["n_estimators"], max_depth=self.params["max_depth"],
             learning_rate=self.params["learning_rate"], n_jobs=self.params["n_jobs"],
             tree_method="hist", random_state=self.seed, verbosity=0,
         )
-        self.model_.fit(X.classical(), codes)
+
+    def _targets(self, y: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.classes_, y)
 
     def _predict_proba(self, X: Features) -> np.ndarray:
-        if self.model_ is None:
-            return np.ones((len(X), 1))
-        proba = self.model_.predict_proba(X.classical())
-        if proba.ndim == 1 or proba.shape[1] == 1:  # binary case returns one column in some versions
-            p1 = proba.reshape(-1)
+        proba = super()._predict_proba(X)
+        if self.model_ is not None and (proba.ndim == 1 or proba.shape[1] == 1):
+            p1 = proba.reshape(-1)  # binary case returns one column in some versions
             proba = np.stack([1 - p1, p1], axis=1)
         return proba

@@ -15,10 +15,13 @@ trained router, named ``xgboost · qc · minilm`` (``· <generator>`` when sever
   as ``fold.<metric>`` with step = fold; ``aiq`` / ``aiq_fixed`` only when a λ sweep ran;
 * the training frame as an MLflow dataset input (``mlflow.log_input``: name, digest, schema);
 * artefacts: ``confusion_matrix.png``, ``cost_quality.png`` (+ ``.csv``), ``fold_metrics.csv``
-  ``model/`` — the router refitted on all rows as an MLflow pyfunc model
-  (:mod:`ragrouter.routers.mlflow_model`; load it with ``mlflow.pyfunc.load_model``) — and
-  ``refit_predictions.csv``, that model's class probabilities for every training row as
-  computed in memory at training time (a loaded model must reproduce them).
+  ``model/`` — the router refitted on all rows as an MLflow model, the classical ones in the
+  scikit-learn flavour, the others as pyfunc (:mod:`ragrouter.routers.mlflow_model`; load any
+  with ``mlflow.pyfunc.load_model``) — and ``refit_predictions.csv``, that same fitted
+  object's class probabilities for every training row (``query_id`` + one column per class),
+  computed in memory before it was saved (a loaded model must reproduce them). The CV
+  predictions of the store's ``router_predictions`` are out-of-fold: they come from the fold
+  models, which are not logged.
 
 The experiment carries ``mlflow.experimentKind = custom_model_development`` so MLflow 3's UI
 opens it on its runs table (not the GenAI traces page).
@@ -183,8 +186,8 @@ def _log(client, run_id: str, params: dict | None = None, metrics: dict | None =
 
 def load_model(model_uri: str | Path, tracking_uri: str | None = None):
     """A router logged by :func:`train_and_track` (``runs:/<id>/model`` or a model folder/URI)
-    as an MLflow pyfunc model (``mlflow.pyfunc.load_model``); ``.predict(frame)`` gives class
-    probabilities. A ``runs:/`` URI is resolved in ``tracking_uri`` (default: the default
+    as an MLflow pyfunc model (``mlflow.pyfunc.load_model``, either flavour); class
+    probabilities by name: ``mlflow_model.class_probabilities(model, frame)``. A ``runs:/`` URI is resolved in ``tracking_uri`` (default: the default
     store), not in MLflow's global tracking URI."""
     import mlflow.pyfunc
 
@@ -323,10 +326,12 @@ def _log_cv_result(client, experiment_id: str, res: CVResult, part: pd.DataFrame
                                   features.with_feature_set(fs).subset(np.arange(min(3, len(part)))),
                                   metadata={"generator": res.generator, "store_id": store_id or ""})
                 client.log_artifacts(pid, str(tmp / "model"), artifact_path="model")
-                # what the refitted router predicted at training time, for checking a loaded model
-                from ragrouter.routers.mlflow_model import RouterModel, frame_from_features
+                # what this same refitted router object predicted in memory for every training
+                # row, before it was saved: a loaded model must reproduce it (the stored CV
+                # predictions come from the fold models, not from this one)
+                from ragrouter.routers.mlflow_model import in_memory_probabilities
 
-                refit = RouterModel(model, res.feature_set, res.encoder).predict(None, frame_from_features(features))
+                refit = in_memory_probabilities(model, res.feature_set, res.encoder, features.with_feature_set(fs))
                 refit.insert(0, "query_id", part["query_id"].astype(str).to_numpy())
                 refit.to_csv(tmp / "refit_predictions.csv", index=False, float_format="%.17g")
                 client.log_artifact(pid, str(tmp / "refit_predictions.csv"))
