@@ -37,7 +37,8 @@ def _paradigm_names() -> list[str]:
 @click.option("--dry-run", is_flag=True, help="Print the calls and tokens pending work would spend, "
               "minus what the cache holds, with an upper bound in US $ where backends have "
               "price_per_million; spend nothing.")
-@click.option("--workers", type=click.IntRange(min=1), help="Threads per stage (default: the backend's concurrency).")
+@click.option("--workers", type=click.IntRange(min=1), help="Threads per stage (default: the backend's concurrency × worker.threads_per_slot for "
+              "model stages).")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @pass_ctx
 def run_command(ctx: Ctx, stages: tuple[str, ...], corpus: str | None, paradigms: tuple[str, ...],

@@ -46,7 +46,7 @@ import numpy as np
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
-from ragrouter.llm import tokens
+from ragrouter.llm import slots, tokens
 from ragrouter.llm.backends import (
     Backend,
     BackendError,
@@ -167,7 +167,7 @@ class Gateway:
         self._shared = _shared_for(engine)
         self._index = self._shared.index
         self._backends: dict[str, Backend] = {}
-        self._sems: dict[str, threading.BoundedSemaphore] = {}
+        self._sems: dict[str, slots.PrioritySlots] = {}  # a backend's request slots (llm/slots.py)
         self._backend_lock = threading.Lock()
         self._state_lock = self._shared.lock
         self._pending = self._shared.pending
@@ -222,7 +222,7 @@ class Gateway:
                     raise GatewayError("config", f"{self.config.source}: backends.{name} must be a mapping")
                 be = make_backend(name, spec, source=self.config.source)
                 self._backends[name] = be
-                self._sems[name] = threading.BoundedSemaphore(be.concurrency)
+                self._sems[name] = slots.PrioritySlots(be.concurrency)
             return be
 
     def preflight(self) -> None:
@@ -256,6 +256,8 @@ class Gateway:
             self._bump("errors")
             raise GatewayError("client_error", f"gateway: unexpected {exc.__class__.__name__}: "
                                f"{redact(str(exc), self._secrets())}") from None
+        finally:
+            slots.count_call()  # the unit's next request waits with one call fewer left
         if cached:
             self._bump("cache_hits")
         return ChatResult(

@@ -7,9 +7,12 @@ embedding, dense top-k, graph retrieval done once), kept in memory for the whole
 
 Scheduling: pending units are ordered **longest expected first** (IterativeRAG's up to
 2 + 3·max_rounds sequential calls, then GraphRAG/HybridRAG's two, then one-call paradigms),
-queries in store order inside each class. The endpoint's slots then stay full until the
-end: the last units to start are the short ones, instead of iterative units that leave a
-tail with few requests in flight (``benchmarks/README.md``, issue 17).
+queries in store order inside each class, and scheduled **at the level of calls**: the
+runner keeps ``worker.threads_per_slot`` units in flight per backend slot, and each request
+waits for a slot with the priority of its unit's expected calls left (:meth:`unit_weight`,
+``ragrouter/llm/slots.py``). A slot frees between the calls of an iterative unit, the long
+units all progress, the short ones fill the gaps, and the endpoint's slots stay full until
+the end (``benchmarks/README.md``, issue 17).
 """
 
 from __future__ import annotations
@@ -105,6 +108,7 @@ class AnswerStage(Stage):
             cfg.backend(g)
         self._configs = {(p, g): {**get(p).config(cfg), "generator_model": str(cfg.backend(g)["model"])}
                          for g in gens for p in paradigms}
+        self._weights = {p: expected_calls(p, cfg) for p in paradigms}
         return [(p, g, run_hash(p, g, cfg)) for g in gens for p in paradigms]
 
     def _queries(self, conn, scope):
@@ -140,6 +144,11 @@ class AnswerStage(Stage):
                                                           "generator": g, "config_hash": h,
                                                           "config": self._configs.get((p, g))}))
         return longest_first(units, scope.config)
+
+    def unit_weight(self, unit) -> int:
+        """Expected sequential calls of a unit: its requests' priority for a backend slot
+        (call-level scheduling, ``ragrouter/llm/slots.py``)."""
+        return self._weights.get(unit.payload["paradigm"], 1)
 
     def prepare(self, services, scope):
         with services.db_lock, services.engine.connect() as conn:
