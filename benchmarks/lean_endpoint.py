@@ -55,15 +55,19 @@ class LeanEndpoint:
         self.by_path: dict[str, int] = {}
         self.in_flight = 0
         self.peak_in_flight = 0
+        self.first_at: float | None = None  # since the last reset: first request read ...
+        self.last_at: float | None = None  # ... and last reply written (the endpoint's busy span)
 
     def stats(self) -> dict:
         return {"total": sum(self.by_path.values()), "by_path": dict(self.by_path),
                 "peak_in_flight": self.peak_in_flight, "late_ms": round(1000 * self.late, 3),
-                "latency_sum_s": round(self.latency_sum, 3)}
+                "latency_sum_s": round(self.latency_sum, 3),
+                "span_s": round(self.last_at - self.first_at, 3) if self.first_at and self.last_at else 0.0}
 
     def reset(self) -> None:
         self.by_path.clear()
         self.latency_sum = 0.0
+        self.first_at = self.last_at = None
         self.peak_in_flight = self.in_flight
 
     async def calibrate(self, samples: int = 10) -> None:
@@ -113,6 +117,8 @@ class LeanEndpoint:
                         length = int(line[15:])
                 body = json.loads(await reader.readexactly(length)) if length else {}
                 self.by_path[path] = self.by_path.get(path, 0) + 1
+                if self.first_at is None:
+                    self.first_at = time.perf_counter()
                 if self._gate is not None:
                     await self._gate.acquire()
                 self.in_flight += 1
@@ -131,6 +137,7 @@ class LeanEndpoint:
                 writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
                              + str(len(data)).encode() + b"\r\n\r\n" + data)
                 await writer.drain()
+                self.last_at = time.perf_counter()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:

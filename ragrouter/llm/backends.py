@@ -106,6 +106,7 @@ def apply_preset(name: str, spec: dict, *, source: str = "config") -> dict:
         out["extra_body"] = _deep_merge(PRESETS[preset].get("extra_body", {}), spec.get("extra_body") or {})
     return out
 DUMMY_KEY = "EMPTY"
+HTTP_PATH = os.environ.get("RAGROUTER_HTTP_PATH", "sdk")  # "lean": llm/http.py (measuring, issue 17)
 DEFAULTS = {"concurrency": 15, "timeout_s": 60.0, "retries": 3}
 
 
@@ -371,6 +372,7 @@ class OpenAIBackend(Backend):
         self._idle_clients: list = []
         self._all_clients: list = []
         self._client_lock = threading.Lock()
+        self._lean = None  # llm/http.py's poster (HTTP_PATH == "lean")
 
     # -- key and client ---------------------------------------------------------------
     def api_key(self) -> str:
@@ -460,6 +462,16 @@ class OpenAIBackend(Backend):
         ``chat.completions.create``: same auth, headers, timeout and error mapping, without the
         typed-parameter transform and response models (≈0.5 ms of GIL time per call).
         """
+        if HTTP_PATH == "lean":
+            base_url, _ = self.endpoint()
+            with self._client_lock:
+                poster = self._lean if self._lean is not None and self._lean.base_url == base_url.rstrip("/") else None
+                if poster is None:
+                    from ragrouter.llm.http import LeanPoster
+
+                    poster = self._lean = LeanPoster(base_url, self.timeout_s)
+            return poster.post(path, body, api_key=self._key_provider(),
+                               headers=self.header_values() if self.headers else {}, timeout_s=timeout_s)
         import httpx2
 
         options: dict[str, Any] = {"timeout": timeout_s, "security": {"bearer_auth": True}}
@@ -573,6 +585,9 @@ class OpenAIBackend(Backend):
     def close(self) -> None:
         with self._client_lock:
             clients, self._all_clients, self._idle_clients = self._all_clients, [], []
+            lean, self._lean = self._lean, None
+        if lean is not None:
+            lean.close()
         for client in clients:
             try:
                 client.close()

@@ -50,14 +50,18 @@ def load_index(conn, corpus_id: int, name: str, config):
     if missing:
         raise ScopeError(f"corpus '{name}': {len(missing)} chunks have no '{emb}' vector — run the embed stage first")
     ext = storeio.extractor_key(config)
-    ents = conn.execute(text("SELECT id, name FROM entities WHERE corpus_id = :c AND extractor = :x ORDER BY id"),
-                        {"c": corpus_id, "x": ext}).all()
+    # entities by name and triples by (chunk, insertion order within the chunk): the graph's
+    # positions, which break retrieval ties, do not depend on the order in which workers wrote
+    # the extractions (ids differ between one DuckDB worker and four PostgreSQL ones)
+    # (sorted here, by code point: the stores' collations differ)
+    ents = sorted(conn.execute(text("SELECT id, name FROM entities WHERE corpus_id = :c AND extractor = :x"),
+                               {"c": corpus_id, "x": ext}).all(), key=lambda r: (r[1], r[0]))
     ent_vec_ids, ent_vecs = storeio.load_vectors(conn, "entity", None, emb, corpus_id)
     ent_have = dict(zip(ent_vec_ids, range(len(ent_vec_ids))))
     ents = [e for e in ents if e[0] in ent_have]
     ent_matrix = ent_vecs[[ent_have[e[0]] for e in ents]] if ents else None
     triples = conn.execute(text("SELECT subject_id, relation, object_id, chunk_id FROM triples "
-                                "WHERE corpus_id = :c AND extractor = :x ORDER BY id"),
+                                "WHERE corpus_id = :c AND extractor = :x ORDER BY chunk_id, id"),
                            {"c": corpus_id, "x": ext}).all()
     kept = {e[0] for e in ents}
     triples = [(int(s), r, int(o), int(c)) for s, r, o, c in triples if s in kept and o in kept]
