@@ -261,6 +261,8 @@ def main() -> None:
                     c["context_tokens"] += res.context_tokens
                     c["iterations"] += res.iterations
                     c["tokens"] += res.ret_in + res.ret_out + res.gen_in + res.gen_out
+                    c["lib_us"] += int(1e6 * lib)
+                    c["gw_us"] += int(1e6 * inside)
             wall = time.perf_counter() - t1
             slot_busy = sem.busy_seconds() - busy0
             process_cpu = time.process_time() - cpu0
@@ -293,7 +295,9 @@ def main() -> None:
         "per_paradigm": {p: {"runs": c["runs"], "avg_calls": round(c["calls"] / max(c["runs"], 1), 2),
                              "avg_context_tokens": round(c["context_tokens"] / max(c["runs"], 1)),
                              "avg_iterations": round(c["iterations"] / max(c["runs"], 1), 2),
-                             "avg_tokens": round(c["tokens"] / max(c["runs"], 1))}
+                             "avg_tokens": round(c["tokens"] / max(c["runs"], 1)),
+                             "library_cpu_ms": round(c["lib_us"] / 1000 / max(c["runs"], 1), 2),
+                             "gateway_cpu_ms": round(c["gw_us"] / 1000 / max(c["runs"], 1), 2)}
                          for p, c in per_paradigm.items()},
     }
     if args.json:
@@ -314,7 +318,8 @@ def main() -> None:
           f"load average {out['load_average']:.1f}")
     for p, c in out["per_paradigm"].items():
         print(f"  {p:16s} calls/run {c['avg_calls']:5.2f}  ctx {c['avg_context_tokens']:6d}  "
-              f"rounds {c['avg_iterations']:.2f}  tokens/run {c['avg_tokens']}")
+              f"rounds {c['avg_iterations']:.2f}  tokens/run {c['avg_tokens']}  CPU ms/run: library "
+              f"{c['library_cpu_ms']}, gateway {c['gateway_cpu_ms']}")
 
 
 if __name__ == "__main__":

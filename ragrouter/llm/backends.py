@@ -57,6 +57,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import email.utils
+import functools
 import ipaddress
 import json
 import os
@@ -211,6 +212,17 @@ def _retry_after(headers) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+@functools.lru_cache(maxsize=1)
+def ssl_context():
+    """One TLS context for every HTTP client of the process, made as ``httpx2`` makes its
+    default one (certifi's bundle, ``SSL_CERT_FILE``/``SSL_CERT_DIR`` honoured). Building it
+    costs ~55 ms of CPU; each client built its own, and a backend builds up to
+    ``concurrency`` clients (64 of them: 3.5 s of CPU, issue 17)."""
+    import httpx2
+
+    return httpx2.create_ssl_context()
 
 
 def _is_local_url(url: str) -> bool:
@@ -439,7 +451,8 @@ class OpenAIBackend(Backend):
             # The key is a provider called per request: it is read from the environment at
             # call time and never kept in the client's options.
             client = openai.OpenAI(base_url=base_url, api_key=self._key_provider, max_retries=0,
-                                   timeout=self.timeout_s)
+                                   timeout=self.timeout_s,
+                                   http_client=openai.DefaultHttpxClient(verify=ssl_context(), timeout=self.timeout_s))
             with self._client_lock:
                 self._all_clients.append(client)
         try:

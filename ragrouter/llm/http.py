@@ -41,7 +41,9 @@ class LeanPoster:
         if client is None:
             import httpx2
 
-            client = httpx2.Client(timeout=self.timeout_s, follow_redirects=False,
+            from ragrouter.llm.backends import ssl_context
+
+            client = httpx2.Client(timeout=self.timeout_s, follow_redirects=False, verify=ssl_context(),
                                    limits=httpx2.Limits(max_connections=1, max_keepalive_connections=1))
             with self._lock:
                 self._all.append(client)
