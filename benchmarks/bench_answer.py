@@ -164,6 +164,8 @@ def main() -> None:
     ap.add_argument("--threads-per-slot", type=int, default=None,
                     help="unit threads per backend slot (default: worker.threads_per_slot, as the answer stage; "
                          "1 = unit-level scheduling, one thread per slot)")
+    ap.add_argument("--http-client", choices=("lean", "sdk"), default=None,
+                    help="gateway.http_client (default: the config's, lean)")
     ap.add_argument("--server", choices=("lean", "full"), default="lean",
                     help="fake endpoint: the lean calibrated asyncio server (benchmarks/lean_endpoint.py, "
                          "default) or the tests' FakeOpenAI")
@@ -198,6 +200,8 @@ def main() -> None:
                         "bench-embed": {**common, "model": "bench-embed", "batch_size": 64}}
     data["roles"] = {"generators": ["bench-gen"], "extractor": "bench-gen", "judge": "bench-gen",
                      "query_generator": "bench-gen", "embedder": "bench-embed"}
+    if args.http_client:
+        data["gateway"]["http_client"] = args.http_client
     if args.budget is not None:
         data["retrieval"]["token_budget"] = args.budget
     cfg = Config(data, source="<bench>")
@@ -276,7 +280,7 @@ def main() -> None:
     ideal = requests * args.latency / args.concurrency
     out = {
         "queries": args.queries, "paradigms": names, "units": len(units), "order": args.order,
-        "concurrency": args.concurrency, "threads": threads,
+        "concurrency": args.concurrency, "threads": threads, "http_client": cfg.get("gateway.http_client"),
         "latency_s": args.latency, "server": args.server, "token_budget": cfg.get("retrieval.token_budget"),
         "chunks": args.chunks, "entities": N_ENTITIES, "triples": N_TRIPLES, "index_build_s": round(setup_s, 2),
         "http_requests": sstats["by_path"], "peak_in_flight": sstats["peak_in_flight"],

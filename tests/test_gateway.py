@@ -810,3 +810,42 @@ def test_a_free_slot_goes_to_the_request_of_the_unit_with_most_calls_left(store,
                 gw.chat("fake", user("naive"), temperature=0.0, max_tokens=5, stage="s", phase="p")
             assert slots.current_key() == (-1, 7)  # never below one call left
         assert len(srv.requests) == 5
+
+
+@pytest.mark.parametrize("client", ["lean", "sdk"])
+def test_both_http_clients_send_the_same_request_and_map_failures_alike(client, store, gateways):
+    """gateway.http_client: the lean httpx2 POST (default) and the openai SDK's post send the
+    same body, key and extra headers, and give the same reasons for 429 (Retry-After), 5xx,
+    404 and a dead endpoint."""
+    def cfg(srv_or_url, **kw):
+        c = cfg_for({"fake": fake_backend(srv_or_url, **kw)} if not isinstance(srv_or_url, str) else
+                    {"fake": {"kind": "openai", "base_url": srv_or_url, "model": "m", "timeout_s": 1, "retries": 1}})
+        c.data["gateway"] = {"http_client": client}
+        return c
+
+    with FakeOpenAI(fault_plan=["rate_limit", None, "server_error", "server_error", "server_error", "server_error"],
+                    retry_after_s=0.25) as srv:
+        sleeps = Sleeps()
+        gw = gateways(cfg(srv, headers={"X-Team": "ir"}), sleep=sleeps)
+        assert gw._http_client == client
+        r = gw.chat("fake", user("q"), temperature=0.0, max_tokens=20, stage="s", phase="p")
+        assert r.text and r.attempts == 2 and sleeps.calls == [0.25]
+        req = srv.requests[-1]
+        assert req["body"]["messages"] == user("q") and req["body"]["max_tokens"] == 20
+        assert req["headers"]["authorization"] == "Bearer test-key-value" and req["headers"]["x-team"] == "ir"
+        with pytest.raises(GatewayError) as info:
+            gw.chat("fake", user("q2"), temperature=0.0, max_tokens=20, stage="s", phase="p")
+        assert info.value.reason == "server_error" and info.value.attempts == 4
+        wrong = gateways(cfg(srv, base_url=srv.base_url + "/nowhere"), sleep=Sleeps())
+        with pytest.raises(GatewayError) as info:
+            wrong.chat("fake", user("q3"), temperature=0.0, max_tokens=20, stage="s", phase="p")
+        assert info.value.reason == "http_404" and info.value.attempts == 1
+        port = srv.port
+    down = gateways(cfg(f"http://127.0.0.1:{port}/v1"), sleep=Sleeps())
+    with pytest.raises(GatewayError) as info:
+        down.chat("fake", user("q"), temperature=0.0, max_tokens=20, stage="s", phase="p")
+    assert info.value.reason == "connection_error" and info.value.attempts == 2
+    bad = Config({"backends": {"x": {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m"}},
+                  "roles": {"generators": ["x"]}, "gateway": {"http_client": "curl"}}, source="test-config")
+    with pytest.raises(GatewayError, match="gateway.http_client must be one of lean, sdk"):
+        Gateway(bad, store)

@@ -21,7 +21,9 @@ Kinds (``BACKENDS``):
     from the encoder's own tokenizer.
 
 Each HTTP attempt uses a client from a per-backend free-list (one per concurrent attempt, so
-threads never queue on one connection pool's lock) and the client's generic ``post`` method.
+threads never queue on one connection pool's lock, all sharing one TLS context): by default
+(``gateway.http_client: lean``) a plain ``httpx2`` JSON POST (``ragrouter/llm/http.py``), with
+``sdk`` the ``openai`` client's generic ``post`` method; both map failures alike.
 
 Backend settings read from the config (all optional except kind/model/base_url):
 ``concurrency`` (default 15), ``timeout_s`` (60), ``retries`` (3), ``batch_size`` (30 for
@@ -107,7 +109,7 @@ def apply_preset(name: str, spec: dict, *, source: str = "config") -> dict:
         out["extra_body"] = _deep_merge(PRESETS[preset].get("extra_body", {}), spec.get("extra_body") or {})
     return out
 DUMMY_KEY = "EMPTY"
-HTTP_PATH = os.environ.get("RAGROUTER_HTTP_PATH", "sdk")  # "lean": llm/http.py (measuring, issue 17)
+HTTP_CLIENTS = ("lean", "sdk")  # gateway.http_client: llm/http.py's direct httpx2 POST, or the openai SDK
 DEFAULTS = {"concurrency": 15, "timeout_s": 60.0, "retries": 3}
 
 
@@ -384,7 +386,8 @@ class OpenAIBackend(Backend):
         self._idle_clients: list = []
         self._all_clients: list = []
         self._client_lock = threading.Lock()
-        self._lean = None  # llm/http.py's poster (HTTP_PATH == "lean")
+        self._lean = None  # llm/http.py's poster (http_client == "lean")
+        self.http_client = "lean"  # set by the gateway from gateway.http_client
 
     # -- key and client ---------------------------------------------------------------
     def api_key(self) -> str:
@@ -475,7 +478,7 @@ class OpenAIBackend(Backend):
         ``chat.completions.create``: same auth, headers, timeout and error mapping, without the
         typed-parameter transform and response models (≈0.5 ms of GIL time per call).
         """
-        if HTTP_PATH == "lean":
+        if self.http_client == "lean":
             base_url, _ = self.endpoint()
             with self._client_lock:
                 poster = self._lean if self._lean is not None and self._lean.base_url == base_url.rstrip("/") else None

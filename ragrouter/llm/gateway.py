@@ -51,6 +51,7 @@ from ragrouter.llm.backends import (
     Backend,
     BackendError,
     ChatReply,
+    HTTP_CLIENTS,
     GatewayError,
     make_backend,
     redact,
@@ -163,6 +164,11 @@ class Gateway:
             raise GatewayError("config", f"{config.source}: gateway.ledger_commit must be 'sync' or 'async' "
                                f"(got {mode!r})")
         self.ledger_commit = mode
+        http_client = config.get("gateway.http_client", None) or "lean"
+        if http_client not in HTTP_CLIENTS:
+            raise GatewayError("config", f"{config.source}: gateway.http_client must be one of "
+                               f"{', '.join(HTTP_CLIENTS)} (got {http_client!r})")
+        self._http_client = http_client
         self._db, self._db_lock, self._own_db = _gateway_connection(engine)
         self._shared = _shared_for(engine)
         self._index = self._shared.index
@@ -221,6 +227,8 @@ class Gateway:
                 if not isinstance(spec, dict):
                     raise GatewayError("config", f"{self.config.source}: backends.{name} must be a mapping")
                 be = make_backend(name, spec, source=self.config.source)
+                if hasattr(be, "http_client"):
+                    be.http_client = self._http_client
                 self._backends[name] = be
                 self._sems[name] = slots.PrioritySlots(be.concurrency)
             return be
