@@ -9,6 +9,11 @@ Only :class:`GatewayError` (with a ``.reason``) ever leaves :meth:`Gateway.chat`
 
 Cache keys, ledger rows and durability: :mod:`ragrouter.llm.ledger`.
 
+Slots
+    A backend's ``concurrency`` is a pool of request slots (:mod:`ragrouter.llm.slots`): a free
+    slot goes to the waiting request whose unit (set by the stage runner) has the most expected
+    calls left, so more unit threads than slots keep the slots full (call-level scheduling).
+
 Tokens
     From the endpoint's ``usage`` when it reports both counts (``token_source='usage'``), else
     cl100k_base counts of the message texts as sent and of the reply (``'tiktoken'``); a local
