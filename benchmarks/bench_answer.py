@@ -4,14 +4,19 @@ server of benchmarks/lean_endpoint.py; ``--server full`` for tests/fake_openai.p
 
 What runs: a synthetic corpus (chunks of real-sized text, 384-d vectors, an entity graph),
 one :class:`QueryContext` per query shared by that query's paradigms, every (query, paradigm)
-unit submitted to a thread pool sized to the backend concurrency, a fresh DuckDB store (so
-every request is a cache miss on the ledger; identical requests inside the run are served
-from the cache, as in production). The fake endpoint runs in its own process, so its work
-does not compete with the client for the GIL.
+unit submitted, in the answer stage's order (longest expected first), to a thread pool of
+concurrency × ``--threads-per-slot`` threads whose requests share one pool of ``concurrency``
+slots, each waiting with its unit's expected calls left as priority (call-level scheduling, as
+the stage runner does: ``ragrouter/llm/slots.py``; ``--threads-per-slot 1`` is unit-level
+scheduling), a fresh DuckDB store (so every request is a cache miss on the ledger; identical
+requests inside the run are served from the cache, as in production). The fake endpoint runs
+in its own process, so its work does not compete with the client for the GIL, and serves at
+most ``concurrency`` requests at once (the rest queue there).
 
 Ideal time = HTTP requests actually made (chat + embeddings) × latency / concurrency: the
-wall time if the endpoint were the only cost and every slot were always busy. Efficiency =
-ideal / measured wall time; goal ≥ 95 %.
+wall time if the endpoint were the only cost and every slot were always busy — a true lower
+bound, since the endpoint never serves more than ``concurrency`` requests at once. Efficiency
+= ideal / measured wall time; goal ≥ 95 %.
 
     .venv/bin/python benchmarks/bench_answer.py --queries 40 --concurrency 15 --latency 0.05
 """
@@ -156,6 +161,11 @@ def main() -> None:
                     help="unit order: longest expected first (the answer stage's order: iterative, then "
                          "graph/hybrid, then one-call paradigms), paradigm-major in the listed order, or "
                          "query-major")
+    ap.add_argument("--threads-per-slot", type=int, default=None,
+                    help="unit threads per backend slot (default: worker.threads_per_slot, as the answer stage; "
+                         "1 = unit-level scheduling, one thread per slot)")
+    ap.add_argument("--http-client", choices=("lean", "sdk"), default=None,
+                    help="gateway.http_client (default: the config's, lean)")
     ap.add_argument("--server", choices=("lean", "full"), default="lean",
                     help="fake endpoint: the lean calibrated asyncio server (benchmarks/lean_endpoint.py, "
                          "default) or the tests' FakeOpenAI")
@@ -178,7 +188,7 @@ def main() -> None:
     from benchmarks.lean_endpoint import Handle, start_in_process
 
     if args.server == "lean":
-        endpoint = start_in_process(args.latency, responder, DIM)
+        endpoint = start_in_process(args.latency, responder, DIM, max_in_flight=args.concurrency)
     else:  # the tests' FakeOpenAI, behind the same pipe protocol
         endpoint = Handle(_serve, (args.latency,))
     base_url = endpoint.base_url
@@ -190,6 +200,8 @@ def main() -> None:
                         "bench-embed": {**common, "model": "bench-embed", "batch_size": 64}}
     data["roles"] = {"generators": ["bench-gen"], "extractor": "bench-gen", "judge": "bench-gen",
                      "query_generator": "bench-gen", "embedder": "bench-embed"}
+    if args.http_client:
+        data["gateway"]["http_client"] = args.http_client
     if args.budget is not None:
         data["retrieval"]["token_budget"] = args.budget
     cfg = Config(data, source="<bench>")
@@ -210,11 +222,20 @@ def main() -> None:
                 units = [(q, p) for q in queries for p in names]
             per_paradigm: dict[str, Counter] = {p: Counter() for p in names}
 
+            from ragrouter.llm.slots import unit_priority
+            from ragrouter.stages.answer import expected_calls
+
+            tps = args.threads_per_slot or int(cfg.get("worker.threads_per_slot", 1) or 1)
+            threads = args.concurrency * max(1, tps)
+            weight = {p: expected_calls(p, cfg) for p in names}
+            seq = {u: i for i, u in enumerate(units)}
+
             def work(unit):
                 q, p = unit
                 gw.take()
                 t0 = time.thread_time()
-                res = PARADIGMS[p].run(q, contexts[q], index, gw, "bench-gen", cfg)
+                with unit_priority(weight[p], seq[unit]):  # as the stage runner does
+                    res = PARADIGMS[p].run(q, contexts[q], index, gw, "bench-gen", cfg)
                 total = time.thread_time() - t0
                 inside, in_call = gw.take()
                 return p, res, total - inside, inside, in_call
@@ -225,10 +246,15 @@ def main() -> None:
             real_gw.embed("bench-embed", ["warm up"], stage="bench", phase="warmup")
             real_gw.flush()
             endpoint.reset()
+            # one endpoint, one pool of `concurrency` request slots for chat and embeddings alike
+            # (the two backends would otherwise allow 2 × concurrency in flight together)
+            real_gw.backend("bench-gen"), real_gw.backend("bench-embed")
+            sem = real_gw._sems["bench-embed"] = real_gw._sems["bench-gen"]
+            busy0 = sem.busy_seconds()
             t1 = time.perf_counter()
             lib_cpu = gw_cpu = in_calls = 0.0
             cpu0 = time.process_time()
-            with ThreadPoolExecutor(args.concurrency) as pool:
+            with ThreadPoolExecutor(threads) as pool:
                 for p, res, lib, inside, in_call in pool.map(work, units):
                     lib_cpu += lib
                     gw_cpu += inside
@@ -239,7 +265,10 @@ def main() -> None:
                     c["context_tokens"] += res.context_tokens
                     c["iterations"] += res.iterations
                     c["tokens"] += res.ret_in + res.ret_out + res.gen_in + res.gen_out
+                    c["lib_us"] += int(1e6 * lib)
+                    c["gw_us"] += int(1e6 * inside)
             wall = time.perf_counter() - t1
+            slot_busy = sem.busy_seconds() - busy0
             process_cpu = time.process_time() - cpu0
             real_gw.flush()
             gstats = real_gw.stats()
@@ -251,14 +280,17 @@ def main() -> None:
     ideal = requests * args.latency / args.concurrency
     out = {
         "queries": args.queries, "paradigms": names, "units": len(units), "order": args.order,
-        "concurrency": args.concurrency,
+        "concurrency": args.concurrency, "threads": threads, "http_client": cfg.get("gateway.http_client"),
         "latency_s": args.latency, "server": args.server, "token_budget": cfg.get("retrieval.token_budget"),
         "chunks": args.chunks, "entities": N_ENTITIES, "triples": N_TRIPLES, "index_build_s": round(setup_s, 2),
         "http_requests": sstats["by_path"], "peak_in_flight": sstats["peak_in_flight"],
         "gateway_cache_hits": gstats.get("cache_hits", 0),
         "wall_s": round(wall, 3), "ideal_s": round(ideal, 3), "efficiency": round(ideal / wall, 4),
         "units_per_s": round(len(units) / wall, 1),
-        "slot_utilisation": round(in_calls / (args.concurrency * wall), 4),
+        # slot-seconds the backend's request slots were held (llm/slots.py) over concurrency × wall;
+        # with more threads than slots the threads' time in gateway calls includes slot waits
+        "slot_utilisation": round(slot_busy / (args.concurrency * wall), 4),
+        "thread_time_in_calls": round(in_calls / (threads * wall), 4),
         "mean_call_s": round(in_calls / max(requests, 1), 4),
         "client_cpu_s": round(process_cpu, 3),
         "library_cpu_ms_per_unit": round(1000 * lib_cpu / len(units), 2),
@@ -267,7 +299,9 @@ def main() -> None:
         "per_paradigm": {p: {"runs": c["runs"], "avg_calls": round(c["calls"] / max(c["runs"], 1), 2),
                              "avg_context_tokens": round(c["context_tokens"] / max(c["runs"], 1)),
                              "avg_iterations": round(c["iterations"] / max(c["runs"], 1), 2),
-                             "avg_tokens": round(c["tokens"] / max(c["runs"], 1))}
+                             "avg_tokens": round(c["tokens"] / max(c["runs"], 1)),
+                             "library_cpu_ms": round(c["lib_us"] / 1000 / max(c["runs"], 1), 2),
+                             "gateway_cpu_ms": round(c["gw_us"] / 1000 / max(c["runs"], 1), 2)}
                          for p, c in per_paradigm.items()},
     }
     if args.json:
@@ -280,15 +314,16 @@ def main() -> None:
           f"gateway cache hits {out['gateway_cache_hits']})")
     print(f"wall {wall:.2f} s, ideal {ideal:.2f} s -> efficiency {100 * ideal / wall:.1f} % "
           f"({out['units_per_s']} units/s)")
-    print(f"slot utilisation {100 * out['slot_utilisation']:.1f} % (time the {args.concurrency} threads spent inside "
-          f"gateway calls; mean {1000 * out['mean_call_s']:.1f} ms per HTTP request vs {args.latency * 1000:.0f} ms "
-          "nominal)")
+    print(f"slot utilisation {100 * out['slot_utilisation']:.1f} % (slot-seconds the {args.concurrency} request slots "
+          f"were held / ({args.concurrency} × wall)); {threads} unit threads, "
+          f"{100 * out['thread_time_in_calls']:.1f} % of their time inside gateway calls (incl. slot waits)")
     print(f"client CPU {process_cpu:.2f} s: library {out['library_cpu_ms_per_unit']} ms/unit (paradigms, "
           f"retrieval, packing), gateway+HTTP client {out['gateway_cpu_ms_per_request']} ms/request; "
           f"load average {out['load_average']:.1f}")
     for p, c in out["per_paradigm"].items():
         print(f"  {p:16s} calls/run {c['avg_calls']:5.2f}  ctx {c['avg_context_tokens']:6d}  "
-              f"rounds {c['avg_iterations']:.2f}  tokens/run {c['avg_tokens']}")
+              f"rounds {c['avg_iterations']:.2f}  tokens/run {c['avg_tokens']}  CPU ms/run: library "
+              f"{c['library_cpu_ms']}, gateway {c['gateway_cpu_ms']}")
 
 
 if __name__ == "__main__":

@@ -11,8 +11,12 @@ faithfulness) in process.
 Measured per store (DuckDB, one worker; PostgreSQL, ``--pg-workers`` processes sharing the
 LLM stages through leases, each with concurrency / workers threads):
 
-* wall time per stage, and for the LLM stages the ideal = the endpoint's summed latency /
-  concurrency (what the stage would take if every slot were busy all the time);
+* wall time per stage (the ``cli.py run`` processes, start-up included), the runner's own
+  time (``stage_s``, as the CLI prints it: from reading the pending units to the last commit)
+  and the endpoint's busy span (first request in to last reply out); for the LLM stages the
+  ideal = the endpoint's summed latency / concurrency (what the stage would take if every
+  slot were busy all the time). The endpoint serves at most ``--concurrency`` requests at
+  once, and each of the ``--pg-workers`` processes gets ``concurrency / workers`` slots;
 * peak RSS of the worker processes, store size, time of every view (``SELECT COUNT(*)``)
   and of ``cli.py report``;
 * the score stage's runs/s;
@@ -110,12 +114,30 @@ class Cli:
                                 env=self.env, stdout=fh, stderr=subprocess.STDOUT, text=True)
 
     def run(self, *args: str, workers: int = 1, extra: tuple[str, ...] = ()) -> float:
+        return self.run_timed(*args, workers=workers, extra=extra)[0]
+
+    def run_timed(self, *args: str, workers: int = 1, extra: tuple[str, ...] = ()) -> tuple[float, float | None]:
+        """(wall seconds of the processes, the longest in-process stage time they printed — the
+        runner's own seconds, without the interpreter start, imports and config)."""
         t0 = time.perf_counter()
-        procs = [self.popen(*args, *extra) for _ in range(workers)]
+        outs = [self.log.with_suffix(f".{i}.out") for i in range(workers)]
+        procs = []
+        for out in outs:
+            fh = out.open("w")
+            procs.append(subprocess.Popen([sys.executable, str(REPO / "cli.py"), "--config", self.config, *args,
+                                           *extra], cwd=REPO, env=self.env, stdout=fh, stderr=subprocess.STDOUT,
+                                          text=True))
         codes = [p.wait() for p in procs]
+        wall = time.perf_counter() - t0
+        texts = [out.read_text() for out in outs]
+        with self.log.open("a") as fh:
+            fh.write("".join(texts))
         if any(codes):
             raise SystemExit(f"cli {' '.join(args)} failed ({codes}); see {self.log}")
-        return time.perf_counter() - t0
+        import re
+
+        secs = [float(m) for t in texts for m in re.findall(r"pending \(([0-9.]+)s\)", t)]
+        return wall, (max(secs) if secs else None)
 
 
 def peak_rss_mb() -> float:
@@ -159,7 +181,6 @@ def rehearse(kind: str, db_url: str, cfg: Path, endpoint, args, data: Path, qfil
     log = tmp / f"{kind}.log"
     cli = Cli(db_url, cfg, log)
     workers = 1 if kind == "duckdb" else args.pg_workers
-    per_worker = str(max(1, args.concurrency // workers))
     res: dict = {"store": kind, "workers": workers, "stages": {}}
     cli.run("db", "upgrade")
     res["stages"]["ingest"] = {"wall_s": round(cli.run("ingest", "--corpus", "medical", "--format", "graphrag-bench",
@@ -169,17 +190,20 @@ def rehearse(kind: str, db_url: str, cfg: Path, endpoint, args, data: Path, qfil
             continue
         llm = stage in ("extract", "embed", "answer", "judge")
         n = workers if stage in ("extract", "answer", "judge") else 1
-        extra = ("--workers", per_worker) if n > 1 else ()
+        extra: tuple[str, ...] = ()
         if stage == "score" and args.score_units:
             extra = ("--limit", str(args.score_units))
         endpoint.reset()
-        wall = cli.run("run", "--stage", stage, "--corpus", "medical", "--quiet", workers=n, extra=extra)
-        row = {"wall_s": round(wall, 2), "processes": n}
+        wall, stage_s = cli.run_timed("run", "--stage", stage, "--corpus", "medical", "--quiet", workers=n,
+                                      extra=extra)
+        row = {"wall_s": round(wall, 2), "stage_s": stage_s, "processes": n}
         if llm:
             st = endpoint.stats()
             ideal = st["latency_sum_s"] / args.concurrency
-            row.update(requests=st["total"], ideal_s=round(ideal, 2),
-                       wall_over_ideal=round(wall / ideal, 3) if ideal else None, peak_in_flight=st["peak_in_flight"])
+            ratio = (lambda x: round(x / ideal, 3) if ideal and x else None)
+            row.update(requests=st["total"], ideal_s=round(ideal, 2), span_s=st["span_s"],
+                       wall_over_ideal=ratio(wall), stage_over_ideal=ratio(stage_s), span_over_ideal=ratio(st["span_s"]),
+                       peak_in_flight=st["peak_in_flight"])
         res["stages"][stage] = row
     res["peak_rss_mb"] = round(peak_rss_mb(), 1)
     engine = create_engine(db_url) if kind == "postgres" else eng.make_engine(db_url)
@@ -198,9 +222,11 @@ def rehearse(kind: str, db_url: str, cfg: Path, endpoint, args, data: Path, qfil
     t0 = time.perf_counter()
     cli.run("report", "--out", str(tmp / f"report-{kind}"))
     res["report_s"] = round(time.perf_counter() - t0, 2)
-    llm_wall = sum(r["wall_s"] for s, r in res["stages"].items() if s in ("extract", "embed", "answer", "judge"))
-    llm_ideal = sum(r.get("ideal_s", 0) for r in res["stages"].values())
-    res["llm_stages_wall_over_ideal"] = round(llm_wall / llm_ideal, 3) if llm_ideal else None
+    llm = [r for s, r in res["stages"].items() if s in ("extract", "embed", "answer", "judge")]
+    llm_ideal = sum(r.get("ideal_s", 0) for r in llm)
+    for what in ("wall", "stage", "span"):
+        total = sum(r.get(f"{what}_s") or 0 for r in llm)
+        res[f"llm_stages_{what}_over_ideal"] = round(total / llm_ideal, 3) if llm_ideal else None
     sc = res["stages"].get("score")
     if sc:
         scored = res["totals"]["answer_scores"] // 4 or res["totals"]["paradigm_runs"]
@@ -231,11 +257,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
         out["questions"] = slice_questions(data / "medical_questions.json", args.fraction, tmp / "questions.json")
-        endpoint = start_in_process(args.median, responder, 384, sigma=args.sigma)
+        endpoint = start_in_process(args.median, responder, 384, sigma=args.sigma, max_in_flight=args.concurrency)
         try:
-            cfg = tmp / "scale.yaml"
-            cfg.write_text(config_yaml(endpoint.base_url, args.concurrency))
             for kind in args.stores.split(","):
+                # each worker process gets its share of the endpoint's slots (its backends'
+                # concurrency); the endpoint never serves more than --concurrency at once
+                cfg = tmp / f"scale-{kind}.yaml"
+                n = 1 if kind == "duckdb" else args.pg_workers
+                cfg.write_text(config_yaml(endpoint.base_url, max(1, args.concurrency // n)))
                 if kind == "duckdb":
                     url = f"duckdb:///{tmp / 'scale.duckdb'}"
                     out["runs"].append(rehearse(kind, url, cfg, endpoint, args, data, tmp / "questions.json", tmp))

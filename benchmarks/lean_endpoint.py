@@ -12,7 +12,9 @@ latency. This server does only what a benchmark needs:
 * a fixed latency per request, **calibrated**: the event loop wakes late (epoll's millisecond
   rounding plus the vCPU's wake-up, ~1.3 ms per sleep on the development VM), so each sleep is
   shortened by the median lateness measured at start-up and a request really takes ``latency``;
-* counters by path and the peak number of requests in flight.
+* counters by path and the peak number of requests in flight;
+* optionally at most ``max_in_flight`` requests served at once (the rest queue, unmeasured), so
+  ``latency_sum / max_in_flight`` is a true lower bound of the wall time whatever the client does.
 
 Run it in a child process (``start_in_process``) so its CPU does not compete for the client's GIL.
 """
@@ -35,8 +37,13 @@ def default_responder(request: dict) -> str:
 
 class LeanEndpoint:
     def __init__(self, latency: float, responder: Callable[[dict], str | dict] | None = None,
-                 embedding_dim: int = 8, sigma: float = 0.0, seed: int = 0):
+                 embedding_dim: int = 8, sigma: float = 0.0, seed: int = 0, max_in_flight: int | None = None):
         import random
+
+        # > 0: at most this many requests are served at once, the others queue (unmeasured) as at
+        # a provider with a concurrency limit; then wall >= latency_sum / max_in_flight always
+        self.max_in_flight = int(max_in_flight or 0)
+        self._gate: asyncio.Semaphore | None = None
 
         self.latency = float(latency)
         self.sigma = float(sigma)  # > 0: log-normal latency with median ``latency``
@@ -48,15 +55,19 @@ class LeanEndpoint:
         self.by_path: dict[str, int] = {}
         self.in_flight = 0
         self.peak_in_flight = 0
+        self.first_at: float | None = None  # since the last reset: first request read ...
+        self.last_at: float | None = None  # ... and last reply written (the endpoint's busy span)
 
     def stats(self) -> dict:
         return {"total": sum(self.by_path.values()), "by_path": dict(self.by_path),
                 "peak_in_flight": self.peak_in_flight, "late_ms": round(1000 * self.late, 3),
-                "latency_sum_s": round(self.latency_sum, 3)}
+                "latency_sum_s": round(self.latency_sum, 3),
+                "span_s": round(self.last_at - self.first_at, 3) if self.first_at and self.last_at else 0.0}
 
     def reset(self) -> None:
         self.by_path.clear()
         self.latency_sum = 0.0
+        self.first_at = self.last_at = None
         self.peak_in_flight = self.in_flight
 
     async def calibrate(self, samples: int = 10) -> None:
@@ -106,6 +117,10 @@ class LeanEndpoint:
                         length = int(line[15:])
                 body = json.loads(await reader.readexactly(length)) if length else {}
                 self.by_path[path] = self.by_path.get(path, 0) + 1
+                if self.first_at is None:
+                    self.first_at = time.perf_counter()
+                if self._gate is not None:
+                    await self._gate.acquire()
                 self.in_flight += 1
                 self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
                 try:
@@ -117,9 +132,12 @@ class LeanEndpoint:
                     data = json.dumps(self._reply(path, body)).encode()
                 finally:
                     self.in_flight -= 1
+                    if self._gate is not None:
+                        self._gate.release()
                 writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
                              + str(len(data)).encode() + b"\r\n\r\n" + data)
                 await writer.drain()
+                self.last_at = time.perf_counter()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
@@ -128,6 +146,8 @@ class LeanEndpoint:
     async def serve(self, conn) -> None:
         """Serve until ``conn`` (a Pipe end) says 'stop'; answers 'stats' and 'reset'."""
         await self.calibrate()
+        if self.max_in_flight > 0:
+            self._gate = asyncio.Semaphore(self.max_in_flight)
         server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         conn.send(f"http://127.0.0.1:{port}/v1")
@@ -144,8 +164,9 @@ class LeanEndpoint:
         server.close()
 
 
-def _child(conn, latency: float, responder, embedding_dim: int, sigma: float = 0.0) -> None:
-    asyncio.run(LeanEndpoint(latency, responder, embedding_dim, sigma=sigma).serve(conn))
+def _child(conn, latency: float, responder, embedding_dim: int, sigma: float = 0.0,
+           max_in_flight: int | None = None) -> None:
+    asyncio.run(LeanEndpoint(latency, responder, embedding_dim, sigma=sigma, max_in_flight=max_in_flight).serve(conn))
 
 
 class Handle:
@@ -181,7 +202,9 @@ class Handle:
         self.stop()
 
 
-def start_in_process(latency: float, responder=None, embedding_dim: int = 8, sigma: float = 0.0) -> Handle:
+def start_in_process(latency: float, responder=None, embedding_dim: int = 8, sigma: float = 0.0,
+                     max_in_flight: int | None = None) -> Handle:
     """The endpoint in a child process; ``sigma`` > 0 draws each latency log-normally around
-    the median ``latency`` (stats()["latency_sum_s"] adds them up, for the ideal time)."""
-    return Handle(_child, (latency, responder, embedding_dim, sigma))
+    the median ``latency`` (stats()["latency_sum_s"] adds them up, for the ideal time);
+    ``max_in_flight`` caps the requests served at once (the rest queue)."""
+    return Handle(_child, (latency, responder, embedding_dim, sigma, max_in_flight))

@@ -738,3 +738,114 @@ def test_reply_cut_at_max_tokens_keeps_its_complete_elements():
     assert parse_json('{"entities": ["x", "y", "z') == {"entities": ["x", "y"]}
     assert parse_json('[{"a": 1}, {"b": 2') == [{"a": 1}]
     assert salvage_truncated('{"x": "ab') is None
+
+
+# --------------------------------------------------------------------------- call-level scheduling
+
+
+def test_priority_slots_serve_the_most_calls_left_first_fifo_among_equals():
+    from ragrouter.llm.slots import PrioritySlots
+
+    slots = PrioritySlots(1)
+    slots.acquire((0, 0))
+    order: list[str] = []
+    keys = {"short-late": (-1, 5), "long": (-9, 7), "mid-a": (-3, 2), "mid-b": (-3, 4), "short-early": (-1, 1)}
+
+    def waiter(name):
+        slots.acquire(keys[name])
+        order.append(name)
+        slots.release()
+
+    threads = []
+    for i, name in enumerate(keys):
+        threads.append(threading.Thread(target=waiter, args=(name,)))
+        threads[-1].start()
+        while slots.waiting() < i + 1:  # each waiter queued before the next one starts
+            threading.Event().wait(0.001)
+    slots.release()
+    for t in threads:
+        t.join(10)
+    assert order == ["long", "mid-a", "mid-b", "short-early", "short-late"]
+    with pytest.raises(ValueError):
+        slots.release()  # released more often than acquired
+    assert slots.busy_seconds() > 0
+
+
+def test_a_free_slot_goes_to_the_request_of_the_unit_with_most_calls_left(store, gateways):
+    """Concurrency 1, the slot held while five units queue a request each: the endpoint then
+    receives them in the order of the units' expected calls left (then their start order), and
+    each chat call counts the unit's calls left down."""
+    from ragrouter.llm import slots
+
+    with FakeOpenAI(latency_s=0.0) as srv:
+        gw = gateways(cfg_for({"fake": fake_backend(srv, concurrency=1)}))
+        gw.backend("fake")
+        sem = gw._sems["fake"]
+        sem.acquire()
+        units = [("one-call", 1, 0), ("iterative", 11, 1), ("graph", 2, 2), ("iterative-later", 11, 3),
+                 ("naive", 1, 4)]
+
+        def unit(name, weight, seq):
+            with slots.unit_priority(weight, seq):
+                gw.chat("fake", user(f"{name}"), temperature=0.0, max_tokens=5, stage="s", phase="p")
+
+        threads = []
+        for i, u in enumerate(units):
+            threads.append(threading.Thread(target=unit, args=u))
+            threads[-1].start()
+            while sem.waiting() < i + 1:  # queued one after the other
+                threading.Event().wait(0.001)
+        sem.release()
+        for t in threads:
+            t.join(30)
+        sent = [r["body"]["messages"][-1]["content"] for r in srv.requests]
+        assert sent == ["iterative", "iterative-later", "graph", "one-call", "naive"]
+
+        assert slots.current_key() == (0, 1 << 62)  # outside a unit: behind every unit's call
+        with slots.unit_priority(3, 7):
+            assert slots.current_key() == (-3, 7)
+            gw.chat("fake", user("iterative"), temperature=0.0, max_tokens=5, stage="s", phase="p")  # a cache hit
+            assert slots.current_key() == (-2, 7)
+            for _ in range(3):
+                gw.chat("fake", user("naive"), temperature=0.0, max_tokens=5, stage="s", phase="p")
+            assert slots.current_key() == (-1, 7)  # never below one call left
+        assert len(srv.requests) == 5
+
+
+@pytest.mark.parametrize("client", ["lean", "sdk"])
+def test_both_http_clients_send_the_same_request_and_map_failures_alike(client, store, gateways):
+    """gateway.http_client: the lean httpx2 POST (default) and the openai SDK's post send the
+    same body, key and extra headers, and give the same reasons for 429 (Retry-After), 5xx,
+    404 and a dead endpoint."""
+    def cfg(srv_or_url, **kw):
+        c = cfg_for({"fake": fake_backend(srv_or_url, **kw)} if not isinstance(srv_or_url, str) else
+                    {"fake": {"kind": "openai", "base_url": srv_or_url, "model": "m", "timeout_s": 1, "retries": 1}})
+        c.data["gateway"] = {"http_client": client}
+        return c
+
+    with FakeOpenAI(fault_plan=["rate_limit", None, "server_error", "server_error", "server_error", "server_error"],
+                    retry_after_s=0.25) as srv:
+        sleeps = Sleeps()
+        gw = gateways(cfg(srv, headers={"X-Team": "ir"}), sleep=sleeps)
+        assert gw._http_client == client
+        r = gw.chat("fake", user("q"), temperature=0.0, max_tokens=20, stage="s", phase="p")
+        assert r.text and r.attempts == 2 and sleeps.calls == [0.25]
+        req = srv.requests[-1]
+        assert req["body"]["messages"] == user("q") and req["body"]["max_tokens"] == 20
+        assert req["headers"]["authorization"] == "Bearer test-key-value" and req["headers"]["x-team"] == "ir"
+        with pytest.raises(GatewayError) as info:
+            gw.chat("fake", user("q2"), temperature=0.0, max_tokens=20, stage="s", phase="p")
+        assert info.value.reason == "server_error" and info.value.attempts == 4
+        wrong = gateways(cfg(srv, base_url=srv.base_url + "/nowhere"), sleep=Sleeps())
+        with pytest.raises(GatewayError) as info:
+            wrong.chat("fake", user("q3"), temperature=0.0, max_tokens=20, stage="s", phase="p")
+        assert info.value.reason == "http_404" and info.value.attempts == 1
+        port = srv.port
+    down = gateways(cfg(f"http://127.0.0.1:{port}/v1"), sleep=Sleeps())
+    with pytest.raises(GatewayError) as info:
+        down.chat("fake", user("q"), temperature=0.0, max_tokens=20, stage="s", phase="p")
+    assert info.value.reason == "connection_error" and info.value.attempts == 2
+    bad = Config({"backends": {"x": {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m"}},
+                  "roles": {"generators": ["x"]}, "gateway": {"http_client": "curl"}}, source="test-config")
+    with pytest.raises(GatewayError, match="gateway.http_client must be one of lean, sdk"):
+        Gateway(bad, store)

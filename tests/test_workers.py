@@ -169,3 +169,114 @@ def test_a_deadlocked_batch_is_written_again_whole(store):
             run_stage(Broken(), services, Scope(config=services.config), workers=2, progress=False)
         finally:
             services.finish()
+
+
+def test_model_stages_keep_more_units_in_flight_than_slots_each_with_its_priority(store):
+    """Call-level scheduling: a model stage runs concurrency × worker.threads_per_slot unit
+    threads (6 units in flight on a backend with 2 slots: they all reach the barrier), and
+    each unit's requests carry its weight and schedule position (llm/slots.py)."""
+    import copy
+    import threading
+
+    from ragrouter.config import Config
+    from ragrouter.llm import slots
+    from ragrouter.stages.base import Scope, Stage, Unit
+    from ragrouter.stages.runner import run_stage, stage_threads
+    from ragrouter.stages.services import Services
+
+    data = copy.deepcopy(Config.load().data)
+    data["backends"]["two-slots"] = {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m",
+                                     "concurrency": 2}
+    data["worker"]["threads_per_slot"] = 3
+    cfg = Config(data, source="<test>")
+    barrier = threading.Barrier(6, timeout=30)
+
+    class Multi(Stage):
+        name = "multi"
+        uses_llm = True
+        seen: dict[str, tuple[int, int]] = {}
+
+        def backend_name(self, services):
+            return "two-slots"
+
+        def counts(self, conn, scope):
+            return 6, 0
+
+        def pending(self, conn, scope):
+            return [Unit(f"u{i}", i) for i in range(6)]
+
+        def unit_weight(self, unit):
+            return 10 - unit.payload
+
+        def compute(self, unit, services):
+            barrier.wait()  # broken (an error) unless all six units run at once
+            self.seen[unit.key] = slots.current_key()
+            return unit.payload
+
+        def write(self, conn, unit, result):
+            pass
+
+    stage = Multi()
+    services = Services(cfg, store)
+    try:
+        assert stage_threads(stage, services) == 6
+        rep = run_stage(stage, services, Scope(config=cfg), progress=False)
+    finally:
+        services.finish()
+    assert rep.done == 6 and rep.failed == 0, rep.errors
+    assert stage.seen == {f"u{i}": (-(10 - i), i) for i in range(6)}
+    assert slots.current_key() == (0, 1 << 62)  # nothing leaks out of the units' threads
+
+
+def test_extract_writes_a_batch_as_the_units_would_one_by_one(tmp_path):
+    """The extract stage's batched writer (one INSERT per table for the runner's batch) stores
+    exactly the entities, triples and extraction rows of unit-by-unit writes."""
+    from ragrouter.corpus.stages import ExtractStage
+    from ragrouter.db import engine as eng
+    from ragrouter.stages.base import Unit
+
+    items = [
+        (Unit("chunk:1:x", {"chunk_id": 1, "corpus_id": 1, "text": "", "extractor": "x"}),
+         {"triples": [("curie", "born in", "warsaw"), ("curie", "discovered", "polonium")], "call_id": 11}),
+        (Unit("chunk:2:x", {"chunk_id": 2, "corpus_id": 1, "text": "", "extractor": "x"}),
+         {"triples": [("polonium", "named after", "poland"), ("curie", "discovered", "polonium")], "call_id": 12}),
+        (Unit("chunk:3:x", {"chunk_id": 3, "corpus_id": 1, "text": "", "extractor": "x"}),
+         {"triples": [], "call_id": 13}),
+    ]
+
+    def store_with(write) -> dict:
+        engine = eng.make_engine(f"duckdb:///{tmp_path}/{write}.duckdb")
+        migrate.upgrade(engine)
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO corpora (id, name) VALUES (1, 'c')"))
+            conn.execute(text("INSERT INTO documents (id, corpus_id, external_id, title, text) "
+                              "VALUES (1, 1, 'd', '', 'text')"))
+            for i in (1, 2, 3):
+                conn.execute(text("INSERT INTO chunks (id, document_id, corpus_id, chunker, chunk_index, text, "
+                                  "n_tokens, token_start, token_end, char_start, char_end) "
+                                  "VALUES (:i, 1, 1, 'k', :i, 't', 1, 0, 1, 0, 1)"), {"i": i})
+        stage = ExtractStage()
+        with engine.begin() as conn:
+            if write == "batch":
+                stage.write_batch(conn, items[:2])
+                stage.write_batch(conn, items[2:])
+            else:
+                for unit, result in items:
+                    stage.write(conn, unit, result)
+        with engine.connect() as conn:
+            out = {
+                "entities": sorted(conn.execute(text("SELECT name FROM entities")).scalars()),
+                "triples": sorted(tuple(r) for r in conn.execute(text(
+                    "SELECT t.chunk_id, s.name, t.relation, o.name FROM triples t "
+                    "JOIN entities s ON s.id = t.subject_id JOIN entities o ON o.id = t.object_id")).all()),
+                "extractions": sorted(tuple(r) for r in conn.execute(text(
+                    "SELECT chunk_id, extractor, n_triples, llm_call_id FROM chunk_extractions")).all()),
+            }
+        engine.dispose()
+        eng.dispose_all()
+        return out
+
+    batch, single = store_with("batch"), store_with("single")
+    assert batch == single
+    assert batch["entities"] == ["curie", "poland", "polonium", "warsaw"]
+    assert len(batch["triples"]) == 4 and batch["extractions"][2] == (3, "x", 0, 13)

@@ -39,7 +39,8 @@ def _paradigm_names() -> list[str]:
               "(this store's history of the model in the stage, else the dry_run.completion_share "
               "prior; the basis column says which) beside their max_tokens caps, and US $ (expected "
               "and at most) where backends have price_per_million; spend nothing.")
-@click.option("--workers", type=click.IntRange(min=1), help="Threads per stage (default: the backend's concurrency).")
+@click.option("--workers", type=click.IntRange(min=1), help="Threads per stage (default: the backend's concurrency × worker.threads_per_slot for "
+              "model stages).")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @pass_ctx
 def run_command(ctx: Ctx, stages: tuple[str, ...], corpus: str | None, paradigms: tuple[str, ...],

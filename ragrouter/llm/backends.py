@@ -21,7 +21,9 @@ Kinds (``BACKENDS``):
     from the encoder's own tokenizer.
 
 Each HTTP attempt uses a client from a per-backend free-list (one per concurrent attempt, so
-threads never queue on one connection pool's lock) and the client's generic ``post`` method.
+threads never queue on one connection pool's lock, all sharing one TLS context): by default
+(``gateway.http_client: lean``) a plain ``httpx2`` JSON POST (``ragrouter/llm/http.py``), with
+``sdk`` the ``openai`` client's generic ``post`` method; both map failures alike.
 
 Backend settings read from the config (all optional except kind/model/base_url):
 ``concurrency`` (default 15), ``timeout_s`` (60), ``retries`` (3), ``batch_size`` (30 for
@@ -57,6 +59,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import email.utils
+import functools
 import ipaddress
 import json
 import os
@@ -106,6 +109,7 @@ def apply_preset(name: str, spec: dict, *, source: str = "config") -> dict:
         out["extra_body"] = _deep_merge(PRESETS[preset].get("extra_body", {}), spec.get("extra_body") or {})
     return out
 DUMMY_KEY = "EMPTY"
+HTTP_CLIENTS = ("lean", "sdk")  # gateway.http_client: llm/http.py's direct httpx2 POST, or the openai SDK
 DEFAULTS = {"concurrency": 15, "timeout_s": 60.0, "retries": 3}
 
 
@@ -210,6 +214,17 @@ def _retry_after(headers) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+@functools.lru_cache(maxsize=1)
+def ssl_context():
+    """One TLS context for every HTTP client of the process, made as ``httpx2`` makes its
+    default one (certifi's bundle, ``SSL_CERT_FILE``/``SSL_CERT_DIR`` honoured). Building it
+    costs ~55 ms of CPU; each client built its own, and a backend builds up to
+    ``concurrency`` clients (64 of them: 3.5 s of CPU, issue 17)."""
+    import httpx2
+
+    return httpx2.create_ssl_context()
 
 
 def _is_local_url(url: str) -> bool:
@@ -371,6 +386,8 @@ class OpenAIBackend(Backend):
         self._idle_clients: list = []
         self._all_clients: list = []
         self._client_lock = threading.Lock()
+        self._lean = None  # llm/http.py's poster (http_client == "lean")
+        self.http_client = "lean"  # set by the gateway from gateway.http_client
 
     # -- key and client ---------------------------------------------------------------
     def api_key(self) -> str:
@@ -437,7 +454,8 @@ class OpenAIBackend(Backend):
             # The key is a provider called per request: it is read from the environment at
             # call time and never kept in the client's options.
             client = openai.OpenAI(base_url=base_url, api_key=self._key_provider, max_retries=0,
-                                   timeout=self.timeout_s)
+                                   timeout=self.timeout_s,
+                                   http_client=openai.DefaultHttpxClient(verify=ssl_context(), timeout=self.timeout_s))
             with self._client_lock:
                 self._all_clients.append(client)
         try:
@@ -460,6 +478,16 @@ class OpenAIBackend(Backend):
         ``chat.completions.create``: same auth, headers, timeout and error mapping, without the
         typed-parameter transform and response models (≈0.5 ms of GIL time per call).
         """
+        if self.http_client == "lean":
+            base_url, _ = self.endpoint()
+            with self._client_lock:
+                poster = self._lean if self._lean is not None and self._lean.base_url == base_url.rstrip("/") else None
+                if poster is None:
+                    from ragrouter.llm.http import LeanPoster
+
+                    poster = self._lean = LeanPoster(base_url, self.timeout_s)
+            return poster.post(path, body, api_key=self._key_provider(),
+                               headers=self.header_values() if self.headers else {}, timeout_s=timeout_s)
         import httpx2
 
         options: dict[str, Any] = {"timeout": timeout_s, "security": {"bearer_auth": True}}
@@ -573,6 +601,9 @@ class OpenAIBackend(Backend):
     def close(self) -> None:
         with self._client_lock:
             clients, self._all_clients, self._idle_clients = self._all_clients, [], []
+            lean, self._lean = self._lean, None
+        if lean is not None:
+            lean.close()
         for client in clients:
             try:
                 client.close()

@@ -9,6 +9,11 @@ Only :class:`GatewayError` (with a ``.reason``) ever leaves :meth:`Gateway.chat`
 
 Cache keys, ledger rows and durability: :mod:`ragrouter.llm.ledger`.
 
+Slots
+    A backend's ``concurrency`` is a pool of request slots (:mod:`ragrouter.llm.slots`): a free
+    slot goes to the waiting request whose unit (set by the stage runner) has the most expected
+    calls left, so more unit threads than slots keep the slots full (call-level scheduling).
+
 Tokens
     From the endpoint's ``usage`` when it reports both counts (``token_source='usage'``), else
     cl100k_base counts of the message texts as sent and of the reply (``'tiktoken'``); a local
@@ -46,11 +51,12 @@ import numpy as np
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
-from ragrouter.llm import tokens
+from ragrouter.llm import slots, tokens
 from ragrouter.llm.backends import (
     Backend,
     BackendError,
     ChatReply,
+    HTTP_CLIENTS,
     GatewayError,
     make_backend,
     redact,
@@ -163,11 +169,16 @@ class Gateway:
             raise GatewayError("config", f"{config.source}: gateway.ledger_commit must be 'sync' or 'async' "
                                f"(got {mode!r})")
         self.ledger_commit = mode
+        http_client = config.get("gateway.http_client", None) or "lean"
+        if http_client not in HTTP_CLIENTS:
+            raise GatewayError("config", f"{config.source}: gateway.http_client must be one of "
+                               f"{', '.join(HTTP_CLIENTS)} (got {http_client!r})")
+        self._http_client = http_client
         self._db, self._db_lock, self._own_db = _gateway_connection(engine)
         self._shared = _shared_for(engine)
         self._index = self._shared.index
         self._backends: dict[str, Backend] = {}
-        self._sems: dict[str, threading.BoundedSemaphore] = {}
+        self._sems: dict[str, slots.PrioritySlots] = {}  # a backend's request slots (llm/slots.py)
         self._backend_lock = threading.Lock()
         self._state_lock = self._shared.lock
         self._pending = self._shared.pending
@@ -221,8 +232,10 @@ class Gateway:
                 if not isinstance(spec, dict):
                     raise GatewayError("config", f"{self.config.source}: backends.{name} must be a mapping")
                 be = make_backend(name, spec, source=self.config.source)
+                if hasattr(be, "http_client"):
+                    be.http_client = self._http_client
                 self._backends[name] = be
-                self._sems[name] = threading.BoundedSemaphore(be.concurrency)
+                self._sems[name] = slots.PrioritySlots(be.concurrency)
             return be
 
     def preflight(self) -> None:
@@ -256,6 +269,8 @@ class Gateway:
             self._bump("errors")
             raise GatewayError("client_error", f"gateway: unexpected {exc.__class__.__name__}: "
                                f"{redact(str(exc), self._secrets())}") from None
+        finally:
+            slots.count_call()  # the unit's next request waits with one call fewer left
         if cached:
             self._bump("cache_hits")
         return ChatResult(

@@ -7,9 +7,12 @@ embedding, dense top-k, graph retrieval done once), kept in memory for the whole
 
 Scheduling: pending units are ordered **longest expected first** (IterativeRAG's up to
 2 + 3·max_rounds sequential calls, then GraphRAG/HybridRAG's two, then one-call paradigms),
-queries in store order inside each class. The endpoint's slots then stay full until the
-end: the last units to start are the short ones, instead of iterative units that leave a
-tail with few requests in flight (``benchmarks/README.md``, issue 17).
+queries in store order inside each class, and scheduled **at the level of calls**: the
+runner keeps ``worker.threads_per_slot`` units in flight per backend slot, and each request
+waits for a slot with the priority of its unit's expected calls left (:meth:`unit_weight`,
+``ragrouter/llm/slots.py``). A slot frees between the calls of an iterative unit, the long
+units all progress, the short ones fill the gaps, and the endpoint's slots stay full until
+the end (``benchmarks/README.md``, issue 17).
 """
 
 from __future__ import annotations
@@ -47,14 +50,18 @@ def load_index(conn, corpus_id: int, name: str, config):
     if missing:
         raise ScopeError(f"corpus '{name}': {len(missing)} chunks have no '{emb}' vector — run the embed stage first")
     ext = storeio.extractor_key(config)
-    ents = conn.execute(text("SELECT id, name FROM entities WHERE corpus_id = :c AND extractor = :x ORDER BY id"),
-                        {"c": corpus_id, "x": ext}).all()
+    # entities by name and triples by (chunk, insertion order within the chunk): the graph's
+    # positions, which break retrieval ties, do not depend on the order in which workers wrote
+    # the extractions (ids differ between one DuckDB worker and four PostgreSQL ones)
+    # (sorted here, by code point: the stores' collations differ)
+    ents = sorted(conn.execute(text("SELECT id, name FROM entities WHERE corpus_id = :c AND extractor = :x"),
+                               {"c": corpus_id, "x": ext}).all(), key=lambda r: (r[1], r[0]))
     ent_vec_ids, ent_vecs = storeio.load_vectors(conn, "entity", None, emb, corpus_id)
     ent_have = dict(zip(ent_vec_ids, range(len(ent_vec_ids))))
     ents = [e for e in ents if e[0] in ent_have]
     ent_matrix = ent_vecs[[ent_have[e[0]] for e in ents]] if ents else None
     triples = conn.execute(text("SELECT subject_id, relation, object_id, chunk_id FROM triples "
-                                "WHERE corpus_id = :c AND extractor = :x ORDER BY id"),
+                                "WHERE corpus_id = :c AND extractor = :x ORDER BY chunk_id, id"),
                            {"c": corpus_id, "x": ext}).all()
     kept = {e[0] for e in ents}
     triples = [(int(s), r, int(o), int(c)) for s, r, o, c in triples if s in kept and o in kept]
@@ -105,6 +112,7 @@ class AnswerStage(Stage):
             cfg.backend(g)
         self._configs = {(p, g): {**get(p).config(cfg), "generator_model": str(cfg.backend(g)["model"])}
                          for g in gens for p in paradigms}
+        self._weights = {p: expected_calls(p, cfg) for p in paradigms}
         return [(p, g, run_hash(p, g, cfg)) for g in gens for p in paradigms]
 
     def _queries(self, conn, scope):
@@ -140,6 +148,11 @@ class AnswerStage(Stage):
                                                           "generator": g, "config_hash": h,
                                                           "config": self._configs.get((p, g))}))
         return longest_first(units, scope.config)
+
+    def unit_weight(self, unit) -> int:
+        """Expected sequential calls of a unit: its requests' priority for a backend slot
+        (call-level scheduling, ``ragrouter/llm/slots.py``)."""
+        return self._weights.get(unit.payload["paradigm"], 1)
 
     def prepare(self, services, scope):
         with services.db_lock, services.engine.connect() as conn:

@@ -77,6 +77,19 @@ class LeaseManager:
             {"state": "failed" if failed else "done", "s": self.stage, "k": key, "h": self.holder}).first()
         return row is not None
 
+    def complete_many(self, conn: Connection, done: list[str], failed: list[str] = ()) -> set[str]:
+        """Mark units done / failed in one statement each; the keys this worker still held
+        (the others' leases expired and another worker took them over)."""
+        held: set[str] = set()
+        for state, keys in (("done", list(done)), ("failed", list(failed))):
+            if keys:
+                held.update(r[0] for r in conn.execute(text(
+                    "UPDATE work_leases SET state = :state, leased_until = NULL, updated_at = now() "
+                    "WHERE stage = :s AND unit_key = ANY(:keys) AND holder = :h AND state = 'leased' "
+                    "RETURNING unit_key"),
+                    {"state": state, "s": self.stage, "keys": keys, "h": self.holder}).all())
+        return held
+
     def release(self, keys: list[str]) -> None:
         """Give back leases not worked on (e.g. on Ctrl-C)."""
         if not keys:

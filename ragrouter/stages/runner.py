@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 from ragrouter.db import models
 from ragrouter.db import progress as progress_file
+from ragrouter.llm import slots
 from ragrouter.stages.base import Estimate, Scope, Stage, Unit
 from ragrouter.stages.services import Services
 
@@ -91,7 +92,8 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
         return report
     services.record_stage(stage.name)  # this process, its config and its stages: what the store's runs expect
     stage.prepare(services, scope)
-    workers = workers or stage_workers(stage, services)
+    threads = workers or stage_threads(stage, services)
+    workers = threads
     batch_size = batch_size or int(services.config.get("worker.batch_size", 50))
     leases = None
     bar = tqdm(total=len(units), desc=stage.name, unit="unit", disable=not progress, dynamic_ncols=True)
@@ -99,6 +101,7 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
     last_flush = time.monotonic()
 
     pg_write_key = _stage_lock_key(stage.name) if engine.dialect.name == "postgresql" else None
+    write_batch = getattr(stage, "write_batch", None)
 
     def flush() -> None:
         nonlocal last_flush
@@ -117,17 +120,25 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
                         # deadlocked (4 extract workers on PostgreSQL); held until commit
                         conn.execute(text("SELECT pg_advisory_xact_lock(:a, :b)"),
                                      {"a": PG_WRITE_LOCK_CLASS, "b": pg_write_key})
-                    ok_keys = []
+                    held = None
+                    if leases is not None:  # one UPDATE for the batch; units whose lease expired
+                        held = leases.complete_many(  # were taken over by another worker
+                            conn, [u.key for u, _, e in buffer if e is None],
+                            [u.key for u, _, e in buffer if e is not None])
+                    ok = []
                     for unit, result, exc in buffer:
-                        if leases is not None and not leases.complete(conn, unit.key, failed=exc is not None):
-                            lost += 1  # lease expired and another worker took the unit over
-                            continue
-                        if exc is None:
-                            stage.write(conn, unit, result)
-                            ok_keys.append(unit.key)
+                        if held is not None and unit.key not in held:
+                            lost += 1
+                        elif exc is None:
+                            ok.append((unit, result))
                         else:
                             record_failure(conn, stage.name, unit.key, _short(exc))
-                    clear_failures(conn, stage.name, ok_keys)
+                    if ok and callable(write_batch):
+                        write_batch(conn, ok)  # the stage writes the batch's rows in one go
+                    else:
+                        for unit, result in ok:
+                            stage.write(conn, unit, result)
+                    clear_failures(conn, stage.name, [u.key for u, _ in ok])
                 break
             except Exception as exc:  # noqa: BLE001 - only a deadlock/serialisation failure is retried
                 if attempt == FLUSH_RETRIES - 1 or not _is_transient(exc):
@@ -164,11 +175,20 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
     with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix=stage.name) as pool:
         running: dict[Future, Unit] = {}
 
+        weigh = getattr(stage, "unit_weight", None)
+        seq = iter(range(1 << 62))
+
+        def compute(unit: Unit, n: int):
+            # call-level scheduling (llm/slots.py): this unit's requests wait for a backend slot
+            # with the priority of its expected calls left
+            with slots.unit_priority(int(weigh(unit)) if callable(weigh) else 1, n):
+                return stage.compute(unit, services)
+
         def submit_next() -> bool:
             unit = next_unit()
             if unit is None:
                 return False
-            running[pool.submit(stage.compute, unit, services)] = unit
+            running[pool.submit(compute, unit, next(seq))] = unit
             return True
 
         def fill() -> None:
@@ -232,6 +252,17 @@ def _wait_for_others(leases, fill, running) -> bool:
         if running:
             return True
     return False
+
+
+def stage_threads(stage: Stage, services: Services) -> int:
+    """Unit threads for a stage: its backend's concurrency × ``worker.threads_per_slot`` for
+    a model stage (more units in flight than request slots, so a slot frees between the calls
+    of a multi-call unit and goes to the unit with most calls left: llm/slots.py), else the
+    concurrency (1 without a backend)."""
+    n = stage_workers(stage, services)
+    if getattr(stage, "uses_llm", False):
+        n *= max(1, int(services.config.get("worker.threads_per_slot", 1) or 1))
+    return n
 
 
 def stage_workers(stage: Stage, services: Services) -> int:
