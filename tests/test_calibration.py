@@ -584,9 +584,9 @@ def test_report_section(store, tmp_path):
         calibrate(store, cset, ["oracle", "lenient"], {"oracle": fake(srv, "oracle"), "lenient": fake(srv, "lenient")})
     md = rc.section(store, tmp_path)
     assert md.startswith("## Judge calibration")
-    assert ("**Judge `oracle/judge-v2`** (case set `calib-v1`, 12 cases): accuracy 100%, Cohen's kappa 1.00; correct vs. "
+    assert ("**Judge `oracle/judge-v3`** (case set `calib-v1`, 12 cases): accuracy 100%, Cohen's kappa 1.00; correct vs. "
             "not correct: accuracy 100%, kappa 1.00, wrong or incomplete answers judged correct 0%") in md
-    assert ("**Judge `lenient/judge-v2`** (case set `calib-v1`, 12 cases): accuracy 33%, Cohen's kappa 0.00; correct vs. "
+    assert ("**Judge `lenient/judge-v3`** (case set `calib-v1`, 12 cases): accuracy 33%, Cohen's kappa 0.00; correct vs. "
             "not correct: accuracy 33%, kappa 0.00, wrong or incomplete answers judged correct 100%") in md
     assert "| incorrect | 4 | 4 | 0 | 0 | 0% |" in md  # lenient: every incorrect case judged correct
     assert (tmp_path / "judge_calibration.csv").read_text().startswith("judge,case_set,true_label,n_cases")
@@ -766,7 +766,7 @@ def test_cli_judge_calibrate(store, duck_url, tmp_path, cli_main, capsys):
         assert code == 0, out.err
         data = json.loads(out.out)
         assert data["cases"] == 12 and [j["backend"] for j in data["judges"]] == ["oracle", "lenient"]
-        assert [j["judge"] for j in data["judges"]] == ["oracle/judge-v2", "lenient/judge-v2"]
+        assert [j["judge"] for j in data["judges"]] == ["oracle/judge-v3", "lenient/judge-v3"]
         oracle, lenient = data["judges"]
         assert oracle["kappa"] == pytest.approx(1.0) and oracle["model"] == "oracle" and oracle["failed"] == 0
         assert lenient["kappa"] == pytest.approx(0.0) and lenient["agreement"]["correct"] == 1.0
@@ -776,7 +776,7 @@ def test_cli_judge_calibrate(store, duck_url, tmp_path, cli_main, capsys):
                          "--quiet"])
         out = capsys.readouterr().out
         assert code == 0
-        assert "judge oracle/judge-v2 (model oracle): 12 cases, 1 sample(s) each; accuracy 100%, Cohen's kappa 1.00" in out
+        assert "judge oracle/judge-v3 (model oracle): 12 cases, 1 sample(s) each; accuracy 100%, Cohen's kappa 1.00" in out
         assert "this run: 0 case(s) judged" in out  # all cached / done
         # One-line errors naming the setting.
         code = cli_main(["--db", duck_url, "--config", config, "judge", "calibrate", "--judge", "nowhere"])

@@ -723,3 +723,51 @@ def test_dry_run_estimates_generation_calls(toy_store):
         assert (est.stage, est.model, est.calls, est.cached_calls) == ("querygen", "fake-model", 5, 0)
         assert est.prompt_tokens > 0 and est.completion_cap == 5 * 600
         assert srv.stats()["total"] == before  # a dry run sends nothing
+
+
+def test_a_second_judge_revalidates_into_its_own_rows(toy_store):
+    """Validating again with another judge (roles.judge) runs its LLM checks on the queries
+    the first judge settled, keyed by its model: one v_query_validation row per judge; the
+    stored status stays the first decision, and a re-run sends nothing."""
+    from tests.fake_openai import FakeOpenAI
+
+    model = FakeModel()
+    with FakeOpenAI(responder=model) as srv:
+        cfg = fake_config(srv)
+        run(toy_store, cfg, "chunk", "extract", "querygen")
+        for question, answer in rows(toy_store, "SELECT question, answer FROM queries"):
+            model.gold[question] = answer
+        (val,), _ = run(toy_store, cfg, "validate")
+        assert val.failed == 0 and val.done > 0
+        status = rows(toy_store, "SELECT id, status FROM queries ORDER BY id")
+        llm_checks = rows(toy_store, "SELECT query_id, check_name FROM query_checks WHERE model = 'fake-model' "
+                                     "ORDER BY 1, 2")
+        n_first = srv.stats()["total"]
+
+        data = copy.deepcopy(cfg.data)
+        data["backends"]["fake-judge2"] = {**data["backends"]["fake-gen"], "model": "fake-model-2"}
+        data["roles"]["judge"] = "fake-judge2"
+        cfg2 = Config(data, source="<test>")
+        (val2,), _ = run(toy_store, cfg2, "validate")
+        assert val2.failed == 0 and val2.done == val2.pending == len(llm_checks) > 0
+        assert srv.stats()["total"] > n_first
+        # the second judge's rows: the same (query, LLM check) pairs, under its model
+        assert rows(toy_store, "SELECT query_id, check_name FROM query_checks WHERE model = 'fake-model-2' "
+                               "ORDER BY 1, 2") == llm_checks
+        assert rows(toy_store, "SELECT id, status FROM queries ORDER BY id") == status
+        table6 = {r[0]: r[1:] for r in rows(toy_store, "SELECT judge, generated, passed, pending FROM "
+                                                       "v_query_validation WHERE corpus = 'toy' AND qtype = 'all'")}
+        assert set(table6) == {"fake-model", "fake-model-2"}
+        assert table6["fake-model"][0] == table6["fake-model-2"][0] > 0 and table6["fake-model-2"][2] == 0
+
+        # a re-run with either judge sends nothing
+        n_second = srv.stats()["total"]
+        (again2,), _ = run(toy_store, cfg2, "validate")
+        (again1,), _ = run(toy_store, cfg, "validate")
+        assert (again2.pending, again1.pending) == (0, 0) and srv.stats()["total"] == n_second
+        with write_lock(toy_store), toy_store.connect() as conn:
+            from ragrouter.stages import registry
+            from ragrouter.stages.base import Scope
+
+            exp, done = registry.all_stages()["validate"].counts(conn, Scope(corpus="toy", config=cfg2))
+            assert exp == done > 0

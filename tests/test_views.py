@@ -493,6 +493,10 @@ def test_other_views_equal_python(store):
             assert len(row) == 1
             row = row.iloc[0]
             assert row["n"] == len(part) and row["pooled_routing_accuracy"] == pytest.approx(ra)
+            # the routing accuracy's Wilson interval (the view's own SQL copy) equals statsmodels'
+            n_hit = int((part["predicted"] == part["true_label"]).sum())
+            lo, hi = proportion_confint(n_hit, len(part), method="wilson")
+            assert (row["routing_accuracy_ci_low"], row["routing_accuracy_ci_high"]) == pytest.approx((lo, hi), abs=1e-12)
             assert row["routing_accuracy"] is None or math.isnan(row["routing_accuracy"])
             hits = [out_idx.get((qid, generator, judge, p)) for qid, p in zip(part["query_id"], routed)] if judge else []
             hits = [h for h in hits if h is not None]
@@ -504,6 +508,24 @@ def test_other_views_equal_python(store):
                 assert (row["correct_rate_ci_low"], row["correct_rate_ci_high"]) == pytest.approx((lo, hi), abs=1e-12)
             else:
                 assert row["pooled_correct_rate"] is None or math.isnan(row["pooled_correct_rate"])
+
+
+@pytest.mark.parametrize("hit", ["all", "none"])
+def test_router_wilson_intervals_at_zero_and_n(store, hit):
+    """v_router_scores' routing-accuracy interval at k = 0 and k = n equals statsmodels'
+    (Tables 2 / 13 meet these edges in the hypothesis test's one-run cells)."""
+    rows = synthetic.random_rows(11, n_corpora=3, queries_per_corpus=8)
+    for r in rows["router_predictions"]:
+        r["predicted"] = r["true_label"] if hit == "all" else ("naive" if r["true_label"] != "naive" else "graph")
+    synthetic.insert_rows(store, rows)
+    with store.connect() as conn:
+        scores = fetch(conn, "SELECT * FROM v_router_scores")
+    assert len(scores) > 0
+    for r in scores.itertuples(index=False):
+        k = r.n if hit == "all" else 0
+        assert r.pooled_routing_accuracy == (1.0 if hit == "all" else 0.0)
+        lo, hi = proportion_confint(k, r.n, method="wilson")
+        assert (r.routing_accuracy_ci_low, r.routing_accuracy_ci_high) == pytest.approx((lo, hi), abs=1e-12)
 
 
 # ---------------------------------------------------------------------------------------------

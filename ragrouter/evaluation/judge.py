@@ -15,7 +15,9 @@ import dataclasses
 import re
 from typing import Callable
 
-PROMPT_VERSION = "judge-v2"  # v2: reason capped at one short sentence (a cut reply is unusable)
+PROMPT_VERSION = "judge-v3"  # v2: reason capped at one short sentence (a cut reply is unusable);
+#   v3: is_refusal catches whole-answer refusals, not only answers opening with "I cannot answer"
+#   (it decides which runs are labelled incomplete without a call, so stored labels can differ)
 LABELS = ("correct", "incorrect", "incomplete")
 
 SYSTEM = (
@@ -35,7 +37,36 @@ SCHEMA = {
     "required": ["label", "reason"],
 }
 
-_REFUSAL = re.compile(r"^\s*(i\s+cannot\s+answer|i\s+can'?t\s+answer|i\s+don'?t\s+know|unknown)\b", re.I)
+# A refusal is an answer whose every sentence is a refusal clause (it says the context or the
+# information is insufficient, or that it cannot answer) or filler (an apology, a request for
+# more context), with at least one refusal clause. An answer that states anything else
+# ("Paris. The context does not say more.", "The context does not give the year, but the
+# treaty was signed in Paris.") is not a refusal: the judge model grades it.
+_LEAD_IN = re.compile(
+    r"^(?:(?:unfortunately|sorry|i'?m\s+sorry|i\s+am\s+sorry|i\s+apologi[sz]e|apologies)\s*(?:,\s*but\b|,|but\b)?\s*"
+    r"|(?:based\s+on|according\s+to|from|given|in)\s+(?:the\s+)?(?:provided\s+|given\s+|available\s+|retrieved\s+)?"
+    r"(?:context|information|text|passages?|documents?|sources?)(?:\s+(?:provided|given))?\s*,?\s*)+", re.I)
+_SOURCE = (r"(?:the\s+|this\s+|these\s+)?(?:provided\s+|given\s+|available\s+|retrieved\s+|supplied\s+)?"
+           r"(?:context|information|text|passages?|documents?|sources?|excerpts?|data)")
+_REFUSAL = re.compile(
+    r"^(?:i\s+(?:cannot|can\s*not|can'?t|am\s+unable\s+to|am\s+not\s+able\s+to|do\s+not|don'?t|could\s+not|couldn'?t)\s+"
+    r"(?:answer|determine|find|tell|say|know|provide|identify|infer|confirm|give|locate|be\s+sure)"
+    r"|i\s+(?:do\s+not|don'?t)\s+have\s+(?:enough\s+|sufficient\s+|any\s+)?(?:information|data|details|context)"
+    r"|not\s+enough\s+information|insufficient\s+(?:information|context|data)|no\s+(?:relevant\s+)?information"
+    r"|(?:there\s+is|there'?s)\s+(?:no|not\s+enough|insufficient)\s+(?:relevant\s+)?(?:information|mention|data|details|evidence|context)"
+    rf"|{_SOURCE}\s+(?:does\s+not|doesn'?t|do\s+not|don'?t|did\s+not|didn'?t)\s+"
+    r"(?:contain|provide|mention|include|specify|say|state|give|offer|have|discuss|address|describe|explain|indicate|tell|cover|answer|allow)"
+    rf"|{_SOURCE}\s+(?:is|are)\s+(?:insufficient|not\s+sufficient|not\s+enough|silent)"
+    rf"|{_SOURCE}\s+(?:lacks?|makes\s+no\s+mention)"
+    r"|(?:it\s+is|it'?s)\s+(?:not\s+possible|impossible|unclear|not\s+clear)\s+(?:to\s+(?:determine|answer|tell|say|know)|from)"
+    r"|(?:the|this)\s+question\s+cannot\s+be\s+answered|(?:this|that|it)\s+cannot\s+be\s+(?:determined|answered)"
+    r"|cannot\s+(?:be\s+)?(?:determined|answered|answer))\b|^(?:unknown|n/?a)\W*$", re.I)
+_CONTRAST = re.compile(r"(?:,|;|\s)\s*(?:but|however|although|though|yet|nevertheless|instead)\b", re.I)
+_FILLER = re.compile(
+    r"^(?:(?:i'?m\s+|i\s+am\s+)?sorry|i\s+apologi[sz]e|apologies|unfortunately"
+    r"|(?:please|could\s+you|can\s+you|if\s+you)\b.*\b(?:provide|share|give|clarify)\b.*"
+    r"|i\s+(?:would|'d)\s+be\s+happy\s+to\s+help.*)\W*$", re.I)
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
 def messages(question: str, gold: str, answer: str) -> list[dict]:
@@ -44,9 +75,27 @@ def messages(question: str, gold: str, answer: str) -> list[dict]:
                                         f"Answer to grade: {answer}\n\nReturn the JSON now."}]
 
 
+def _is_refusal_clause(sentence: str) -> bool:
+    rest = _LEAD_IN.sub("", sentence.strip())
+    m = _REFUSAL.match(rest)
+    return bool(m) and not _CONTRAST.search(rest[m.end():])
+
+
 def is_refusal(answer: str) -> bool:
-    """An empty answer or one that opens with a refusal ("I cannot answer", …)."""
-    return not answer.strip() or bool(_REFUSAL.match(answer))
+    """An empty answer, or one whose content is only a refusal: every sentence says the
+    context/information is insufficient or that it cannot answer ("The provided context does
+    not contain enough information to answer …", "Based on the given context, I cannot
+    determine …"), possibly with a short lead-in or an apology. An answer that states anything
+    else beside such a clause is not a refusal (App. C.1: "incomplete" = it says it cannot
+    answer / lacks the information)."""
+    text = answer.strip()
+    if not text:
+        return True
+    sentences = [s for s in _SENTENCE.split(text) if s.strip(" \t.!?-*\"'")]
+    if not sentences:
+        return True
+    refusal = [_is_refusal_clause(s) for s in sentences]
+    return any(refusal) and all(r or _FILLER.match(s.strip()) for r, s in zip(refusal, sentences))
 
 
 def parse_label(data) -> tuple[str, str]:
@@ -97,7 +146,7 @@ def gate_from_config(config) -> Gate:
 
 def judge_key(backend: str, config=None, gate: Gate | None = None) -> str:
     """The ``judgments.judge`` value of a judge: backend, prompt version and gate, e.g.
-    ``local-qwen-1.5b/judge-v2`` or ``local-qwen-1.5b/judge-v2/gate-f1-0.5``. A new prompt
+    ``local-qwen-1.5b/judge-v3`` or ``local-qwen-1.5b/judge-v3/gate-f1-0.5``. A new prompt
     or gate setting is a new judge (its labels are made beside the old ones; the model calls
     they need are cache hits when the prompt is unchanged)."""
     if gate is None:

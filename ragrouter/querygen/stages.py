@@ -380,11 +380,19 @@ class ValidateStage(Stage):
         return expected, done
 
     def pending(self, conn, scope):
+        """The checks the current judge has not run: on pending queries and, with another judge
+        (``roles.judge``), again on queries an earlier judge validated. Check rows are keyed by
+        the judge model, so a second judge makes its own rows and its own Table 6 rows
+        (v_generated_query / v_query_validation give each judge's status from its checks);
+        ``queries.status`` stays the first decision (re-validation does not change which
+        queries the later stages answer). The same queries as :meth:`counts`."""
         cond, params = self._filter(conn, scope)
         judge_model = storeio.model_key(scope.config, "judge")
+        names = ",".join(f"'{c}'" for c in checks.CHECKS)
         rows = conn.execute(text(
             "SELECT q.id, q.qtype, q.question, q.answer, q.supporting_chunk_ids, q.meta FROM queries q "
-            f"WHERE q.origin = :g AND q.status = 'pending'{cond} ORDER BY q.id"),
+            f"WHERE q.origin = :g{cond} AND (q.status = 'pending' OR EXISTS "
+            f"(SELECT 1 FROM query_checks c WHERE c.query_id = q.id AND c.check_name IN ({names}))) ORDER BY q.id"),
             {"g": gen.QUERY_ORIGIN, **params}).all()
         have = self._checks_in(conn, [int(r[0]) for r in rows])
         units, n_queries = [], 0
