@@ -13,9 +13,9 @@ Measured, each with the models loaded beforehand and a cold sentence memo:
 * **before** — the score stage as it was before issue 17 (units of 32 runs in id order;
   bert-score's ``BERTScorer.score``; coverage and faithfulness each encoding their sentences,
   nothing kept between units), on the first ``--legacy-queries`` questions' runs;
-* **after** — the stage as it is, on the same runs (and the values compared: max |Δ|), then on
-  all runs (``--queries``, default all 1,896 questions = 9,480 runs, the paper-scale rehearsal's
-  score stage).
+* **after** — the stage as it is, on the same runs (and the values compared: max |Δ|, also
+  against ``--alone`` of those runs scored one at a time), then on all runs (``--queries``,
+  default all 1,896 questions = 9,480 runs, the paper-scale rehearsal's score stage).
 
     nice .venv/bin/python benchmarks/bench_score.py --queries 1896 --legacy-queries 32
     nice .venv/bin/python benchmarks/bench_score.py --queries 200 --legacy-queries 0 --profile 25
@@ -309,6 +309,34 @@ def score_once(engine, label: str, profile: int = 0) -> dict:
     return out | {"values": values}
 
 
+def alone_values(engine, n: int) -> dict[int, dict]:
+    """The first ``n`` runs scored one at a time: BERTScore = bert-score's ``BERTScorer.score``
+    on that pair alone, coverage and faithfulness = the single-run functions (sentence vectors
+    shared through a cache, which changes no vector)."""
+    from sqlalchemy import text
+
+    from ragrouter.config import Config
+    from ragrouter.evaluation import metrics
+    from ragrouter.evaluation.stages import FAITHFULNESS_PARADIGMS, _json_list, _score_models
+
+    sem, enc = _score_models(Config.load())
+    cache = metrics.SentenceEmbeddingCache(enc)
+    with engine.connect() as conn:
+        runs = conn.execute(text("SELECT r.id, r.paradigm, r.answer, q.answer, r.retrieved_chunk_ids FROM paradigm_runs r "
+                                 f"JOIN queries q ON q.id = r.query_id ORDER BY r.id LIMIT {int(n)}")).all()
+        chunks = dict(conn.execute(text("SELECT id, text FROM chunks")).all())
+    out = {}
+    for rid, paradigm, answer, gold, ids in runs:
+        f1 = float(sem.scorer.score([answer], [gold])[2][0]) if answer.strip() and gold.strip() else 0.0
+        row = {"semantic_f1": f1, "coverage": metrics.soft_coverage_batch([answer], [gold], enc, cache=cache)[0],
+               "faith_hard": None, "faith_soft": None}
+        if paradigm in FAITHFULNESS_PARADIGMS:
+            ctx = [chunks[c] for c in _json_list(ids) if c in chunks]
+            row["faith_hard"], row["faith_soft"] = metrics.faithfulness_batch([answer], [ctx], enc, cache=cache)[0]
+        out[int(rid)] = row
+    return out
+
+
 def compare(a: dict, b: dict) -> dict:
     """max |Δ| per metric between two {run: {metric: value}} maps (None must match None)."""
     out: dict = {"runs": len(a), "same_runs": set(a) == set(b)}
@@ -337,6 +365,8 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=1896, help="questions (every k-th of 1,896), 5 runs each")
     ap.add_argument("--legacy-queries", type=int, default=32,
                     help="questions (the first of the sample) for the before/after comparison; 0 skips it")
+    ap.add_argument("--alone", type=int, default=100,
+                    help="also score this many of those runs one at a time, and compare (0 skips it)")
     ap.add_argument("--seed", type=int, default=17)
     ap.add_argument("--threads", type=int, default=None, help="RAGROUTER_TORCH_THREADS (default: as set, else 2)")
     ap.add_argument("--profile", type=int, default=0, help="print the top N functions of the full run (cProfile)")
@@ -363,10 +393,15 @@ def main() -> None:
                 before = score_once(engine, "before")
             clear_scores(engine)
             after = score_once(engine, "after")
+            alone = alone_values(engine, args.alone) if args.alone else {}
             result["same_runs"] = {"before": {k: v for k, v in before.items() if k != "values"},
                                    "after": {k: v for k, v in after.items() if k != "values"},
                                    "speedup": round(after["runs_per_s"] / before["runs_per_s"], 2),
-                                   "values": compare(before["values"], after["values"])}
+                                   "after_vs_before": compare(after["values"], before["values"])}
+            if alone:
+                pick = lambda vals: {r: vals[r] for r in alone}  # noqa: E731
+                result["same_runs"]["after_vs_alone"] = compare(alone, pick(after["values"]))
+                result["same_runs"]["before_vs_alone"] = compare(alone, pick(before["values"]))
             print(json.dumps(result["same_runs"], indent=2), flush=True)
             clear_scores(engine)
             insert_runs(engine, rest, len(part) + 1)

@@ -353,3 +353,23 @@ def test_coverage_faithfulness_batch_is_both_metrics_from_one_encoder_call():
     assert sorted(calls[1]) == ["A2.", "G1.", "G2."]
     with pytest.raises(ValueError, match="2 answers but 1 contexts"):
         coverage_faithfulness_batch(["a", "b"], ["a", "b"], [None], enc)
+
+
+def test_semantic_f1_of_a_pair_does_not_depend_on_its_batch(sf1):
+    """bert-score pads a batch of pairs with cosine-0 positions, which beat a token's negative
+    best cosine: its batched F1 of a pair depends on the other pairs' lengths. Ours is the
+    pair's F1 alone, whatever it is batched with."""
+    from bert_score import BERTScorer
+
+    ref = BERTScorer(model_type=str(minilm_path()), num_layers=6, lang="en")
+    long_c, long_r = " ".join(CANDS[:4]) * 3, " ".join(REFS[:4]) * 3
+    cand = ("In most cases, however, the entire cervix must be removed. Ultrasound is usually done at the same "
+            "time to help pinpoint the suspicious areas. Differentiated cancers usually grow and spread slowly.")
+    gold = "Radiation therapy and systemic therapy are treatments for BCC besides surgery."
+    alone = float(ref.score([cand], [gold])[2][0])
+    batched = float(ref.score([long_c, cand], [long_r, gold])[2][1])
+    assert abs(batched - alone) > 1e-5  # the artefact is real for this pair
+    for c, r in [(cand, gold), *zip(CANDS, REFS)]:
+        alone = float(ref.score([c], [r])[2][0])
+        assert sf1.score([c], [r])[0] == pytest.approx(alone, abs=1e-6)
+        assert sf1.score([long_c, c, c], [long_r, r, REFS[0]])[1] == pytest.approx(alone, abs=1e-6)

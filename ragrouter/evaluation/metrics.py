@@ -132,9 +132,9 @@ class SemanticF1:
     def score_prf(self, cands: Sequence[str], refs: Sequence[str]) -> list[tuple[float, float, float]]:
         """(precision, recall, F1) per pair; a pair with an empty candidate or reference is (0, 0, 0).
 
-        The numbers are bert-score's (``BERTScorer.score``: the same model, tokenizer, greedy
-        matching and pair batches of ``batch_size``); only the embedding pass differs: every
-        distinct text is tokenised and encoded once, in batches of similar token length
+        The numbers are bert-score's for each pair alone (``BERTScorer.score([c], [r])``: the
+        same model, tokenizer and greedy matching, see :meth:`_greedy`); every distinct text is
+        tokenised and encoded once, in batches of ``batch_size`` sorted by token count
         (bert-score sorts by word count), under ``torch.inference_mode``.
         """
         cands, refs = list(cands), list(refs)
@@ -186,35 +186,34 @@ class SemanticF1:
         return stats
 
     def _greedy(self, scorer, refs: list[str], hyps: list[str], stats: dict) -> list[tuple[float, float, float]]:
-        """bert-score's greedy matching over the same pair batches ``BERTScorer.score`` uses."""
+        """bert-score's greedy matching (``greedy_cos_idf``), one pair at a time.
+
+        ``BERTScorer.score`` matches ``batch_size`` pairs at once, padded to the longest: a
+        padded position has cosine 0, so a token whose best real cosine is negative gets 0
+        instead, and a pair's score depends on the lengths of the pairs batched with it (up to
+        2.6e-4 in F1 on benchmarks/bench_score.py's medical runs). Matching each pair alone gives
+        ``BERTScorer.score([cand], [ref])``: the same value whichever runs share its batch.
+        """
         import torch
         from bert_score.utils import greedy_cos_idf
-        from torch.nn.utils.rnn import pad_sequence
 
         device = next(scorer._model.parameters()).device
 
-        def pad_batch_stats(sen_batch):  # bert_score.utils.bert_cos_score_idf's own helper
-            emb, idf = zip(*(stats[s] for s in sen_batch))
-            emb = [e.to(device) for e in emb]
-            idf = [i.to(device) for i in idf]
-            lens = torch.tensor([e.size(0) for e in emb], dtype=torch.long)
-            emb_pad = pad_sequence(emb, batch_first=True, padding_value=2.0)
-            idf_pad = pad_sequence(idf, batch_first=True)
-            base = torch.arange(int(lens.max()), dtype=torch.long).expand(len(lens), int(lens.max()))
-            return emb_pad, (base < lens.unsqueeze(1)).to(device), idf_pad
+        def one(text_):  # pad_batch_stats of bert_cos_score_idf for one text (copies: matching divides in place)
+            emb, idf = stats[text_]
+            return emb.unsqueeze(0).to(device).clone(), torch.ones(1, emb.size(0), dtype=torch.bool, device=device), \
+                idf.unsqueeze(0).to(device).clone()
 
         out: list[tuple[float, float, float]] = []
         with torch.inference_mode():
-            for start in range(0, len(refs), self.batch_size):
-                p, r, f = greedy_cos_idf(*pad_batch_stats(refs[start:start + self.batch_size]),
-                                         *pad_batch_stats(hyps[start:start + self.batch_size]), False)
-                out.extend(zip(p.cpu().tolist(), r.cpu().tolist(), f.cpu().tolist()))
+            for ref, hyp in zip(refs, hyps):
+                p, r, f = greedy_cos_idf(*one(ref), *one(hyp), False)
+                out.append((float(p[0]), float(r[0]), float(f[0])))
         return out
 
     def score(self, cands: Sequence[str], refs: Sequence[str]) -> list[float]:
         """BERTScore F1 per (candidate, reference) pair; empty candidate or reference → 0.0."""
         return [f for _, _, f in self.score_prf(cands, refs)]
-
 
 # --------------------------------------------------------------------------- sentence embeddings
 
