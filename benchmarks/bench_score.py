@@ -276,12 +276,20 @@ def score_once(engine, label: str, profile: int = 0) -> dict:
     prof = cProfile.Profile() if profile else None
     load0 = os.getloadavg()[0]
     cpu0 = time.process_time()
+    stage = ScoreStage()
+    if prof:  # the units run in the runner's worker thread: profile compute there
+        inner = stage.compute
+
+        def compute(unit, services_):
+            prof.enable()
+            try:
+                return inner(unit, services_)
+            finally:
+                prof.disable()
+
+        stage.compute = compute
     t0 = time.perf_counter()
-    if prof:
-        prof.enable()
-    report = run_stage(ScoreStage(), services, Scope(corpus="medical", config=config), progress=False)
-    if prof:
-        prof.disable()
+    report = run_stage(stage, services, Scope(corpus="medical", config=config), progress=False)
     wall = time.perf_counter() - t0
     cpu = time.process_time() - cpu0
     if report.failed:
@@ -369,7 +377,8 @@ def main() -> None:
                     help="also score this many of those runs one at a time, and compare (0 skips it)")
     ap.add_argument("--seed", type=int, default=17)
     ap.add_argument("--threads", type=int, default=None, help="RAGROUTER_TORCH_THREADS (default: as set, else 2)")
-    ap.add_argument("--profile", type=int, default=0, help="print the top N functions of the full run (cProfile)")
+    ap.add_argument("--profile", type=int, default=0,
+                    help="print the top N functions of the full run's unit computations (cProfile)")
     ap.add_argument("--json", dest="json_out", help="also write the figures to this file")
     args = ap.parse_args()
     if args.threads:
