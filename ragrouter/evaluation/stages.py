@@ -217,7 +217,8 @@ class ScoreStage(Stage):
         out = []
         for i, r in enumerate(runs):
             hard, soft = faith[i] if faith[i] is not None else (None, None)
-            out.append((r["run_id"], {"semantic_f1": f1[i], "coverage": cov[i], "faith_hard": hard, "faith_soft": soft}))
+            out.append((r["run_id"], {"semantic_f1": f1[i], "coverage": cov[i],
+                                      "faith_hard": hard, "faith_soft": soft}))
         return out
 
     def write(self, conn, unit, result):
