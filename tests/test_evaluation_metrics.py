@@ -323,3 +323,53 @@ def test_batch_with_real_encoder_matches_single(enc):
         h, s = faithfulness(answers[i], contexts[i], enc)
         assert faith[i][0] == h
         assert faith[i][1] == pytest.approx(s, abs=1e-5)
+
+
+def test_coverage_faithfulness_batch_is_both_metrics_from_one_encoder_call():
+    from ragrouter.evaluation.metrics import coverage_faithfulness_batch
+
+    table = {
+        "A1.": [1, 0, 0], "A2.": [0.6, 0.8, 0], "G1.": [0, 1, 0], "G2.": [0, 0, 1],
+        "C1.": [0.8, 0.6, 0], "C2.": [0, 0.6, 0.8], "C3.": [0, 0, 1],
+    }
+    answers = ["A1. A2.", "A2.", "A1. A2.", "", "A1."]
+    golds = ["G1. G2.", "G1.", "G1.", "G1.", "G2. A1."]
+    contexts = [["C1. C2."], None, ["C2.", "C1."], ["C3."], []]
+    enc = DictEncoder(table)
+    calls = []
+    real_encode = enc.encode
+    enc.encode = lambda texts, batch_size=32: calls.append(list(texts)) or real_encode(texts, batch_size)
+    cache = SentenceEmbeddingCache(enc, max_items=100)
+    cov, faith = coverage_faithfulness_batch(answers, golds, contexts, enc, tau=0.7, cache=cache)
+    assert len(calls) == 1 and sorted(calls[0]) == sorted(["A1.", "A2.", "G1.", "G2.", "C1.", "C2."])  # C3: no answer
+    assert cov == soft_coverage_batch(answers, golds, DictEncoder(table))
+    sep = faithfulness_batch(answers, [c or [] for c in contexts], DictEncoder(table), tau=0.7)
+    assert faith == [None if c is None else f for c, f in zip(contexts, sep)]
+    assert faith[0] == pytest.approx((1.0, 0.88), abs=1e-6) and faith[3] == (0.0, 0.0) and faith[4] == (0.0, 0.0)
+    assert cov[4] == pytest.approx(0.5, abs=1e-6)  # G2 → 0 (A1 ⟂ G2), A1 → 1
+    # only context sentences stay memoised: the next batch encodes its answers, not C1/C2
+    assert sorted(cache._vecs) == ["C1.", "C2."]
+    coverage_faithfulness_batch(["A2. G2."], ["G1."], [["C1."]], enc, cache=cache)
+    assert sorted(calls[1]) == ["A2.", "G1.", "G2."]
+    with pytest.raises(ValueError, match="2 answers but 1 contexts"):
+        coverage_faithfulness_batch(["a", "b"], ["a", "b"], [None], enc)
+
+
+def test_semantic_f1_of_a_pair_does_not_depend_on_its_batch(sf1):
+    """bert-score pads a batch of pairs with cosine-0 positions, which beat a token's negative
+    best cosine: its batched F1 of a pair depends on the other pairs' lengths. Ours is the
+    pair's F1 alone, whatever it is batched with."""
+    from bert_score import BERTScorer
+
+    ref = BERTScorer(model_type=str(minilm_path()), num_layers=6, lang="en")
+    long_c, long_r = " ".join(CANDS[:4]) * 3, " ".join(REFS[:4]) * 3
+    cand = ("In most cases, however, the entire cervix must be removed. Ultrasound is usually done at the same "
+            "time to help pinpoint the suspicious areas. Differentiated cancers usually grow and spread slowly.")
+    gold = "Radiation therapy and systemic therapy are treatments for BCC besides surgery."
+    alone = float(ref.score([cand], [gold])[2][0])
+    batched = float(ref.score([long_c, cand], [long_r, gold])[2][1])
+    assert abs(batched - alone) > 1e-5  # the artefact is real for this pair
+    for c, r in [(cand, gold), *zip(CANDS, REFS)]:
+        alone = float(ref.score([c], [r])[2][0])
+        assert sf1.score([c], [r])[0] == pytest.approx(alone, abs=1e-6)
+        assert sf1.score([long_c, c, c], [long_r, r, REFS[0]])[1] == pytest.approx(alone, abs=1e-6)

