@@ -324,8 +324,8 @@ class Gateway:
     def is_cached(self, backend_or_role: str, messages: list[dict], *, temperature: float, max_tokens: int,
                   json_schema: dict | None = None, sample: int = 0, **_ignored) -> bool:
         """Whether ``chat`` with these arguments would be a cache hit (no HTTP call made)."""
-        _, _, _, h, _ = self._prepare_chat(backend_or_role, messages, temperature, max_tokens, json_schema, sample)
-        return self._is_stored(h)
+        return self._is_stored(self.request_key(backend_or_role, messages, temperature=temperature,
+                                                max_tokens=max_tokens, json_schema=json_schema, sample=sample))
 
     def request_key(self, backend_or_role: str, messages: list[dict], *, temperature: float, max_tokens: int,
                     json_schema: dict | None = None, sample: int = 0, **_ignored) -> str:
