@@ -569,6 +569,22 @@ def test_source_sentences_are_the_chunk_sentences_naming_the_triple():
     assert source_sentences(Fact("zebra", "eats", "grass", 1), split(1)) == []  # named nowhere
     # whole words only: "a" is no mention inside "Melanoma"
     assert source_sentences(Fact("a", "r", "b", 3), split(3)) == []
+    # the memo per triple returns what source_sentences computes
+    assert [split.sources(f) for f in facts] == [source_sentences(f, split(f.chunk_id)) for f in facts]
+    assert split.sources(facts[0]) is split.sources(facts[0])
+
+
+def test_whole_word_search_equals_the_regex_it_replaces():
+    import re
+
+    from ragrouter.paradigms.context import _whole
+
+    hay = ["the t-cell count", "t cell", "at cell", "cells", "t-cell", "x_t-cell", "(t-cell)", "t-cellé",
+           "ét-cell", "t-cell t-cell", "no match", "t-cel", "a t-cell_b t-cell."]
+    for name in ("t-cell", "cell", "t", "cell count", "é", "_b"):
+        pat = re.compile(r"(?<!\w)" + re.escape(name) + r"(?!\w)")
+        for h in hay:
+            assert _whole(h, name) == bool(pat.search(h)), (h, name)
 
 
 def test_graph_context_fills_the_budget_greedily_with_later_triples():

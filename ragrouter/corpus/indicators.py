@@ -36,6 +36,8 @@ single-metric functions raise ``ValueError`` naming the problem.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
@@ -186,6 +188,7 @@ def nearest_neighbors(vectors, k: int) -> tuple[np.ndarray, np.ndarray]:
     index.add(x32)
     out_idx = np.empty((n, k), dtype=np.int64)
     out_dist = np.empty((n, k))
+    faiss.omp_set_num_threads(os.cpu_count() or 1)  # per thread: this one may have searched with 1 (paradigms/index.py)
     _, all_ids = index.search(x32, cand)
     block = max(1, 2**22 // (cand * x.shape[1]))  # ~32 MB of float64 differences at a time
     for lo in range(0, n, block):

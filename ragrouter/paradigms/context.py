@@ -216,22 +216,43 @@ def build_context(
 _WORD_RE = re.compile(r"\w{3,}", re.UNICODE)
 
 
+def _word_char(c: str) -> bool:
+    return c.isalnum() or c == "_"
+
+
+def _whole(haystack: str, name: str) -> bool:
+    """Whether ``name`` occurs in ``haystack`` with no word character on either side (the
+    pattern ``(?<!\\w)name(?!\\w)``, without compiling one per name)."""
+    start = haystack.find(name)
+    while start >= 0:
+        end = start + len(name)
+        if (start == 0 or not _word_char(haystack[start - 1])) and (end == len(haystack)
+                                                                    or not _word_char(haystack[end])):
+            return True
+        start = haystack.find(name, start + 1)
+    return False
+
+
+@functools.lru_cache(maxsize=65536)
 def _matcher(name: str) -> Callable[[str, set[str]], bool]:
-    """``(casefolded sentence, its words) -> bool``: does the sentence mention ``name``?"""
+    """``(casefolded sentence, its words) -> bool``: does the sentence mention ``name``?
+    Memoised per name; the cheap test runs first (all content words present), then the
+    whole-word substring search."""
     name = " ".join(name.casefold().split())
     if not name:
         return lambda cf, words: False
-    whole = re.compile(r"(?<!\w)" + re.escape(name) + r"(?!\w)")
-    content = set(_WORD_RE.findall(name))
-    return lambda cf, words: bool(whole.search(cf)) or (bool(content) and content <= words)
+    content = frozenset(_WORD_RE.findall(name))
+    return lambda cf, words: bool(content and content <= words) or _whole(cf, name)
 
 
 class SentenceSplitter:
-    """Thread-safe cache of the sentences of each chunk (the evaluation's sentence splitter)."""
+    """Thread-safe cache of the sentences of each chunk (the evaluation's sentence splitter)
+    and of each triple's source sentences in it (:meth:`sources`)."""
 
     def __init__(self, texts: Mapping[int, str]):
         self.texts = texts
         self._cache: dict[int, list[tuple[str, str, set[str]]]] = {}
+        self._sources: dict[tuple[int, str, str], list[str]] = {}
 
     def __call__(self, chunk_id: int) -> list[tuple[str, str, set[str]]]:
         hit = self._cache.get(chunk_id)
@@ -241,6 +262,15 @@ class SentenceSplitter:
             sents = [" ".join(x.split()) for x in split_sentences(self.texts[chunk_id])]
             hit = [(x, x.casefold(), set(_WORD_RE.findall(x.casefold()))) for x in sents if x]
             self._cache[chunk_id] = hit  # benign race: same value
+        return hit
+
+    def sources(self, fact: Fact) -> list[str]:
+        """:func:`source_sentences` of ``fact`` in its chunk, memoised (the same triple is
+        retrieved for many queries of a corpus)."""
+        key = (fact.chunk_id, fact.subject, fact.object)
+        hit = self._sources.get(key)
+        if hit is None:
+            hit = self._sources[key] = source_sentences(fact, self(fact.chunk_id))  # benign race
         return hit
 
 
@@ -290,6 +320,7 @@ def build_fact_context(
     if budget < 0:
         raise ValueError(f"retrieval.token_budget must be >= 0, got {budget}")
     sentences_of = sentences_of or SentenceSplitter(texts)
+    sources = getattr(sentences_of, "sources", None) or (lambda f: source_sentences(f, sentences_of(f.chunk_id)))
     header = _count(SOURCED_FACTS_HEADER + "\n")
     blocks: list[str] = []
     chosen: list[Fact] = []
@@ -298,7 +329,7 @@ def build_fact_context(
     skipped = 0
     total = 0
     for fact in facts:
-        sents = [x for x in source_sentences(fact, sentences_of(fact.chunk_id)) if x not in used_sentences]
+        sents = [x for x in sources(fact) if x not in used_sentences]
         block = _fact_block(len(blocks) + 1, fact, sents)
         cost = _count(block + "\n") + (0 if blocks else header)
         if total + cost > budget:
