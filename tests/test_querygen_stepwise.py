@@ -177,6 +177,62 @@ def test_stepwise_run_rejects_what_fails_its_step():
         stepwise.run(stepwise.StepChain([D1, D2], [], []), StepChat({}))
 
 
+FACTS = [
+    [("Alice Moreau", "directed", "Night Train", "alice moreau", "night train"),
+     ("Alice Moreau", "born in", "Lyon", "alice moreau", "lyon")],
+    [("Night Train", "stars", "Bob Stone", "night train", "bob stone"),
+     ("Night Train", "released in", "1990", "night train", "1990")],
+    [("bob stone", "married", "carol white", "bob stone", "carol white"),
+     ("Bob Stone", "plays", "Stone guitar", "bob stone", "stone guitar"),   # names the bridge: no target
+     ("Bob Stone", "lives in", "Paris", "bob stone", "paris"),              # not in the text: no target
+     ("Bob Stone", "married", "Carol White", "bob stone", "carol white")],  # the same answer once
+]
+FACT_CHAIN = stepwise.StepChain([D1, D2, D3], ["night train", "bob stone"], [["night train"], ["bob stone"]], FACTS)
+
+
+def test_answers_and_descriptions_are_anchored_on_extracted_facts():
+    # the answer as the text writes it (case), from the last hop's triples about the last bridge
+    assert stepwise.answer_targets(FACT_CHAIN) == [("Carol White", "bob stone | married | carol white")]
+    assert stepwise.as_written("Who starred in the Night-Train?", "night train") == "Night-Train"
+    assert stepwise.as_written(D3, "paris") is None
+    # hints for bridge 2 (bob stone, from text 2): the one linking the previous bridge first;
+    # for bridge 1 (night train, from text 1): the bridge written X; none holds the answer
+    assert stepwise.description_facts(FACT_CHAIN, 1, "Carol White") == ["Night Train | stars | X"]
+    assert stepwise.description_facts(FACT_CHAIN, 0, "Carol White") == ["Alice Moreau | directed | X"]
+    assert stepwise.description_facts(FACT_CHAIN, 0, "Alice Moreau") == []
+    # without facts the model picks the answer (the free prompt); a dry run sizes what is sent
+    assert stepwise.answer_targets(CHAIN) == []
+    first = stepwise.first_requests(FACT_CHAIN)
+    assert first[0][0]["content"] == prompts.STEP_ANCHORED.system and "Carol White" in first[0][1]["content"]
+    assert "Night Train | stars | X" in first[2][1]["content"] and len(first) == 4
+    assert stepwise.first_requests(CHAIN)[0][0]["content"] == prompts.STEP_QUESTION.system
+
+
+def test_anchored_step_question_keeps_the_target_answer():
+    chat = StepChat({
+        # the first target: the model writes a question that gives the answer away; the chain
+        # has one target only, so the second attempt asks the free prompt
+        "stepwise:question": [{"question": "Did Bob Stone marry Carol White?"},
+                              {"question": "Whom did Bob Stone marry?", "answer": "Carol White"}],
+        "stepwise:describe": [{"description": "the violinist starring in Night Train"},
+                              {"description": "the film that Alice Moreau directed"}],
+        "stepwise:rewrite": [{"question": "Whom did the violinist starring in the film that Alice Moreau "
+                                          "directed marry?"}],
+    })
+    out = stepwise.run(FACT_CHAIN, chat, attempts=2)
+    assert out.status == "pending" and out.answer == "Carol White" and out.meta["answer_targets"] == 1
+    tries = out.meta["steps"][0]["tries"]
+    assert tries[0]["failed"] == ["answer_in_question"] and tries[0]["answer"] == "Carol White"
+    assert tries[1]["failed"] == []
+    # an anchored reply needs only the question: the answer is the target's
+    chat = StepChat({"stepwise:question": [{"question": "Whom did Bob Stone marry?"}],
+                     "stepwise:describe": [{"description": "the violinist starring in Night Train"},
+                                           {"description": "the film that Alice Moreau directed"}],
+                     "stepwise:rewrite": [{"question": "x"}] * 2})
+    out = stepwise.run(FACT_CHAIN, chat, attempts=2)
+    assert out.answer == "Carol White" and out.meta["single_hop_question"] == "Whom did Bob Stone marry?"
+
+
 # --------------------------------------------------------------------------- entity linking
 
 
@@ -310,6 +366,12 @@ def responder(req: dict):
         answer = o if key(s) == key(bridge) else s
         q = f"What is linked to {bridge} by '{r}'?" + (f" Is it {answer}?" if "ANSWERLEAK" in body else "")
         return {"question": q, "answer": answer}
+    if system.startswith(prompts.STEP_ANCHORED.system):
+        body = user.split("Text:\n", 1)[1].split("\n\nName the question must contain: ")[0]
+        bridge = re.search(r"Name the question must contain: (.+)\n", user).group(1)
+        answer = re.search(r"Answer the question asks for: (.+)\n", user).group(1)
+        r = re.search(r"Fact: .+ \| (.+) \| .+\n", user).group(1)
+        return {"question": f"What is linked to {bridge} by '{r}'?" + (f" Is it {answer}?" if "ANSWERLEAK" in body else "")}
     if system.startswith(prompts.STEP_DESCRIBE.system):
         body = user.split("Text:\n", 1)[1].split("\n\nEntity to describe: ")[0]
         bridge = re.search(r"Entity to describe: (.+)\n", user).group(1)

@@ -247,6 +247,9 @@ class Plan:
     """Reasoning: one text per hop (its chunks joined), in chain order."""
     bridge_forms: list[list[str]] = field(default_factory=list)
     """Reasoning: every surface form of each bridge (its linked names), to keep out of the question."""
+    hop_facts: list[list[tuple[str, str, str, str, str]]] = field(default_factory=list)
+    """Reasoning: the extracted triples of each hop's chunks (see :meth:`CorpusGraph.facts`): the
+    stepwise strategy takes its answer and its descriptions from them."""
 
 
 TextsOf = Callable[[list[int]], dict[int, str]]
@@ -294,6 +297,7 @@ def plan_unit(utype: str, seed: int, graph: CorpusGraph, texts_of: TextsOf,
             plan.schema = prompts.REASONING_SCHEMA
             plan.chunk_ids, plan.bridges = flat, list(chain.bridges)
             plan.bridge_forms = [graph.forms(b) for b in chain.bridges]
+            plan.hop_facts = [graph.facts(g) for g in groups]
             plan.meta.update(prompt_version=prompts.REASONING.version, bridges=list(chain.bridges),
                              chain_units=list(chain.units), hop_chunk_ids=groups,
                              links=graph.link_evidence(chain))

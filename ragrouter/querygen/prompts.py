@@ -183,9 +183,25 @@ STEP_QUESTION = Prompt(
     user="Text:\n{text}\n\nName the question must contain: {bridge}\n\nReturn the JSON now.",
 )
 
+STEP_ANCHORED = Prompt(
+    name="step_anchored",
+    version="qgen-step-anchored-v1",
+    system=(
+        "You write one simple question about a text. You are given a name, an answer and the fact of the "
+        "text that links them. The question must contain the exact name, must ask for exactly that answer, "
+        "and must not contain the answer or any part of it. "
+        'Reply with JSON only: {"question": "..."}'
+    ),
+    user="Text:\n{text}\n\nName the question must contain: {bridge}\nAnswer the question asks for: {answer}\n"
+         "Fact: {fact}\n\nReturn the JSON now.",
+)
+"""Step (a) when the last text has an extracted fact about the last bridge: reverse
+substitution "starting from the target answer" (App. A.2) — the answer is that fact's other
+end, so the model only writes the question."""
+
 STEP_DESCRIBE = Prompt(
     name="step_describe",
-    version="qgen-step-describe-v1",
+    version="qgen-step-describe-v2",
     system=(
         "You describe an entity in a short noun phrase (4-15 words) using only facts from the text, without "
         "writing its name, so that a reader of the text can tell which entity is meant: for example "
@@ -193,9 +209,11 @@ STEP_DESCRIBE = Prompt(
         "or any part of it. "
         'Reply with JSON only: {"description": "..."}'
     ),
-    user="Text:\n{text}\n\nEntity to describe: {bridge}\nForbidden in the description: {forbidden}\n{hint}"
+    user="Text:\n{text}\n\nEntity to describe: {bridge}\nForbidden in the description: {forbidden}\n{facts}{hint}"
          "Return the JSON now.",
 )
+"""v2: the text's extracted facts about the entity (the entity written X) are listed when
+there are any."""
 
 STEP_REWRITE = Prompt(
     name="step_rewrite",
@@ -208,6 +226,9 @@ STEP_REWRITE = Prompt(
     user="Question: {question}\n\nPhrases to keep:\n{phrases}\n\nReturn the JSON now.",
 )
 
+STEP_ANCHORED_SCHEMA: dict = {
+    "type": "object", "properties": {"question": _text(300)}, "required": ["question"],
+}
 STEP_QUESTION_SCHEMA: dict = {
     "type": "object", "properties": {"question": _text(300), "answer": _text(120)},
     "required": ["question", "answer"],
@@ -219,17 +240,24 @@ STEP_REWRITE_SCHEMA: dict = {
     "type": "object", "properties": {"question": _text(500)}, "required": ["question"],
 }
 
-PROMPTS.update({p.name: p for p in (STEP_QUESTION, STEP_DESCRIBE, STEP_REWRITE)})
+PROMPTS.update({p.name: p for p in (STEP_QUESTION, STEP_ANCHORED, STEP_DESCRIBE, STEP_REWRITE)})
 
 
 def step_question_messages(text: str, bridge: str) -> list[dict]:
     return STEP_QUESTION.messages(text=text.strip(), bridge=bridge)
 
 
-def step_describe_messages(text: str, bridge: str, forbidden: list[str], link: str | None = None) -> list[dict]:
+def step_anchored_messages(text: str, bridge: str, answer: str, fact: str) -> list[dict]:
+    return STEP_ANCHORED.messages(text=text.strip(), bridge=bridge, answer=answer, fact=fact)
+
+
+def step_describe_messages(text: str, bridge: str, forbidden: list[str], link: str | None = None,
+                           facts: list[str] | None = None) -> list[dict]:
     hint = (f"The description should mention '{link}' if the text relates the two.\n\n" if link else "\n")
+    listed = ("Facts of the text about it (X is the entity):\n" + "\n".join(f"- {f}" for f in facts) + "\n"
+              if facts else "")
     return STEP_DESCRIBE.messages(text=text.strip(), bridge=bridge,
-                                  forbidden=", ".join(f"'{f}'" for f in forbidden), hint=hint)
+                                  forbidden=", ".join(f"'{f}'" for f in forbidden), facts=listed, hint=hint)
 
 
 def step_rewrite_messages(question: str, phrases: list[str]) -> list[dict]:

@@ -145,6 +145,9 @@ class CorpusGraph:
     units: list[int] = field(init=False)
     bridges: frozenset[str] = field(init=False)
     triples: list[tuple[str, str, str, int]] = field(init=False)
+    chunk_facts: dict[int, list[tuple[str, str, str, str, str]]] = field(init=False, default_factory=dict)
+    """chunk id → its triples as (subject, relation, object) as extracted, then the two
+    canonical names: what the stepwise strategy anchors its answers and descriptions on."""
     memo: dict = field(init=False, default_factory=dict, repr=False)
     """Derived values computed once per graph (eligible summary entities)."""
 
@@ -175,12 +178,14 @@ class CorpusGraph:
         mentions: dict[str, dict[int, Counter]] = defaultdict(lambda: defaultdict(Counter))
         surface: dict[str, dict[int, Counter]] = defaultdict(lambda: defaultdict(Counter))
         kept = []
+        facts: dict[int, list[tuple[str, str, str, str, str]]] = defaultdict(list)
         for s, r, o, cid in triples:
             cid = int(cid)
             if cid not in g.unit_of:
                 continue  # a chunk of another chunker
             cs, co = canon(s), canon(o)
             kept.append((cs, r, co, cid))
+            facts[cid].append((s, r, o, cs, co))
             u = g.unit_of[cid]
             for name in {cs, co}:
                 mentions[name][u][cid] += 1
@@ -188,6 +193,7 @@ class CorpusGraph:
             surface[co][u][o] += 1
         g.surface = {e: dict(by_unit) for e, by_unit in surface.items()}
         g.triples = kept
+        g.chunk_facts = dict(facts)
         g.mentions = {e: dict(by_unit) for e, by_unit in mentions.items()}
         ents: dict[int, set[str]] = defaultdict(set)
         for e, by_unit in g.mentions.items():
@@ -270,6 +276,11 @@ class CorpusGraph:
                 c.update(forms)
         out = [f for f, _ in sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))]
         return out or [entity]
+
+    def facts(self, chunk_ids: Iterable[int]) -> list[tuple[str, str, str, str, str]]:
+        """The triples of ``chunk_ids`` in chunk order: (subject, relation, object, canonical
+        subject, canonical object)."""
+        return [f for c in chunk_ids for f in self.chunk_facts.get(int(c), [])]
 
     def link_evidence(self, chain: Chain) -> list[dict]:
         """Per bridge: the units it joins, its mention in each, how the two mentions were

@@ -80,6 +80,10 @@ def _texts(services, chunk_ids: list[int]) -> dict[int, str]:
 # ---------------------------------------------------------------------- querygen
 
 
+def _step_chain(plan: gen.Plan) -> stepwise.StepChain:
+    return stepwise.StepChain(plan.hop_texts, plan.bridges, plan.bridge_forms, plan.hop_facts)
+
+
 def _linking(services, s: gen.Settings, triples) -> Linking:
     """The entity linking of a corpus's names (:mod:`ragrouter.querygen.linking`): normalised
     names and alias triples always; embedding links when ``querygen.linking.embedding`` is on
@@ -225,7 +229,7 @@ class QueryGenStage(Stage):
                                          max_tokens=s.max_tokens, json_schema=schema, stage="querygen",
                                          phase=phase, sample=unit.payload["index"] * s.attempts + attempt)
 
-        res = stepwise.run(stepwise.StepChain(plan.hop_texts, plan.bridges, plan.bridge_forms), chat,
+        res = stepwise.run(_step_chain(plan), chat,
                            attempts=s.attempts, min_drawn=s.step_min_drawn, min_kept=s.step_min_kept)
         meta = {**plan.meta, **res.meta, "call_ids": res.call_ids}
         if res.note is not None:
@@ -294,12 +298,7 @@ class QueryGenStage(Stage):
                 continue
             if plan.qtype == "reasoning" and s.strategy == "stepwise":
                 # (a) one question, (b) one description per bridge, (d) one rewrite (first attempts)
-                texts = plan.hop_texts
-                asks = [prompts.step_question_messages(texts[-1], plan.bridges[-1])]
-                asks += [prompts.step_describe_messages(texts[i], b, plan.bridge_forms[i])
-                         for i, b in enumerate(plan.bridges)]
-                asks += [prompts.step_rewrite_messages(" ".join(plan.bridges), plan.bridges)]
-                for msgs in asks:
+                for msgs in stepwise.first_requests(_step_chain(plan)):
                     est.calls += 1
                     est.add_tokens(*gw.estimate_tokens(msgs, s.max_tokens))
                 continue

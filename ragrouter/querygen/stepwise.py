@@ -8,13 +8,19 @@ checks of the ``validate`` stage). For a chain d₁ →b₁→ d₂ (→b₂→ 
 (a) ``question`` — a single-hop question about the LAST text that names the last bridge and
     whose answer is a fact of that text (:func:`check_question`: the question names the
     bridge; the answer is not in the question, is not the bridge, and its content words are
-    all in the text);
+    all in the text). When the last text has extracted triples about the last bridge, the
+    procedure starts *from the target answer* as the paper does: the answer is the other end
+    of such a triple (:func:`answer_targets`, one per attempt, as the text writes it) and the
+    model only writes the question (:data:`~ragrouter.querygen.prompts.STEP_ANCHORED`);
+    without one the model picks the fact itself
+    (:data:`~ragrouter.querygen.prompts.STEP_QUESTION`);
 (b) ``describe`` — for each bridge b_i, a short description taken from the text d_i that
     precedes it (:func:`check_description`: it does not name b_i — neither the whole name
     nor more than half of its content words —, does not contain the answer, at least
     ``min_drawn`` of its content words are in d_i ("drawn from its own document"), and for
     i ≥ 2 it names the previous bridge b_(i-1), else the hops before d_i would not be needed:
-    a shortcut by construction);
+    a shortcut by construction). The prompt lists d_i's extracted triples about b_i
+    (:func:`description_facts`; those linking b_(i-1) first, none that holds the answer);
 (c) substitution (no model): each bridge mention in the question is replaced by its
     description, the last bridge first and the outermost (b₁) last
     (:func:`substitute`); afterwards no surface form of any bridge may remain
@@ -186,11 +192,95 @@ def check_rewrite(rewritten: str, bridge_forms: list[list[str]], answer: str, de
 @dataclass
 class StepChain:
     """What the procedure reads of a chain: one text per hop and, per bridge, its name and
-    every surface form to keep out of the question."""
+    every surface form to keep out of the question; optionally each hop's extracted triples
+    (subject, relation, object, canonical subject, canonical object) with the bridges written
+    by their canonical names."""
 
     hop_texts: list[str]
     bridges: list[str]
     bridge_forms: list[list[str]]
+    facts: list[list[tuple[str, str, str, str, str]]] = field(default_factory=list)
+
+    def hop_facts(self, i: int) -> list[tuple[str, str, str, str, str]]:
+        return list(self.facts[i]) if i < len(self.facts) else []
+
+
+def as_written(text: str, phrase: str) -> str | None:
+    """``phrase`` as ``text`` writes it (case, punctuation between its words), or ``None``."""
+    pat = _pattern(phrase)
+    m = pat.search(text) if pat is not None else None
+    if m is None:
+        return None
+    start = m.start() + (len(m.group(1)) + 1 if m.group(1) else 0)
+    return text[start:m.end()].strip()
+
+
+def _about(fact: tuple[str, str, str, str, str], entity: str) -> tuple[str, str] | None:
+    """(other end as extracted, its canonical name) of a triple with ``entity`` at one end."""
+    s, _r, o, cs, co = fact
+    if cs == entity and co != entity:
+        return o, co
+    if co == entity and cs != entity:
+        return s, cs
+    return None
+
+
+def answer_targets(chain: StepChain, max_words: int = 8) -> list[tuple[str, str]]:
+    """Step (a)'s answers when it starts from the answer: (answer as the last text writes it,
+    the triple "s | r | o") for each triple of the last hop about the last bridge whose other
+    end is a short phrase of that text and neither names a bridge nor is named by one; in
+    the text's order, each answer once."""
+    text, bridge = chain.hop_texts[-1], chain.bridges[-1]
+    forms = [f for fs in chain.bridge_forms for f in fs] + list(chain.bridges)
+    out, seen = [], set()
+    for fact in chain.hop_facts(len(chain.hop_texts) - 1):
+        other = _about(fact, bridge)
+        if other is None or other[1] in chain.bridges:
+            continue
+        written = as_written(text, other[0])
+        if not written or len(written.split()) > max_words or not _words(written):
+            continue
+        if partly_names(written, forms) or any(answer_in(f, written) for f in forms):
+            continue
+        k = checks.normalise(written)
+        if k in seen:
+            continue
+        seen.add(k)
+        out.append((written, " | ".join(fact[:3])))
+    return out
+
+
+def description_facts(chain: StepChain, i: int, answer: str, limit: int = 4) -> list[str]:
+    """Step (b)'s hints for bridge i: the triples of hop i about it, the bridge written X
+    ("X | stars | bob"); for i ≥ 1 those that link the previous bridge first; none that holds
+    the answer."""
+    bridge = chain.bridges[i]
+    linked, others = [], []
+    for fact in chain.hop_facts(i):
+        other = _about(fact, bridge)
+        if other is None:
+            continue
+        s, r, o, cs, _co = fact
+        line = f"X | {r} | {o}" if cs == bridge else f"{s} | {r} | X"
+        if answer and answer_in(line, answer):
+            continue
+        (linked if i > 0 and other[1] == chain.bridges[i - 1] else others).append(line)
+    return list(dict.fromkeys(linked + others))[:limit]
+
+
+def first_requests(chain: StepChain) -> list[list[dict]]:
+    """The messages of each step's first attempt (what a dry run counts): (a), (b) per bridge
+    and (d), the rewrite sized by the bridges' names."""
+    targets = answer_targets(chain)
+    answer = targets[0][0] if targets else ""
+    asks = [prompts.step_anchored_messages(chain.hop_texts[-1], chain.bridges[-1], *targets[0]) if targets
+            else prompts.step_question_messages(chain.hop_texts[-1], chain.bridges[-1])]
+    asks += [prompts.step_describe_messages(chain.hop_texts[i], b, chain.bridge_forms[i],
+                                            chain.bridges[i - 1] if i > 0 else None,
+                                            description_facts(chain, i, answer))
+             for i, b in enumerate(chain.bridges)]
+    asks.append(prompts.step_rewrite_messages(" ".join(chain.bridges), chain.bridges))
+    return asks
 
 
 @dataclass
@@ -221,15 +311,18 @@ def run(chain: StepChain, chat: Chat, attempts: int = 2, min_drawn: float = 0.6,
     if k < 2 or len(chain.bridges) != k - 1 or len(chain.bridge_forms) != k - 1:
         raise ValueError(f"a stepwise chain needs k ≥ 2 texts and k-1 bridges (got {k} and {len(chain.bridges)})")
     out = StepOutcome(meta={"strategy": "stepwise", "prompt_version": "+".join(
-        p.version for p in (prompts.STEP_QUESTION, prompts.STEP_DESCRIBE, prompts.STEP_REWRITE))})
+        p.version for p in (prompts.STEP_QUESTION, prompts.STEP_ANCHORED, prompts.STEP_DESCRIBE,
+                            prompts.STEP_REWRITE))})
     steps: list[dict] = []
     out.meta["steps"] = steps
     parse_problems: list[str] = []
 
-    def ask(phase: str, messages: list[dict], schema: dict, check: Callable[[Any], tuple[Any, list[str]]]):
-        """(value, passed, tries) after up to ``attempts`` samples; value None if never parsed."""
+    def ask(phase: str, request: Callable[[int], tuple[list[dict], dict, Callable[[Any], tuple[Any, list[str]]]]]):
+        """(value, passed, tries) after up to ``attempts`` samples; value None if never parsed.
+        ``request(attempt)`` → (messages, schema, check of the reply)."""
         tries, last = [], None
         for attempt in range(attempts):
+            messages, schema, check = request(attempt)
             try:
                 res = chat(phase, messages, schema, attempt)
             except GatewayError as exc:
@@ -240,7 +333,8 @@ def run(chain: StepChain, chat: Chat, attempts: int = 2, min_drawn: float = 0.6,
                 continue
             out.call_ids.append(res.call_id)
             value, reasons = check(res.data)
-            tries.append({"attempt": attempt, "reply": res.data, "failed": reasons})
+            tries.append({"attempt": attempt, "reply": res.data, "failed": reasons,
+                          **({"answer": value[1]} if phase == "stepwise:question" else {})})
             last = value
             if not reasons:
                 steps.append({"phase": phase, "tries": tries})
@@ -251,15 +345,30 @@ def run(chain: StepChain, chat: Chat, attempts: int = 2, min_drawn: float = 0.6,
     def unparsed(tries) -> bool:
         return all("error" in t for t in tries)
 
-    # (a) the single-hop question about the last text, naming the last bridge
-    last_forms = chain.bridge_forms[-1]
+    # (a) the single-hop question about the last text, naming the last bridge: from a target
+    # answer (one per attempt) when the last text has triples about the bridge
+    last_forms, last_text = chain.bridge_forms[-1], chain.hop_texts[-1]
+    targets = answer_targets(chain)
+    out.meta["answer_targets"] = len(targets)
 
-    def check_a(data):
-        q, a = _text(data, "question"), _text(data, "answer")
-        return (q, a), check_question(q, a, last_forms, chain.hop_texts[-1])
+    def request_a(attempt: int):
+        if attempt < len(targets):
+            answer, fact = targets[attempt]
 
-    qa, ok, tries = ask("stepwise:question", prompts.step_question_messages(chain.hop_texts[-1], chain.bridges[-1]),
-                        prompts.STEP_QUESTION_SCHEMA, check_a)
+            def check(data):
+                q = _text(data, "question")
+                return (q, answer), check_question(q, answer, last_forms, last_text)
+
+            return (prompts.step_anchored_messages(last_text, chain.bridges[-1], answer, fact),
+                    prompts.STEP_ANCHORED_SCHEMA, check)
+
+        def check_free(data):
+            q, a = _text(data, "question"), _text(data, "answer")
+            return (q, a), check_question(q, a, last_forms, last_text)
+
+        return prompts.step_question_messages(last_text, chain.bridges[-1]), prompts.STEP_QUESTION_SCHEMA, check_free
+
+    qa, ok, tries = ask("stepwise:question", request_a)
     if qa is None and unparsed(tries):
         out.status, out.note = "note", ("invalid_reply", f"{attempts} unusable replies to step (a): "
                                                           f"{'; '.join(parse_problems)}")
@@ -283,10 +392,10 @@ def run(chain: StepChain, chat: Chat, attempts: int = 2, min_drawn: float = 0.6,
             d = _text(data, "description")
             return d, check_description(d, forbidden, chain.hop_texts[i], out.answer, prev, min_drawn)
 
-        d, ok, tries = ask("stepwise:describe",
-                           prompts.step_describe_messages(chain.hop_texts[i], chain.bridges[i], forbidden,
-                                                          chain.bridges[i - 1] if i > 0 else None),
-                           prompts.STEP_DESCRIBE_SCHEMA, check_b)
+        msgs = prompts.step_describe_messages(chain.hop_texts[i], chain.bridges[i], forbidden,
+                                              chain.bridges[i - 1] if i > 0 else None,
+                                              description_facts(chain, i, out.answer))
+        d, ok, tries = ask("stepwise:describe", lambda _a, m=msgs, c=check_b: (m, prompts.STEP_DESCRIBE_SCHEMA, c))
         if not ok:
             if d is None and unparsed(tries):
                 out.status, out.note = "note", ("invalid_reply", f"{attempts} unusable replies to step (b) for "
@@ -319,8 +428,8 @@ def run(chain: StepChain, chat: Chat, attempts: int = 2, min_drawn: float = 0.6,
         q = _text(data, "question")
         return q, check_rewrite(q, chain.bridge_forms, out.answer, descs, min_kept)
 
-    rewritten, ok, _tries = ask("stepwise:rewrite", prompts.step_rewrite_messages(substituted, descs),
-                                prompts.STEP_REWRITE_SCHEMA, check_d)
+    rewrite = prompts.step_rewrite_messages(substituted, descs)
+    rewritten, ok, _tries = ask("stepwise:rewrite", lambda _a: (rewrite, prompts.STEP_REWRITE_SCHEMA, check_d))
     out.question = rewritten if ok else substituted
     out.meta["rewrite"] = "rewritten" if ok else "kept_substitution"
     out.checks.append((checks.BRIDGE_LEAK, True, {"stage": "rewrite" if ok else "substitution",
