@@ -343,6 +343,10 @@ def test_grounding_passes_only_when_the_texts_give_the_answer():
     refused = checks.grounding(checks.Evaluator(chat), Q)
     assert not refused.passed and refused.evidence["label"] == "incomplete"
     assert [p for p, _ in chat.calls] == ["grounded"]  # a refusal needs no verdict
+    # the evidence names the refusal rule that labelled it without a call
+    from ragrouter.evaluation import judge as jd
+
+    assert refused.evidence["prompt_version"].endswith(f"+refusal:{jd.PROMPT_VERSION}")
     assert not checks.grounding(checks.Evaluator(chat), checks.CheckQuery(2, "factual", "q", "a", [])).passed
 
 

@@ -170,7 +170,10 @@ class Evaluator:
         raise AssertionError("unreachable")
 
 
-_VERSIONS = {name: f"{prompts.PROMPTS[name].version}+{prompts.VERDICT.version}" for name in ("grounded", "closed_book")}
+_VERSIONS = {name: f"{prompts.PROMPTS[name].version}+{prompts.VERDICT.version}+refusal:{jd.PROMPT_VERSION}"
+             for name in ("grounded", "closed_book")}
+"""Each check's evidence names its prompts and the refusal rule (:func:`ragrouter.evaluation.judge.is_refusal`,
+versioned with the judge's prompt) that labelled a refusal ``incomplete`` without a call."""
 
 
 def _calls(*ids) -> list[int]:
