@@ -12,7 +12,6 @@ the maximum rounds) beside the expectation.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from contextlib import contextmanager
@@ -23,16 +22,12 @@ from sqlalchemy import text
 CHUNK_PARADIGMS = ("naive", "hybrid")  # contexts of whole chunks (pack(): the first that does not fit stops)
 
 
-def _cap(params) -> int | None:
-    if isinstance(params, str):
-        try:
-            params = json.loads(params)
-        except ValueError:
-            return None
-    if not isinstance(params, dict):
-        return None
-    cap = params.get("max_tokens") or params.get("max_completion_tokens")
-    return int(cap) if cap else None
+_CAP = ("COALESCE(NULLIF(CAST(params->>'max_tokens' AS BIGINT), 0), "
+        "CAST(params->>'max_completion_tokens' AS BIGINT))")
+_REPLY_SQL = (f"SELECT stage, model, cap, COUNT(*), AVG(completion_tokens), "
+              f"SUM(LEAST(1.0, completion_tokens * 1.0 / cap)) FROM "
+              f"(SELECT stage, model, completion_tokens, {_CAP} AS cap FROM llm_calls WHERE kind = 'chat') c "
+              f"WHERE cap > 0 GROUP BY stage, model, cap")
 
 
 class Expectations:
@@ -46,17 +41,20 @@ class Expectations:
         self.judge_prior = section.get("judge_call_share")
         rounds = section.get("iterative_rounds")
         self.rounds_prior = None if rounds is None else float(rounds)
-        shares: dict[tuple[str, str], list[float]] = defaultdict(list)
-        lengths: dict[tuple[str, str, int], list[int]] = defaultdict(list)
+        shares: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0.0])
+        self._lengths: dict[tuple[str, str, int], tuple[int, float]] = {}
         from contextlib import nullcontext
 
         with (lock or nullcontext()), engine.connect() as conn:
-            for stage, model, completion, params in conn.execute(text(
-                    "SELECT stage, model, completion_tokens, params FROM llm_calls WHERE kind = 'chat'")):
-                cap = _cap(params)
-                if cap:
-                    shares[(str(stage), str(model))].append(min(1.0, float(completion) / cap))
-                    lengths[(str(stage), str(model), cap)].append(int(completion))
+            # one row per (stage, model, cap), aggregated by the store (a paper-scale ledger has
+            # ~200k calls); the cap is the request's max_tokens, else max_completion_tokens
+            for stage, model, cap, n, mean, share_sum in conn.execute(text(_REPLY_SQL)):
+                if not cap or int(cap) <= 0:
+                    continue
+                self._lengths[(str(stage), str(model), int(cap))] = (int(n), float(mean))
+                acc = shares[(str(stage), str(model))]
+                acc[0] += int(n)
+                acc[1] += float(share_sum)
             self._rounds = {str(g): (int(n), float(m or 0.0)) for g, n, m in conn.execute(text(
                 "SELECT generator, COUNT(*), AVG(iterations) FROM paradigm_runs WHERE paradigm LIKE 'iterative%' "
                 "GROUP BY generator")).all()}
@@ -72,8 +70,7 @@ class Expectations:
             row = conn.execute(text(
                 "SELECT COUNT(*), COUNT(DISTINCT llm_call_id) FROM judgments WHERE NOT is_calibration")).one()
             self._judged = (int(row[0] or 0), int(row[1] or 0))
-        self._shares = {k: (len(v), sum(v) / len(v)) for k, v in shares.items()}
-        self._lengths = {k: (len(v), sum(v) / len(v)) for k, v in lengths.items()}
+        self._shares = {k: (n, total / n) for k, (n, total) in shares.items() if n}
 
     # ---------------------------------------------------------------- replies
     def share(self, stage: str, model: str) -> tuple[float, str]:
