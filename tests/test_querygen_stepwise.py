@@ -305,6 +305,30 @@ def test_linking_makes_chains_where_exact_names_make_none():
     assert set(g.forms(nt)) == {"the night train", "night train."}
 
 
+def test_walks_draw_bridges_by_specificity_and_skip_stop_words():
+    import random
+    from collections import Counter
+
+    from ragrouter.querygen.sampling import _weighted_step, find_chain
+
+    # unit 0 names a hub ("film director", in units 0-9) and a named bridge ("albert rogell", in
+    # units 0 and 10); "the" is in every unit but is no entity
+    chunks = [ChunkInfo(i, i, f"d{i}", 0, 10) for i in range(12)]
+    triples = [(f"film {i}", "r", "film director", i) for i in range(10)]
+    triples += [("film 0", "directed by", "albert rogell", 0), ("albert rogell", "born in", "ohio", 10)]
+    triples += [("the", "r", f"film {i}", i) for i in range(12)]
+    g = CorpusGraph.build(chunks, triples, "document", 1.0)
+    assert "the" not in g.bridges and {"film director", "albert rogell"} <= g.bridges
+    steps = g.steps([0], [])
+    assert Counter(b for b, _ in steps) == {"film director": 9, "albert rogell": 1}
+    rng = random.Random(0)
+    draws = Counter(_weighted_step(g, steps, rng)[0] for _ in range(4000))
+    # weight 1/(units-1): albert rogell 1/1, film director 1/9 -> P = 0.9 (uniform steps: 0.1)
+    assert abs(draws["albert rogell"] / 4000 - 0.9) < 0.02
+    chain = find_chain(g, 2, random.Random(1))
+    assert chain.hops == 2
+
+
 def test_mixed_walk_units_split_only_long_documents():
     assert choose_walk_unit("auto", 3, 3, n_long=1) == "mixed"
     assert choose_walk_unit("auto", 3, 3, n_long=0) == "document"

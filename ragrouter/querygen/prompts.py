@@ -185,11 +185,14 @@ STEP_QUESTION = Prompt(
 
 STEP_ANCHORED = Prompt(
     name="step_anchored",
-    version="qgen-step-anchored-v1",
+    version="qgen-step-anchored-v2",
     system=(
         "You write one simple question about a text. You are given a name, an answer and the fact of the "
         "text that links them. The question must contain the exact name, must ask for exactly that answer, "
-        "and must not contain the answer or any part of it. "
+        "and must not contain the answer or any part of it. Example: name 'Bob Stone', answer 'Carol "
+        "White', fact 'bob stone | married | carol white' -> {\"question\": \"Whom did Bob Stone marry?\"}; "
+        "name 'Night Train', answer 'Alice Moreau', fact 'alice moreau | directed | night train' -> "
+        "{\"question\": \"Who directed Night Train?\"}. "
         'Reply with JSON only: {"question": "..."}'
     ),
     user="Text:\n{text}\n\nName the question must contain: {bridge}\nAnswer the question asks for: {answer}\n"
@@ -201,19 +204,21 @@ end, so the model only writes the question."""
 
 STEP_DESCRIBE = Prompt(
     name="step_describe",
-    version="qgen-step-describe-v2",
+    version="qgen-step-describe-v3",
     system=(
         "You describe an entity in a short noun phrase (4-15 words) using only facts from the text, without "
         "writing its name, so that a reader of the text can tell which entity is meant: for example "
-        "'the director of the film Night Train' instead of 'John Smith'. Never write the forbidden name "
-        "or any part of it. "
+        "'the director of the film Night Train' instead of 'John Smith'. The phrase starts with 'the' and "
+        "is not a sentence. Never write the forbidden name or any part of it. Example: entity 'John Smith', "
+        "fact 'night train | directed by | X' -> {\"description\": \"the director of the film Night Train\"}. "
         'Reply with JSON only: {"description": "..."}'
     ),
     user="Text:\n{text}\n\nEntity to describe: {bridge}\nForbidden in the description: {forbidden}\n{facts}{hint}"
          "Return the JSON now.",
 )
 """v2: the text's extracted facts about the entity (the entity written X) are listed when
-there are any."""
+there are any; v3: an example, and "starts with 'the', not a sentence" (the 1.5B wrote whole
+sentences about the other end of the fact)."""
 
 STEP_REWRITE = Prompt(
     name="step_rewrite",
