@@ -202,18 +202,24 @@ def test_answers_and_descriptions_are_anchored_on_extracted_facts():
     assert stepwise.description_facts(FACT_CHAIN, 0, "Alice Moreau") == []
     # without facts the model picks the answer (the free prompt); a dry run sizes what is sent
     assert stepwise.answer_targets(CHAIN) == []
+    # the triple's question passes step (a)'s check: no call for it; (b) twice, (d) once
     first = stepwise.first_requests(FACT_CHAIN)
+    assert [m[0]["content"] for m in first] == [prompts.STEP_DESCRIBE.system] * 2 + [prompts.STEP_REWRITE.system]
+    assert "Night Train | stars | X" in first[1][1]["content"]
+    other = stepwise.StepChain([D1, D2, D3], ["night train", "bob stone"], [["night train"], ["robert stone"]], FACTS)
+    first = stepwise.first_requests(other)  # its template fails: the anchored prompt is asked
     assert first[0][0]["content"] == prompts.STEP_ANCHORED.system and "Carol White" in first[0][1]["content"]
-    assert "Night Train | stars | X" in first[2][1]["content"] and len(first) == 4
+    assert len(first) == 4
     assert stepwise.first_requests(CHAIN)[0][0]["content"] == prompts.STEP_QUESTION.system
 
 
-def test_anchored_step_question_keeps_the_target_answer():
+def test_templates_start_from_the_triple_and_fall_back_to_the_model():
+    # (a) the triple itself is the question (no call); (d) makes it fluent
+    assert stepwise.template_question(D3, FACTS[2][0], "bob stone") == "Bob Stone married what?"
+    assert stepwise.template_question(D1, FACTS[0][0], "night train") == "What directed Night Train?"
+    assert stepwise.template_description(D2, FACTS[1][0], "bob stone") == "the one Night Train stars"
+    assert stepwise.template_description(D2, FACTS[1][1], "night train") == "the one who released in 1990"
     chat = StepChat({
-        # the first target: the model writes a question that gives the answer away; the chain
-        # has one target only, so the second attempt asks the free prompt
-        "stepwise:question": [{"question": "Did Bob Stone marry Carol White?"},
-                              {"question": "Whom did Bob Stone marry?", "answer": "Carol White"}],
         "stepwise:describe": [{"description": "the violinist starring in Night Train"},
                               {"description": "the film that Alice Moreau directed"}],
         "stepwise:rewrite": [{"question": "Whom did the violinist starring in the film that Alice Moreau "
@@ -221,16 +227,31 @@ def test_anchored_step_question_keeps_the_target_answer():
     })
     out = stepwise.run(FACT_CHAIN, chat, attempts=2)
     assert out.status == "pending" and out.answer == "Carol White" and out.meta["answer_targets"] == 1
-    tries = out.meta["steps"][0]["tries"]
-    assert tries[0]["failed"] == ["answer_in_question"] and tries[0]["answer"] == "Carol White"
-    assert tries[1]["failed"] == []
-    # an anchored reply needs only the question: the answer is the target's
-    chat = StepChat({"stepwise:question": [{"question": "Whom did Bob Stone marry?"}],
+    assert out.meta["single_hop_question"] == "Bob Stone married what?" and out.meta["templates"] == ["question"]
+    assert [p for p, _ in chat.calls] == ["stepwise:describe", "stepwise:describe", "stepwise:rewrite"]
+    assert out.meta["steps"][0]["tries"] == [{"template": "Bob Stone married what?", "answer": "Carol White",
+                                              "fact": "bob stone | married | carol white", "failed": []}]
+    # (b) every reply names its bridge: the hop's triple about it becomes the phrase, and it
+    # still reaches back to the previous bridge (Night Train)
+    chat = StepChat({
+        "stepwise:describe": [{"description": "the violinist Bob Stone"}, {"description": "Bob Stone"},
+                              {"description": "the film that Alice Moreau directed"}],
+        "stepwise:rewrite": [{"question": "x"}] * 2,
+    })
+    out = stepwise.run(FACT_CHAIN, chat, attempts=2)
+    assert out.status == "pending" and out.meta["templates"] == ["question", "description:2"]
+    assert out.meta["descriptions"] == ["the film that Alice Moreau directed", "the one Night Train stars"]
+    assert out.question == "the one the film that Alice Moreau directed stars married what?"
+    # a template that fails its check (the bridge's forms do not cover the triple's name) goes
+    # to the model: the anchored prompt, with the target answer kept
+    other = stepwise.StepChain([D1, D2, D3], ["night train", "bob stone"], [["night train"], ["robert stone"]], FACTS)
+    chat = StepChat({"stepwise:question": [{"question": "Whom did Robert Stone marry?"}],
                      "stepwise:describe": [{"description": "the violinist starring in Night Train"},
                                            {"description": "the film that Alice Moreau directed"}],
                      "stepwise:rewrite": [{"question": "x"}] * 2})
-    out = stepwise.run(FACT_CHAIN, chat, attempts=2)
-    assert out.answer == "Carol White" and out.meta["single_hop_question"] == "Whom did Bob Stone marry?"
+    out = stepwise.run(other, chat, attempts=2)
+    assert out.answer == "Carol White" and out.meta["single_hop_question"] == "Whom did Robert Stone marry?"
+    assert chat.calls[0] == ("stepwise:question", 0) and out.meta["templates"] == []
 
 
 # --------------------------------------------------------------------------- entity linking
@@ -473,11 +494,11 @@ def _j(v):
 
 
 def expected(docs: list[str]) -> tuple[str, str | None]:
-    """(status, failed step) the fake model's rules imply for a stepwise chain of documents."""
-    if "ANSWERLEAK" in DOCS[docs[-1]]:
-        return "rejected", "step_question"
-    if any("LEAKDESC" in DOCS[d] for d in docs[:-1]):
-        return "rejected", "step_description"
+    """(status, failed step) the fake model's rules imply for a stepwise chain of documents.
+    Every toy document has triples, so step (a) is the triple itself (the ANSWERLEAK rule of
+    the model is never asked) and a description that names its bridge (LEAKDESC) is replaced
+    by the hop's triple as a phrase: every chain reaches validation (the step rejections are
+    tested on chains without triples above)."""
     return "pending", None
 
 
@@ -506,7 +527,8 @@ def stepwise_end_to_end(wiki_store):
         one = config_for(srv)
         step = config_for(srv, strategy="stepwise")
         run(wiki_store, step, "chunk", "extract")
-        # a dry run counts each step: 4 two-hop units x (question, description, rewrite) + the
+        # a dry run counts each step: 4 two-hop units x (description, rewrite: the question is the
+        # triple itself, no call) + the
         # summary unit's call; the 4-hop units have no chain (notes: no call)
         from ragrouter.stages import registry
         from ragrouter.stages.runner import dry_run
@@ -517,7 +539,7 @@ def stepwise_end_to_end(wiki_store):
             (est,) = dry_run([registry.all_stages()["querygen"]], services, Scope(corpus="toy", config=step))
         finally:
             services.finish()
-        assert (est.calls, est.cached_calls) == (4 * 3 + 1, 0) and est.completion_cap == 13 * 600
+        assert (est.calls, est.cached_calls) == (4 * 2 + 1, 0) and est.completion_cap == 9 * 600
         (qg,) = run(wiki_store, step, "querygen")
         assert (qg.pending, qg.done, qg.failed) == (9, 9, 0)
         (qg1,) = run(wiki_store, one, "querygen")  # the one-prompt strategy: 8 new reasoning units
@@ -563,8 +585,7 @@ def stepwise_end_to_end(wiki_store):
                 assert meta["strategy"] == "one_prompt"
         # both strategies ran on the same chains (same seeds: same unit index -> same documents)
         assert set(seen_step) <= seen_one and len(seen_step) == 4
-        assert {expected(list(d)) for d, _ in seen_step} == {("pending", None), ("rejected", "step_question"),
-                                                             ("rejected", "step_description")}
+        assert {expected(list(d)) for d, _ in seen_step} == {("pending", None)}
         # 4 stepwise and 4 one-prompt 4-hop units found no chain; the summary's sources are homonyms
         assert notes == {"no_chain": 8, "inconsistent": 1}
 
