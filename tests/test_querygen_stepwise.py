@@ -350,6 +350,32 @@ def test_walks_draw_bridges_by_specificity_and_skip_stop_words():
     assert chain.hops == 2
 
 
+def test_class_triples_make_no_bridge_and_no_question():
+    from ragrouter.querygen.sampling import taxonomic
+
+    for r in ("is a type of", "is a", "Was an", "is a person", "are types of", "is"):
+        assert taxonomic(r), r
+    for r in ("directed", "is directed by", "is married to", "is a member of the board of", "was born in"):
+        assert not taxonomic(r), r
+    # "film" is the class of two documents' subjects: no bridge between them; a named entity is
+    chunks = [ChunkInfo(i, i, f"d{i}", 0, 10) for i in range(3)]
+    triples = [("night train", "is a type of", "film", 0), ("day train", "is a type of", "film", 1),
+               ("night train", "directed by", "alice moreau", 0), ("alice moreau", "born in", "lyon", 2)]
+    g = CorpusGraph.build(chunks, triples, "document", 1.0)
+    assert "film" not in g.bridges and "alice moreau" in g.bridges
+    # no question or description from a class triple
+    chain = stepwise.StepChain(["Night Train is a film by Alice Moreau.", "Alice Moreau is a painter born in Lyon."],
+                               ["alice moreau"], [["alice moreau"]],
+                               [[("night train", "is a type of", "film", "night train", "film")],
+                                [("alice moreau", "is a", "painter", "alice moreau", "painter"),
+                                 ("alice moreau", "born in", "lyon", "alice moreau", "lyon")]])
+    assert stepwise.answer_targets(chain) == [("Lyon", "alice moreau | born in | lyon")]
+    assert stepwise.description_facts(chain, 0, "Lyon") == []
+    # a rewrite that is no question fails
+    assert "not_a_question" in stepwise.check_rewrite("The painter was born in Lyon.", [["alice moreau"]], "x",
+                                                      ["the painter"])
+
+
 def test_mixed_walk_units_split_only_long_documents():
     assert choose_walk_unit("auto", 3, 3, n_long=1) == "mixed"
     assert choose_walk_unit("auto", 3, 3, n_long=0) == "document"

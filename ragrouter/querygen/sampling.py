@@ -36,7 +36,9 @@ Bridge entities
 
 k-hop chain
     Units ``u1 … uk`` (pairwise distinct, non-overlapping) and bridges ``b1 … b(k-1)`` with
-    ``b_i`` in the entities of ``u_i`` and ``u_(i+1)`` and of **no other unit of the chain**,
+    ``b_i`` in the entities of ``u_i`` and ``u_(i+1)`` and of **no other unit of the chain**
+    (the object of a :func:`taxonomic` triple — "X | is a type of | film" — is not counted as
+    mentioned: a class bridges nothing),
     so the chain cannot be cut short through a bridge, and no bridge's name containing
     another's ("skin cancer" / "basal cell skin cancer": a question about the longer one
     always names the shorter one, so reverse substitution could never hide both). Chains are directed: the answer comes
@@ -69,6 +71,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -77,6 +80,16 @@ from typing import Any
 import numpy as np
 
 WALK_UNITS = ("document", "chunk", "mixed")
+
+_TAXONOMIC = re.compile(r"^(?:is|are|was|were)(?: an?| the)?(?: (?:type|kind|sort|form|member|instance)s?(?: of)?)?"
+                        r"(?: an?| the)?(?: person)?$")
+
+
+def taxonomic(relation: str) -> bool:
+    """Whether a triple only says what class its subject belongs to ("is a type of", "is a",
+    "was an", "is a person"): its object is a class ("film", "drama film", "actor"), not an
+    entity a question can hop through, and "What is a type of film?" asks nothing."""
+    return bool(_TAXONOMIC.match(" ".join(str(relation).casefold().split())))
 
 
 class NoCandidate(RuntimeError):
@@ -196,7 +209,7 @@ class CorpusGraph:
             kept.append((cs, r, co, cid))
             facts[cid].append((s, r, o, cs, co))
             u = g.unit_of[cid]
-            for name in {cs, co}:
+            for name in ({cs} if taxonomic(r) else {cs, co}):  # a class is no bridge
                 mentions[name][u][cid] += 1
             surface[cs][u][s] += 1
             surface[co][u][o] += 1

@@ -54,6 +54,7 @@ from typing import Any
 
 from ragrouter.llm.backends import GatewayError
 from ragrouter.querygen import checks, prompts
+from ragrouter.querygen.sampling import taxonomic
 
 STEP_QUESTION = "step_question"
 STEP_DESCRIPTION = "step_description"
@@ -186,6 +187,8 @@ def check_rewrite(rewritten: str, bridge_forms: list[list[str]], answer: str, de
     if not rewritten:
         return ["empty"]
     reasons = check_substituted(rewritten, bridge_forms, answer)
+    if not rewritten.rstrip().endswith("?"):
+        reasons.append("not_a_question")
     # as they stand in the substituted question: each with the bridges before it substituted
     expanded = [substitute(d, bridge_forms[:i], descriptions[:i])[0] for i, d in enumerate(descriptions)]
     if any(kept_share(rewritten, d) < min_kept for d in expanded):
@@ -275,7 +278,7 @@ def _targets(chain: StepChain, max_words: int = 8) -> list[tuple[str, str, str]]
     out, seen = [], set()
     for fact in chain.hop_facts(len(chain.hop_texts) - 1):
         other = _about(fact, bridge)
-        if other is None or other[1] in chain.bridges:
+        if other is None or other[1] in chain.bridges or taxonomic(fact[1]):
             continue
         written = as_written(text, other[0])
         if not written or len(written.split()) > max_words or not _words(written):
@@ -302,7 +305,7 @@ def _description_facts(chain: StepChain, i: int, answer: str, limit: int = 4):
     linked, others, seen = [], [], set()
     for fact in chain.hop_facts(i):
         other = _about(fact, bridge)
-        if other is None:
+        if other is None or taxonomic(fact[1]):
             continue
         s, r, o, cs, _co = fact
         line = f"X | {r} | {o}" if cs == bridge else f"{s} | {r} | X"
