@@ -42,6 +42,18 @@ def pg_url(pg_cluster) -> str:
 
 
 @pytest.fixture
+def pg_store(pg_url):
+    """A migrated PostgreSQL store (a fresh database); yields its engine, disposed afterwards."""
+    from ragrouter.db import engine as eng
+    from ragrouter.db import migrate
+
+    engine = eng.make_engine(pg_url)
+    migrate.upgrade(engine)
+    yield engine
+    eng.dispose_all()
+
+
+@pytest.fixture
 def duck_url(tmp_path) -> str:
     """A fresh DuckDB file URL."""
     return f"duckdb:///{tmp_path / 'store.duckdb'}"

@@ -70,13 +70,5 @@ def test_reply_history_is_aggregated_by_the_store(store):
     check(store)
 
 
-def test_reply_history_on_postgres(pg_url):
-    from ragrouter.db import engine as eng
-    from ragrouter.db import migrate
-
-    engine = eng.make_engine(pg_url)
-    try:
-        migrate.upgrade(engine)
-        check(engine)
-    finally:
-        eng.dispose_all()
+def test_reply_history_on_postgres(pg_store):
+    check(pg_store)

@@ -572,17 +572,9 @@ def test_stages_end_to_end(toy_store):
     end_to_end(toy_store)
 
 
-def test_stages_end_to_end_on_postgres(pg_url):
+def test_stages_end_to_end_on_postgres(pg_store):
     """The same on PostgreSQL: units go through leases; statuses settle in the last write or finish."""
-    from ragrouter.db import engine as eng
-    from ragrouter.db import migrate
-
-    engine = eng.make_engine(pg_url)
-    try:
-        migrate.upgrade(engine)
-        end_to_end(add_toy(engine))
-    finally:
-        eng.dispose_all()
+    end_to_end(add_toy(pg_store))
 
 
 def end_to_end(toy_store):

@@ -412,8 +412,9 @@ def test_settings_of_the_new_keys():
 # --------------------------------------------------------------------------- end to end
 
 # w1 -(night-train ~ night train)- w2 -(bob)- w3 ; w4 is isolated. Rules of the fake model:
-# a step-(a) question on a text with ANSWERLEAK puts the answer in the question; a description
-# from a text with LEAKDESC names its bridge.
+# a step-(a) question the model writes on a text with ANSWERLEAK puts the answer in the
+# question (never asked here: the triples make step (a)); a description from a text with
+# LEAKDESC names its bridge.
 DOCS = {
     "w1": "ANSWERLEAK\nalice | directed | night-train\nalice | was born in | lyon",
     "w2": "night train | stars | bob\nnight train | was released in | 1990",
@@ -519,29 +520,12 @@ def _j(v):
     return json.loads(v) if isinstance(v, str) else v
 
 
-def expected(docs: list[str]) -> tuple[str, str | None]:
-    """(status, failed step) the fake model's rules imply for a stepwise chain of documents.
-    Every toy document has triples, so step (a) is the triple itself (the ANSWERLEAK rule of
-    the model is never asked) and a description that names its bridge (LEAKDESC) is replaced
-    by the hop's triple as a phrase: every chain reaches validation (the step rejections are
-    tested on chains without triples above)."""
-    return "pending", None
-
-
 def test_stepwise_end_to_end_with_skipped_units(wiki_store):
     stepwise_end_to_end(wiki_store)
 
 
-def test_stepwise_end_to_end_on_postgres(pg_url):
-    from ragrouter.db import engine as eng
-    from ragrouter.db import migrate
-
-    engine = eng.make_engine(pg_url)
-    try:
-        migrate.upgrade(engine)
-        stepwise_end_to_end(add_docs(engine))
-    finally:
-        eng.dispose_all()
+def test_stepwise_end_to_end_on_postgres(pg_store):
+    stepwise_end_to_end(add_docs(pg_store))
 
 
 def stepwise_end_to_end(wiki_store):
@@ -588,19 +572,20 @@ def stepwise_end_to_end(wiki_store):
                 continue
             docs = _j(docs)
             if ext.endswith(":stepwise"):
-                want, step_failed = expected(docs)
                 assert meta["strategy"] == "stepwise" and hops == 2
-                if want == "pending":  # validated since: the fake judge refuses, so grounding fails
-                    assert status == "rejected" and checks_of[qid]["grounding"] is False
-                    assert checks_of[qid]["step_question"] and checks_of[qid]["step_description"]
-                    assert checks_of[qid]["bridge_leak"]
-                    assert question.startswith("Tell me: ") and meta["rewrite"] == "rewritten"
-                    for b in meta["bridges"]:
-                        assert not checks.contains_phrase(question, b)
-                    assert len(meta["descriptions"]) == 1 and meta["descriptions"][0] in question
-                else:
-                    assert status == "rejected" and checks_of[qid][step_failed] is False
-                    assert "grounding" not in checks_of[qid]
+                # every toy document has triples: step (a) is the last one's triple (the model's
+                # ANSWERLEAK rule is never asked), and a description the fake model makes name
+                # its bridge (LEAKDESC in the first document) is replaced by a triple phrase;
+                # so every chain reaches validation, where the refusing judge fails grounding
+                assert meta["templates"][0] == "question"
+                assert ("description:1" in meta["templates"]) == ("LEAKDESC" in DOCS[docs[0]])
+                assert status == "rejected" and checks_of[qid]["grounding"] is False
+                assert checks_of[qid]["step_question"] and checks_of[qid]["step_description"]
+                assert checks_of[qid]["bridge_leak"]
+                assert question.startswith("Tell me: ") and meta["rewrite"] == "rewritten"
+                for b in meta["bridges"]:
+                    assert not checks.contains_phrase(question, b)
+                assert len(meta["descriptions"]) == 1 and meta["descriptions"][0] in question
                 seen_step.append((tuple(docs), meta["unit_index"]))
                 # the chain's link evidence: 'night-train' (w1) ~ 'night train' (w2) by normalisation
                 if set(docs) == {"w1", "w2"}:
@@ -611,7 +596,7 @@ def stepwise_end_to_end(wiki_store):
                 assert meta["strategy"] == "one_prompt"
         # both strategies ran on the same chains (same seeds: same unit index -> same documents)
         assert set(seen_step) <= seen_one and len(seen_step) == 4
-        assert {expected(list(d)) for d, _ in seen_step} == {("pending", None)}
+        assert any("LEAKDESC" in DOCS[d[0]] for d, _ in seen_step)  # the fallback was exercised
         # 4 stepwise and 4 one-prompt 4-hop units found no chain; the summary's sources are homonyms
         assert notes == {"no_chain": 8, "inconsistent": 1}
 
@@ -629,11 +614,7 @@ def stepwise_end_to_end(wiki_store):
         g, j, generated, passed, pending, skipped, skip_reasons, reasons = val6[("all", "stepwise")]
         assert (g, j, generated, passed, pending, skipped) == ("fake-model", "fake-model", n_step, 0, 0, 4)
         assert skip_reasons == "no_chain: 4"
-        kinds = [expected(list(d)) for d, _ in seen_step]
-        n_ground = sum(1 for k in kinds if k[0] == "pending")  # validated: the refusing judge fails grounding
-        for name, n in [("grounding", n_ground), ("step_question", kinds.count(("rejected", "step_question"))),
-                        ("step_description", kinds.count(("rejected", "step_description")))]:
-            assert (f"{name}: {n}" in reasons) == (n > 0), (name, n, reasons)
+        assert f"grounding: {n_step}" in reasons and "step_" not in reasons, reasons
         assert val6[("4-hop", "stepwise")][5:7] == (4, "no_chain: 4")
         assert val6[("summary", "one_prompt")][5:7] == (1, "inconsistent: 1")
         assert val6[("all", "one_prompt")][2] == 4 and val6[("all", "one_prompt")][6] == "no_chain: 4, inconsistent: 1"
