@@ -79,6 +79,8 @@ from typing import Any
 
 import numpy as np
 
+from ragrouter.querygen.checks import STOP_WORDS, normalise
+
 WALK_UNITS = ("document", "chunk", "mixed")
 
 _TAXONOMIC = re.compile(r"^(?:is|are|was|were)(?: an?| the)?(?: (?:type|kind|sort|form|member|instance)s?(?: of)?)?"
@@ -224,8 +226,6 @@ class CorpusGraph:
         g.entities_of = {u: frozenset(v) for u, v in ents.items()}
         g.units = sorted(g.entities_of)
         cap = max(2, int(g.bridge_max_share * len(g.units)))
-        from ragrouter.querygen.checks import STOP_WORDS, normalise
-
         g.bridges = frozenset(e for e, by_unit in g.mentions.items()
                               if 2 <= len(by_unit) <= cap and set(normalise(e).split()) - STOP_WORDS)
         return g

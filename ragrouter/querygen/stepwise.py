@@ -316,10 +316,11 @@ def _description_facts(chain: StepChain, i: int, answer: str, limit: int = 4):
     return (linked + others)[:limit]
 
 
-def template_target(chain: StepChain) -> tuple[str, str, str] | None:
-    """The first (answer, "s | r | o", template question) whose question passes step (a)'s
-    check: step (a) then needs no call."""
-    for answer, line, question in _targets(chain):
+def template_target(chain: StepChain, targets: list[tuple[str, str, str]] | None = None
+                    ) -> tuple[str, str, str] | None:
+    """The first (answer, "s | r | o", template question) of ``targets`` (default
+    :func:`_targets`) whose question passes step (a)'s check: step (a) then needs no call."""
+    for answer, line, question in (_targets(chain) if targets is None else targets):
         if not check_question(question, answer, chain.bridge_forms[-1], chain.hop_texts[-1]):
             return answer, line, question
     return None
@@ -328,8 +329,9 @@ def template_target(chain: StepChain) -> tuple[str, str, str] | None:
 def first_requests(chain: StepChain) -> list[list[dict]]:
     """The messages of each step's first attempt (what a dry run counts): (a) unless a
     template question passes, (b) per bridge and (d), the rewrite sized by the bridges' names."""
-    targets = answer_targets(chain)
-    templated = template_target(chain)
+    full = _targets(chain)
+    targets = [(a, line) for a, line, _q in full]
+    templated = template_target(chain, full)
     answer = templated[0] if templated else targets[0][0] if targets else ""
     asks = []
     if templated is None:
@@ -408,10 +410,11 @@ def run(chain: StepChain, chat: Chat, attempts: int = 2, min_drawn: float = 0.6,
     # (a) the single-hop question about the last text, naming the last bridge: from a target
     # answer (one per attempt) when the last text has triples about the bridge
     last_forms, last_text = chain.bridge_forms[-1], chain.hop_texts[-1]
-    targets = answer_targets(chain)
+    full = _targets(chain)
+    targets = [(a, line) for a, line, _q in full]
     out.meta["answer_targets"] = len(targets)
     out.meta["templates"] = []
-    templated = template_target(chain)  # the triple itself as the question: no call
+    templated = template_target(chain, full)  # the triple itself as the question: no call
     if templated is not None:
         steps.append({"phase": "stepwise:question", "tries": [{"template": templated[2], "answer": templated[0],
                                                                 "fact": templated[1], "failed": []}]})
