@@ -16,7 +16,7 @@ checks of the ``validate`` stage). For a chain d₁ →b₁→ d₂ (→b₂→ 
     model asked: to write the question for a target answer
     (:data:`~ragrouter.querygen.prompts.STEP_ANCHORED`, one target per attempt), else to pick
     the fact itself (:data:`~ragrouter.querygen.prompts.STEP_QUESTION`). On the 2Wiki slice
-    the 1.5B, given name, answer and triple, reversed the question in 23 of 36 tries ("Who
+    the 1.5B, given name, answer and triple, reversed the question in 23 of 43 step-(a) tries ("Who
     directed A Hero of the Big Snows?" for the answer "A Hero of the Big Snows");
 (b) ``describe`` — for each bridge b_i, a short description taken from the text d_i that
     precedes it (:func:`check_description`: it does not name b_i — neither the whole name
