@@ -179,13 +179,6 @@ def frames_of(rows) -> dict[str, pd.DataFrame]:
     return {name: pd.DataFrame(data) for name, data in rows.items()}
 
 
-@pytest.fixture
-def pg_store(pg_url):
-    engine = eng.make_engine(pg_url)
-    migrate.upgrade(engine)
-    yield engine
-
-
 rows_strategy = st.builds(
     lambda seed, n_corpora, n_q, paradigms, p_correct, f1_values, max_samples, gens, tokens: synthetic.random_rows(
         seed, n_corpora=n_corpora, queries_per_corpus=n_q, paradigms=paradigms, p_correct=p_correct,
