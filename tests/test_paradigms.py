@@ -1025,3 +1025,26 @@ def test_all_paradigms_through_the_real_gateway_and_fake_endpoint(store):
     assert results["graph"].ret_in == results["hybrid"].ret_in > 0
     # the query was embedded once for all paradigms; the entity names once
     assert sum(1 for r in embeds if q in r["body"]["input"]) == 1
+
+
+def test_query_context_embedding_requests_do_not_depend_on_what_was_embedded_before():
+    """A batch with any text missing is requested whole, so the requests are a function of the
+    callers' texts only (the same ledger rows on one worker or four, in any order)."""
+    index = graph_index({"A": 0.9})
+
+    def requests(order):
+        sent = []
+
+        def embed_fn(texts):
+            sent.append(tuple(texts))
+            return np.vstack([unit((0, 1.0)) for _ in texts])
+
+        qc = QueryContext("Q?", index, ScriptedGateway({}), make_config(), embed_fn=embed_fn)
+        for texts in order:
+            qc.vectors(texts)
+        return sent
+
+    a, b = ["x", "y"], ["y", "z", "y"]
+    assert requests([a, b]) == [("x", "y"), ("y", "z")]
+    assert sorted(requests([b, a])) == sorted(requests([a, b]))
+    assert requests([a, b, ["z", "x"], ["y"]]) == [("x", "y"), ("y", "z")]  # all memoised: no request

@@ -113,15 +113,24 @@ class QueryContext:
         return self.vectors([text])[0]
 
     def vectors(self, texts: Sequence[str]) -> np.ndarray:
-        """Embeddings of ``texts`` (memoised per text; the missing ones in one embed call)."""
+        """Embeddings of ``texts`` (memoised per text).
+
+        When any of them is missing, **all** of them (deduplicated, in the caller's order) are
+        embedded in one call, not only the missing ones: the request then depends on the caller's
+        texts alone, never on what this context happened to embed before. So the same paradigm
+        run sends the same embedding request whatever ran before it in this process — on one
+        worker or four, in any order — and the ledger serves it from the cache everywhere else
+        (a partial batch would be a new request hash per schedule: the 22 extra ledger rows of
+        4 PostgreSQL workers in ``benchmarks/README.md``, issue 17)."""
         texts = list(texts)
         with self._lock:
-            missing = [t for t in dict.fromkeys(texts) if ("vec", t) not in self._memo]
-        if missing:
-            key = ("vecbatch", tuple(missing))
-            vecs = self._once(key, "embed", lambda: self._embed(missing))
+            batch = list(dict.fromkeys(texts))
+            complete = all(("vec", t) in self._memo for t in batch)
+        if not complete:
+            key = ("vecbatch", tuple(batch))
+            vecs = self._once(key, "embed", lambda: self._embed(batch))
             with self._lock:
-                for t, v in zip(missing, vecs):
+                for t, v in zip(batch, vecs):
                     if ("vec", t) not in self._memo:
                         fut: Future = Future()
                         fut.set_result(v)
