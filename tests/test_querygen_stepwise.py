@@ -642,3 +642,17 @@ def test_table6_in_the_report_shows_each_pass_and_its_skipped_units():
     assert lines[0].startswith("| c (g, one_prompt, j) | all | 4 | 1 |")
     assert lines[1].startswith("| c (g, stepwise, j) | all | 5 | 3 |") and "| 2 (no_chain: 2) |" in lines[1]
     assert "Skipped (reasons)" in md
+
+
+def test_targets_with_one_answer_and_the_bridge_as_subject_come_first():
+    """Step (a)'s targets: a relation that gives the bridge one other end before one that gives
+    it several ("What did Bob Stone direct?" has two answers); an attribute of the bridge (its
+    subject side) before a triple that has it as object; the text's order otherwise."""
+    d3 = "Bob Stone directed Night Moves and Day Trip. Sunny Days stars Bob Stone. Bob Stone was born in Paris."
+    facts = [("Bob Stone", "directed", "Night Moves", "bob stone", "night moves"),
+             ("Bob Stone", "directed", "Day Trip", "bob stone", "day trip"),
+             ("Sunny Days", "stars", "Bob Stone", "sunny days", "bob stone"),
+             ("Bob Stone", "born in", "Paris", "bob stone", "paris")]
+    chain = stepwise.StepChain([D1, d3], ["bob stone"], [["bob stone"]], [[], facts])
+    assert [a for a, _line in stepwise.answer_targets(chain)] == ["Paris", "Sunny Days", "Night Moves", "Day Trip"]
+    assert stepwise.template_target(chain)[2] == "Bob Stone born in what?"

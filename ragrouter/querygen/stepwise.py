@@ -272,11 +272,22 @@ def template_description(text: str, fact: tuple[str, str, str, str, str], bridge
 
 def _targets(chain: StepChain, max_words: int = 8) -> list[tuple[str, str, str]]:
     """(answer as written, "s | r | o", template question) per usable triple (see
-    :func:`answer_targets`)."""
+    :func:`answer_targets`), best first: a triple that gives the bridge **one** other end for
+    its relation before one that gives it several ("X directed A", "X directed B": "What did X
+    direct?" has two answers), and among those a triple with the bridge as its subject (an
+    attribute of the bridge: "When was X born?") before one with the bridge as its object
+    ("What is directed by X?", which the 1.5B judge answered with X itself on the 2Wiki slice);
+    the text's order otherwise."""
     text, bridge = chain.hop_texts[-1], chain.bridges[-1]
     forms = [f for fs in chain.bridge_forms for f in fs] + list(chain.bridges)
-    out, seen = [], set()
-    for fact in chain.hop_facts(len(chain.hop_texts) - 1):
+    facts = chain.hop_facts(len(chain.hop_texts) - 1)
+    ends: dict[tuple[bool, str], set[str]] = {}  # (bridge is the subject, relation) -> other ends
+    for fact in facts:
+        other = _about(fact, bridge)
+        if other is not None:
+            ends.setdefault((fact[3] == bridge, checks.normalise(fact[1])), set()).add(other[1])
+    out, seen, rank = [], set(), []
+    for fact in facts:
         other = _about(fact, bridge)
         if other is None or other[1] in chain.bridges or taxonomic(fact[1]):
             continue
@@ -289,8 +300,10 @@ def _targets(chain: StepChain, max_words: int = 8) -> list[tuple[str, str, str]]
         if k in seen:
             continue
         seen.add(k)
+        subject = fact[3] == bridge
+        rank.append((len(ends[(subject, checks.normalise(fact[1]))]) > 1, not subject, len(out)))
         out.append((written, " | ".join(fact[:3]), template_question(text, fact, bridge)))
-    return out
+    return [out[r[-1]] for r in sorted(rank)]
 
 
 def description_facts(chain: StepChain, i: int, answer: str, limit: int = 4) -> list[str]:
