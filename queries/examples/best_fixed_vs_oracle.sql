@@ -21,5 +21,5 @@ JOIN (
     FROM v_oracle_label
     GROUP BY corpus, generator, judge
 ) AS o ON o.corpus = b.corpus AND o.generator = b.generator AND o.judge = b.judge
-WHERE b.rk = 1
+WHERE b.rk <= 1  -- not = 1: see queries/views/100_v_judgment.sql
 ORDER BY b.corpus, b.generator, b.judge;

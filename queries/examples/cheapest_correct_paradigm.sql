@@ -21,5 +21,5 @@ FROM (
 ) AS c
 JOIN v_oracle_label o
   ON o.query_id = c.query_id AND o.generator = c.generator AND o.judge = c.judge
-WHERE c.rk = 1
+WHERE c.rk <= 1  -- not = 1: see queries/views/100_v_judgment.sql
 ORDER BY c.corpus, c.qtype, c.generator, c.judge, c.query_id;

@@ -10,6 +10,9 @@
 --      stage); such rows stay here (n_correct > 0, n_scored_correct = 0) but not in the router data.
 -- n_correct = correct paradigms, n_scored_correct = correct ones with an F1, n_paradigms = judged
 -- paradigms; label_f1 / label_tokens = the chosen paradigm's semantic F1 and total tokens.
+-- rk <= 1, not rk = 1: PostgreSQL estimates an equality on a window function's result at
+-- 0.5 % of the rows and then nests loops over this view (v_run_judged took 11 s instead of 0.06 s
+-- on 9,480 runs; benchmarks/README.md, issue 17). For ROW_NUMBER() the two are the same filter.
 CREATE VIEW v_oracle_label AS
 SELECT query_id,
        corpus_id,
@@ -45,4 +48,4 @@ FROM (
         FROM v_run_judged
     ) AS c
 ) AS ranked
-WHERE rk = 1
+WHERE rk <= 1

@@ -7,6 +7,9 @@
 -- used, so this view and MLflow run the same paradigm. For dataset = 'store' the routed
 -- paradigm's outcome comes from v_router_outcomes, once per judge (judge is NULL for imported
 -- datasets, whose outcomes live in the dataset file, and for store queries no judge judged).
+-- rk <= 1, not rk = 1: PostgreSQL estimates an equality on a window function's result at
+-- 0.5 % of the rows and then nests loops over this view (v_run_judged took 11 s instead of 0.06 s
+-- on 9,480 runs; benchmarks/README.md, issue 17). For ROW_NUMBER() the two are the same filter.
 CREATE VIEW v_router_routed AS
 SELECT p.id AS prediction_id,
        p.router, p.features, p.encoder, p.generator, p.dataset, p.fold,
@@ -36,7 +39,7 @@ LEFT JOIN (
         WHERE t.true_label <> 'cannot_answer'
         GROUP BY k.router, k.features, k.encoder, k.generator, k.dataset, k.fold, t.true_label
     ) AS ranked
-    WHERE rk = 1
+    WHERE rk <= 1
 ) AS f ON f.router = p.router AND f.features = p.features AND f.encoder = p.encoder
       AND f.generator = p.generator AND f.dataset = p.dataset AND f.fold = p.fold
 LEFT JOIN (SELECT DISTINCT judge FROM v_router_outcomes) AS jg ON p.dataset = 'store'
