@@ -1028,23 +1028,29 @@ def test_all_paradigms_through_the_real_gateway_and_fake_endpoint(store):
 
 
 def test_query_context_embedding_requests_do_not_depend_on_what_was_embedded_before():
-    """A batch with any text missing is requested whole, so the requests are a function of the
-    callers' texts only (the same ledger rows on one worker or four, in any order)."""
+    """One request per distinct list of texts, whatever was embedded before (a text of an
+    earlier list is not served to a later one), so the requests are a function of the callers'
+    lists only: the same ledger rows on one worker or four, in any order. The query's stored
+    vector serves the query text alone."""
     index = graph_index({"A": 0.9})
 
-    def requests(order):
+    def requests(order, query_vector=None):
         sent = []
 
         def embed_fn(texts):
             sent.append(tuple(texts))
-            return np.vstack([unit((0, 1.0)) for _ in texts])
+            return np.vstack([unit((0, 1.0 + len(t))) for t in texts])
 
-        qc = QueryContext("Q?", index, ScriptedGateway({}), make_config(), embed_fn=embed_fn)
-        for texts in order:
-            qc.vectors(texts)
-        return sent
+        qc = QueryContext("Q?", index, ScriptedGateway({}), make_config(), query_vector=query_vector,
+                          embed_fn=embed_fn)
+        out = [qc.vectors(texts) for texts in order]
+        return sent, out
 
     a, b = ["x", "y"], ["y", "z", "y"]
-    assert requests([a, b]) == [("x", "y"), ("y", "z")]
-    assert sorted(requests([b, a])) == sorted(requests([a, b]))
-    assert requests([a, b, ["z", "x"], ["y"]]) == [("x", "y"), ("y", "z")]  # all memoised: no request
+    sent, out = requests([a, b, ["y"], a])
+    assert sent == [("x", "y"), ("y", "z"), ("y",)]  # ["y"] is its own request, a repeats nothing
+    assert out[1].shape == (3, index.dim) and np.allclose(out[1][0], out[1][2])
+    assert np.allclose(out[2][0], out[0][1])
+    assert sorted(requests([["y"], b, a])[0]) == sorted(sent)  # the same set in another order
+    sent, out = requests([["Q?"], ["Q?", "x"]], query_vector=unit((0, 1.0)))
+    assert sent == [("Q?", "x")] and np.allclose(out[0][0], unit((0, 1.0)))
