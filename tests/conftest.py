@@ -41,16 +41,21 @@ def pg_url(pg_cluster) -> str:
     return pg_cluster.create_database("t_" + uuid.uuid4().hex[:12])
 
 
-@pytest.fixture
-def pg_store(pg_url):
-    """A migrated PostgreSQL store (a fresh database); yields its engine, disposed afterwards."""
+def _migrated(url: str):
+    """Yield a migrated store's engine at ``url``; dispose every engine afterwards."""
     from ragrouter.db import engine as eng
     from ragrouter.db import migrate
 
-    engine = eng.make_engine(pg_url)
+    engine = eng.make_engine(url)
     migrate.upgrade(engine)
     yield engine
     eng.dispose_all()
+
+
+@pytest.fixture
+def pg_store(pg_url):
+    """A migrated PostgreSQL store (a fresh database); yields its engine, disposed afterwards."""
+    yield from _migrated(pg_url)
 
 
 @pytest.fixture
@@ -62,10 +67,4 @@ def duck_url(tmp_path) -> str:
 @pytest.fixture
 def store(duck_url):
     """A migrated DuckDB store; yields its engine and releases the file afterwards."""
-    from ragrouter.db import engine as eng
-    from ragrouter.db import migrate
-
-    engine = eng.make_engine(duck_url)
-    migrate.upgrade(engine)
-    yield engine
-    eng.dispose_all()
+    yield from _migrated(duck_url)
