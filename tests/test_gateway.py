@@ -849,3 +849,100 @@ def test_both_http_clients_send_the_same_request_and_map_failures_alike(client, 
                   "roles": {"generators": ["x"]}, "gateway": {"http_client": "curl"}}, source="test-config")
     with pytest.raises(GatewayError, match="gateway.http_client must be one of lean, sdk"):
         Gateway(bad, store)
+
+
+class _ClosingHandler(BaseHTTPRequestHandler):
+    """Answers each POST with keep-alive, then (``close_after``) drops the connection unannounced,
+    as servers do with idle kept-alive connections."""
+
+    protocol_version = "HTTP/1.1"
+    close_after = True
+    delay_s = 0.0
+    connections: list = []
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        import time as _time
+
+        self.rfile.read(int(self.headers["content-length"]))
+        type(self).connections.append(self.client_address)
+        if self.delay_s:
+            _time.sleep(self.delay_s)
+        body = json.dumps({"ok": len(type(self).connections)}).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        self.wfile.flush()
+        if self.close_after:
+            self.close_connection = True
+
+    def log_message(self, *args):
+        pass
+
+
+def _serve(handler):
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+def test_lean_poster_resends_once_on_a_kept_alive_connection_the_server_closed():
+    """The server closes every connection after its reply without saying so (no
+    ``Connection: close``): the next POST on that idle connection fails before any reply, and
+    the poster sends it once more on a fresh connection — each reply arrives, on 3 connections."""
+    from ragrouter.llm.http import LeanPoster
+
+    handler = type("H", (_ClosingHandler,), {"connections": []})
+    srv = _serve(handler)
+    try:
+        poster = LeanPoster(f"http://127.0.0.1:{srv.server_address[1]}/v1", timeout_s=5)
+        assert not poster.proxied
+        got = [poster.post("/chat/completions", {"n": i}, api_key="k", headers={}, timeout_s=5)["ok"]
+               for i in range(3)]
+        assert got == [1, 2, 3]
+        assert len({port for _, port in handler.connections}) == 3
+        poster.close()
+    finally:
+        srv.shutdown()
+
+
+def test_lean_poster_maps_a_slow_reply_to_timeout_and_recovers_on_a_new_connection():
+    from ragrouter.llm.backends import BackendError
+    from ragrouter.llm.http import LeanPoster
+
+    handler = type("H", (_ClosingHandler,), {"connections": [], "close_after": False, "delay_s": 0.5})
+    srv = _serve(handler)
+    try:
+        poster = LeanPoster(f"http://127.0.0.1:{srv.server_address[1]}", timeout_s=5)
+        with pytest.raises(BackendError) as info:
+            poster.post("/x", {}, api_key="k", headers={}, timeout_s=0.1)
+        assert info.value.reason == "timeout" and info.value.retryable
+        assert poster.post("/x", {}, api_key="k", headers={}, timeout_s=5)["ok"] == 2
+        poster.close()
+    finally:
+        srv.shutdown()
+
+
+def test_lean_poster_goes_through_httpx_when_the_environment_names_a_proxy(monkeypatch):
+    """HTTPS_PROXY / HTTP_PROXY apply (httpx2 honours them); NO_PROXY and loopback-free hosts
+    are read as urllib reads them."""
+    from ragrouter.llm.http import LeanPoster
+
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy",
+                "all_proxy", "no_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    assert not LeanPoster("https://api.example.com/v1", 5).proxied
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")
+    assert LeanPoster("https://api.example.com/v1", 5).proxied
+    assert not LeanPoster("http://api.example.com/v1", 5).proxied  # only https is proxied
+    monkeypatch.setenv("NO_PROXY", "api.example.com")
+    assert not LeanPoster("https://api.example.com/v1", 5).proxied
+
+
+@pytest.mark.parametrize("url", ["ftp://host/v1", "127.0.0.1:8080/v1", "http:///v1"])
+def test_a_base_url_that_is_not_http_is_a_config_error(url, store):
+    bad = cfg_for({"x": {"kind": "openai", "base_url": url, "model": "m"}})
+    with pytest.raises(GatewayError, match=r"backends\.x\.base_url must be an http:// or https:// URL") as info:
+        Gateway(bad, store).backend("x")
+    assert info.value.reason == "config"

@@ -291,3 +291,46 @@ def test_top_nodes_threshold_order_ties_and_seeds():
     assert top_nodes(big, k=100).tolist() == np.argsort(-big, kind="stable")[:100].tolist()
     with pytest.raises(ValueError, match="out of range"):
         top_nodes(scores, always=[9])
+
+
+def test_ppr_solves_run_one_at_a_time_and_give_each_thread_its_own_result(monkeypatch):
+    """PPR.run holds a process-wide lock around the solver (ppr.py's docstring: solves that
+    share the GIL side by side all finish late). 8 threads on two graphs: never two solves at
+    once, and every thread gets networkx's scores for its own seeds."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    import ragrouter.graph.ppr as ppr_mod
+
+    graphs = [nx.gnm_random_graph(60, 150, seed=s) for s in (1, 2)]
+    pprs = [PPR(sp.csr_array(nx.to_scipy_sparse_array(g, nodelist=range(60)))) for g in graphs]
+    inside, peak, lock = [0], [0], threading.Lock()
+    solver = ppr_mod.SOLVERS["cg"]
+
+    def counting(*args):
+        with lock:
+            inside[0] += 1
+            peak[0] = max(peak[0], inside[0])
+        time.sleep(0.01)  # long enough for the other threads to arrive
+        try:
+            return solver(*args)
+        finally:
+            with lock:
+                inside[0] -= 1
+
+    monkeypatch.setitem(ppr_mod.SOLVERS, "cg", counting)
+
+    def one(i):
+        g, p = graphs[i % 2], pprs[i % 2]
+        seeds = {i: 1.0, (i * 7 + 3) % 60: 2.0}
+        return i, p.run(seeds, alpha=0.85, tol=1e-12), g, seeds
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(one, range(8)))
+    assert peak[0] == 1
+    for i, got, g, seeds in results:
+        z = sum(seeds.values())
+        want = nx.pagerank(g, alpha=0.85, personalization={n: seeds.get(n, 0.0) / z for n in g}, tol=1e-14,
+                           max_iter=10_000)
+        np.testing.assert_allclose(got, [want[n] for n in range(60)], atol=1e-9)

@@ -22,7 +22,8 @@ Kinds (``BACKENDS``):
 
 Each HTTP attempt uses a client from a per-backend free-list (one per concurrent attempt, so
 threads never queue on one connection pool's lock, all sharing one TLS context): by default
-(``gateway.http_client: lean``) a plain ``httpx2`` JSON POST (``ragrouter/llm/http.py``), with
+(``gateway.http_client: lean``) a plain JSON POST on a kept-alive ``http.client`` connection
+(``ragrouter/llm/http.py``; through ``httpx2`` when the environment names a proxy), with
 ``sdk`` the ``openai`` client's generic ``post`` method; both map failures alike.
 
 Backend settings read from the config (all optional except kind/model/base_url):
@@ -109,7 +110,7 @@ def apply_preset(name: str, spec: dict, *, source: str = "config") -> dict:
         out["extra_body"] = _deep_merge(PRESETS[preset].get("extra_body", {}), spec.get("extra_body") or {})
     return out
 DUMMY_KEY = "EMPTY"
-HTTP_CLIENTS = ("lean", "sdk")  # gateway.http_client: llm/http.py's direct httpx2 POST, or the openai SDK
+HTTP_CLIENTS = ("lean", "sdk")  # gateway.http_client: llm/http.py's direct POST, or the openai SDK
 DEFAULTS = {"concurrency": 15, "timeout_s": 60.0, "retries": 3}
 
 
@@ -371,6 +372,11 @@ class OpenAIBackend(Backend):
         self.api_key_env = spec.get("api_key_env")
         if self.kind == "openai" and not self.base_url:
             raise GatewayError("config", f"{self.where}.base_url is missing", backend=name)
+        if self.base_url is not None:
+            parts = urlsplit(str(self.base_url))
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise GatewayError("config", f"{self.where}.base_url must be an http:// or https:// URL "
+                                   f"(got {self.base_url!r})", backend=name)
         required = spec.get("api_key_required")
         if required is None:
             required = bool(self.api_key_env) and not _is_local_url(str(self.base_url or ""))
