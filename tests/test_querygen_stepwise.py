@@ -350,6 +350,74 @@ def test_walks_draw_bridges_by_specificity_and_skip_stop_words():
     assert chain.hops == 2
 
 
+def test_an_entity_named_in_texts_it_was_not_extracted_from_spreads_wider():
+    """The spread counts units whose text names an entity (any surface form, on word
+    boundaries), not only those it was extracted from: "singer", extracted from 2 of 6 units
+    but written in 4, is capped out at share 0.6 (cap 3) and, at share 1.0, drawn with weight
+    1/3 against a name's 1/1; a unit whose text names an earlier bridge cannot follow it."""
+    import random
+    from collections import Counter
+
+    from ragrouter.querygen.sampling import _weighted_step
+
+    chunks = [ChunkInfo(i, i, f"d{i}", 0, 10) for i in range(6)]
+    texts = {0: "Ann Lee is a singer. She starred in Blue Sky, directed by Kenneth Branagh. Bo Chan knew her.",
+             1: "Kenneth Branagh (born 1960) is a British director.",
+             2: "Bo Chan is a singer-songwriter and a Singer. Bo Chan knew Cy Dee.", 3: "The singer Cy Dee met Dee Fox.",
+             4: "Singers (plural) only.", 5: "Dee Fox, singer, met Kenneth Branagh's brother and Cy Dee."}
+    triples = [("ann lee", "sings as", "singer", 0), ("bo chan", "sings as", "singer", 2),
+               ("blue sky", "directed by", "kenneth branagh", 0), ("kenneth branagh", "born", "1960", 1),
+               ("ann lee", "knows", "bo chan", 0), ("bo chan", "knows", "cy dee", 2),
+               ("cy dee", "knows", "dee fox", 3), ("dee fox", "likes", "jazz", 5)]
+    plain = CorpusGraph.build(chunks, triples, "document", 0.6)
+    g = CorpusGraph.build(chunks, triples, "document", 0.6, texts=texts)
+    assert plain.spread("singer") == 2 and "singer" in plain.bridges
+    assert g.written_in["singer"] == {0, 2, 3, 5}  # "singer-songwriter" and "Singer" count, "Singers" does not
+    assert g.written_in["kenneth branagh"] == {0, 1, 5}
+    assert g.spread("singer") == 4 and "singer" not in g.bridges  # cap max(2, 0.6 × 5 units with entities) = 3
+    assert "kenneth branagh" in g.bridges and g.spread("kenneth branagh") == 3
+    assert g.names(5, "kenneth branagh") and not g.names(4, "kenneth branagh")
+    wide = CorpusGraph.build(chunks, triples, "document", 1.0, texts=texts)
+    steps = wide.steps([0], [])
+    assert {b for b, _ in steps} == {"singer", "kenneth branagh", "bo chan"}
+    rng = random.Random(0)
+    draws = Counter(_weighted_step(wide, steps, rng)[0] for _ in range(6000))
+    # weights 1/(spread - 1): singer 1/3, kenneth branagh 1/2, bo chan 1/1 (named in units 0 and 2)
+    total = 1 / 3 + 1 / 2 + 1
+    assert abs(draws["singer"] / 6000 - (1 / 3) / total) < 0.02
+    assert abs(draws["bo chan"] / 6000 - 1 / total) < 0.02
+    # "cy dee" (units 2, 3, 5) cannot bridge 2 -> 3 in a chain whose first unit's text names it
+    assert ("cy dee", 3) in wide.steps([2], [])
+    assert ("cy dee", 3) not in wide.steps([5, 2], ["x"])
+    # and a next unit whose text (not its triples) names an earlier bridge is refused: 5 writes "Cy Dee"
+    assert ("dee fox", 5) not in wide.steps([2, 3], ["cy dee"])
+    texts3 = {**texts, 5: "Dee Fox, singer."}
+    wide3 = CorpusGraph.build(chunks, triples, "document", 1.0, texts=texts3)
+    assert ("dee fox", 5) in wide3.steps([2, 3], ["cy dee"])
+
+
+def test_a_bridge_must_be_written_in_both_texts_and_be_a_name_not_a_fragment():
+    """An entity the extractor gave two units whose texts never write it links nothing (with
+    texts); names that start with a non-article stop word or end with a stop word are
+    fragments; an article may start a name."""
+    from ragrouter.querygen.sampling import _is_name
+
+    chunks = [ChunkInfo(i, i, f"d{i}", 0, 10) for i in range(3)]
+    texts = {0: "Ann Lee directed The Glass Boat.", 1: "The Glass Boat is a film. Ann Lee was an actor and director.",
+             2: "Bo Chan, actor and director, met Ann Lee."}
+    triples = [("ann lee", "directed", "the glass boat", 0), ("the glass boat", "had", "surgery", 1),
+               ("ann lee", "had", "surgery", 0), ("ann lee", "is", "and director", 1),
+               ("bo chan", "is", "and director", 2), ("bo chan", "met", "ann lee", 2)]
+    plain = CorpusGraph.build(chunks, triples, "document", 1.0)
+    g = CorpusGraph.build(chunks, triples, "document", 1.0, texts=texts)
+    assert "surgery" in g.bridges and g.written_in["surgery"] == frozenset()
+    assert ("surgery", 1) in plain.steps([0], []) and ("surgery", 1) not in g.steps([0], [])
+    assert "and director" not in g.bridges and "the glass boat" in g.bridges
+    assert ("the glass boat", 1) in g.steps([0], [])
+    assert [_is_name(n) for n in ("and director", "screenwriter of", "the glass boat", "The Who", "of")] == \
+        [False, False, True, False, False]
+
+
 def test_class_triples_make_no_bridge_and_no_question():
     from ragrouter.querygen.sampling import taxonomic
 

@@ -28,23 +28,32 @@ Entity linking
 
 Bridge entities
     The entities of a unit are the subjects and objects of the triples extracted from its
-    chunks. An entity is a *candidate bridge* when it occurs in at least two units and in at
-    most ``max(2, bridge_max_share × units)`` of them (an entity named everywhere —
+    chunks. An entity's *spread* is the number of units that name it: those it was extracted
+    from and, when the chunk texts are given, those whose text contains one of its surface
+    forms (:func:`~ragrouter.querygen.checks.contains_phrase`, on word boundaries). The
+    extractor misses mentions — a 0.5B model took "singer" from 2 of the 14 2Wiki passages
+    that say it — so extracted units alone made type-like words look as specific as a name.
+    An entity is a *candidate bridge* when it was extracted from at least two units and its
+    spread is at most ``max(2, bridge_max_share × units)`` (an entity named everywhere —
     "patient", "treatment" — links everything and so bridges nothing), and when its name has
     a word that is not a stop word (:data:`~ragrouter.querygen.checks.STOP_WORDS`: an
-    extracted "the" or "and" is no entity).
+    extracted "the" or "and" is no entity) and does not start (but for an article) or end with
+    one ("and director" is a fragment). With texts, a bridge joins two units only when **both
+    texts write it**: the 0.5B extractor gave "surgery" to two 2Wiki passages that never say
+    the word, and a description or question built on such a link has nothing to stand on.
 
 k-hop chain
     Units ``u1 … uk`` (pairwise distinct, non-overlapping) and bridges ``b1 … b(k-1)`` with
-    ``b_i`` in the entities of ``u_i`` and ``u_(i+1)`` and of **no other unit of the chain**
+    ``b_i`` in the entities of ``u_i`` and ``u_(i+1)`` and named by **no other unit of the chain**
+    (neither extracted from it nor in its text)
     (the object of a :func:`taxonomic` triple — "X | is a type of | film" — is not counted as
     mentioned: a class bridges nothing),
     so the chain cannot be cut short through a bridge, and no bridge's name containing
     another's ("skin cancer" / "basal cell skin cancer": a question about the longer one
     always names the shorter one, so reverse substitution could never hide both). Chains are directed: the answer comes
     from the last unit. :func:`find_chain` samples one by random walk: a uniform start among
-    units with a step, then a bridge of the current unit drawn with weight 1 / (its number of
-    other units), then uniformly one of the units it leads to — restarting
+    units with a step, then a bridge of the current unit drawn with weight 1 / (its spread − 1),
+    then uniformly one of the units it leads to — restarting
     up to ``attempts`` times; if every walk dead-ends it enumerates chains exhaustively (up to
     ``budget`` expansions) and picks one uniformly, or raises :class:`NoCandidate` saying that
     no chain exists (or none was found within the budget). The weight undoes a hub's pull: a
@@ -73,7 +82,7 @@ import math
 import random
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -169,6 +178,9 @@ class CorpusGraph:
     units: list[int] = field(init=False)
     bridges: frozenset[str] = field(init=False)
     triples: list[tuple[str, str, str, int]] = field(init=False)
+    written_in: dict[str, frozenset[int]] | None = field(init=False, default=None)
+    """entity → the units whose text names it (``None`` when no texts were given; computed for
+    the entities extracted from ≥ 2 units)."""
     chunk_facts: dict[int, list[tuple[str, str, str, str, str]]] = field(init=False, default_factory=dict)
     """chunk id → its triples as (subject, relation, object) as extracted, then the two
     canonical names: what the stepwise strategy anchors its answers and descriptions on."""
@@ -178,7 +190,9 @@ class CorpusGraph:
     @classmethod
     def build(cls, chunks: Iterable[ChunkInfo], triples: Iterable[tuple[str, str, str, int]],
               walk_unit: str, bridge_max_share: float = 0.5, linking=None,
-              long_document_chunks: int = 3) -> CorpusGraph:
+              long_document_chunks: int = 3, texts: Mapping[int, str] | None = None) -> CorpusGraph:
+        """``texts``: chunk id → text, for the spread of each entity (module docstring);
+        ``None``: extracted mentions only."""
         if walk_unit not in WALK_UNITS:
             raise ValueError(f"walk unit must be one of {', '.join(WALK_UNITS)} (got {walk_unit!r})")
         if not 0 < float(bridge_max_share) <= 1:
@@ -225,10 +239,28 @@ class CorpusGraph:
                 ents[u].add(e)
         g.entities_of = {u: frozenset(v) for u, v in ents.items()}
         g.units = sorted(g.entities_of)
+        if texts is not None:
+            g.written_in = _written_in(g, texts)
         cap = max(2, int(g.bridge_max_share * len(g.units)))
         g.bridges = frozenset(e for e, by_unit in g.mentions.items()
-                              if 2 <= len(by_unit) <= cap and set(normalise(e).split()) - STOP_WORDS)
+                              if len(by_unit) >= 2 and g.spread(e) <= cap and _is_name(e))
         return g
+
+    def spread(self, entity: str) -> int:
+        """How many units name ``entity`` (module docstring)."""
+        extracted = self.mentions.get(entity, {})
+        if self.written_in is None:
+            return len(extracted)
+        return len(set(extracted) | self.written_in.get(entity, frozenset()))
+
+    def names(self, unit: int, entity: str) -> bool:
+        """Whether ``unit`` names ``entity``: extracted from it, or in its text."""
+        return entity in self.entities_of.get(unit, ()) or (
+            self.written_in is not None and unit in self.written_in.get(entity, ()))
+
+    def written(self, unit: int, entity: str) -> bool:
+        """Whether the text of ``unit`` names ``entity`` (always true without texts)."""
+        return self.written_in is None or unit in self.written_in.get(entity, ())
 
     # ------------------------------------------------------------------ units
     def unit_chunks(self, unit: int) -> list[int]:
@@ -258,14 +290,14 @@ class CorpusGraph:
         cur = chain[-1]
         out = []
         for b in sorted(self.entities_of.get(cur, ()) & self.bridges):
-            if b in bridges or any(b in self.entities_of[w] for w in chain[:-1]):
+            if b in bridges or any(self.names(w, b) for w in chain[:-1]) or not self.written(cur, b):
                 continue
             if any(_nested(b, pb) for pb in bridges):
                 continue
             for v in sorted(self.mentions[b]):
-                if not self.compatible(v, chain):
+                if not self.compatible(v, chain) or not self.written(v, b):
                     continue
-                if any(pb in self.entities_of[v] for pb in bridges):
+                if any(self.names(v, pb) for pb in bridges):
                     continue
                 out.append((b, v))
         return out
@@ -320,6 +352,48 @@ class CorpusGraph:
                 ev = {"mentions": [a, z], "how": "identical", "similarity": 1.0, "path": []}
             out.append({"bridge": b, "units": [u, v], **ev})
         return out
+
+
+def _is_name(entity: str) -> bool:
+    """Whether an extracted name can be a bridge: it has a word that is not a stop word, and it
+    neither starts with a stop word other than an article nor ends with one ("and director",
+    "screenwriter of": fragments of a phrase, not names)."""
+    words = normalise(entity).split()
+    if not set(words) - STOP_WORDS:
+        return False
+    return words[0] not in STOP_WORDS - _ARTICLES and words[-1] not in STOP_WORDS
+
+
+_ARTICLES = frozenset({"the", "a", "an"})
+
+
+def _written_in(graph: CorpusGraph, texts: Mapping[int, str]) -> dict[str, frozenset[int]]:
+    """Entity → units whose normalised text contains one of its normalised surface forms (or
+    its name) on word boundaries, for the entities extracted from ≥ 2 units. A word → units
+    index narrows each form to the units holding all its words before the substring test."""
+    by_unit: dict[int, list[int]] = defaultdict(list)
+    for cid, u in graph.unit_of.items():
+        by_unit[u].append(cid)
+    unit_text = {u: f" {normalise(' '.join(texts.get(c, '') for c in sorted(cids)))} "
+                 for u, cids in by_unit.items()}
+    word_units: dict[str, set[int]] = defaultdict(set)
+    for u, t in unit_text.items():
+        for w in set(t.split()):
+            word_units[w].add(u)
+    out: dict[str, frozenset[int]] = {}
+    for e, extracted in graph.mentions.items():
+        if len(extracted) < 2:
+            continue
+        found: set[int] = set()
+        forms = {normalise(e)} | {normalise(f) for forms in graph.surface.get(e, {}).values() for f in forms}
+        for form in forms:
+            words = form.split()
+            if not words:
+                continue
+            cand = set.intersection(*(word_units.get(w, set()) for w in words))
+            found.update(u for u in cand - found if f" {form} " in unit_text[u])
+        out[e] = frozenset(found)
+    return out
 
 
 def _nested(a: str, b: str) -> bool:
@@ -380,13 +454,13 @@ def find_chain(graph: CorpusGraph, hops: int, rng: random.Random, attempts: int 
 
 
 def _weighted_step(graph: CorpusGraph, steps: list[tuple[str, int]], rng: random.Random) -> tuple[str, int]:
-    """One walk step: a bridge among those of ``steps`` with weight 1 / (its units − 1), then
+    """One walk step: a bridge among those of ``steps`` with weight 1 / (its spread − 1), then
     uniformly one of the units it leads to (see the module docstring)."""
     by_bridge: dict[str, list[int]] = defaultdict(list)
     for b, v in steps:
         by_bridge[b].append(v)
     names = sorted(by_bridge)
-    weights = [1.0 / max(1, len(graph.mentions[b]) - 1) for b in names]
+    weights = [1.0 / max(1, graph.spread(b) - 1) for b in names]
     b = rng.choices(names, weights=weights, k=1)[0]
     return b, rng.choice(by_bridge[b])
 

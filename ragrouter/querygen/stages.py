@@ -192,16 +192,19 @@ class QueryGenStage(Stage):
         def build() -> CorpusGraph:
             with services.db_lock, services.engine.connect() as conn:
                 rows = conn.execute(text(
-                    "SELECT c.id, c.document_id, d.external_id, c.token_start, c.token_end FROM chunks c "
+                    "SELECT c.id, c.document_id, d.external_id, c.token_start, c.token_end, c.text FROM chunks c "
                     "JOIN documents d ON d.id = c.document_id WHERE c.corpus_id = :c AND c.chunker = :k "
                     "ORDER BY c.id"), {"c": corpus_id, "k": chunker}).all()
                 triples = storeio.load_triples(conn, corpus_id, extractor)
             chunks = [ChunkInfo(int(r[0]), int(r[1]), str(r[2]), int(r[3]), int(r[4])) for r in rows]
+            # the texts give each entity's spread (sampling.py); only reasoning chains use it
+            texts = {int(r[0]): str(r[5] or "") for r in rows} if needs_triples else None
             per_doc = Counter(c.document_id for c in chunks)
             unit = choose_walk_unit(s.walk_unit, len(per_doc), s.max_hops,
                                     sum(n > s.long_document_chunks for n in per_doc.values()))
             linking = _linking(services, s, triples) if needs_triples else None
-            return CorpusGraph.build(chunks, triples, unit, s.bridge_max_share, linking, s.long_document_chunks)
+            return CorpusGraph.build(chunks, triples, unit, s.bridge_max_share, linking, s.long_document_chunks,
+                                     texts=texts)
 
         return services.memo(key, build)
 
