@@ -17,7 +17,7 @@ LLM stages through leases, each with concurrency / workers threads):
   ideal = the endpoint's summed latency / concurrency (what the stage would take if every
   slot were busy all the time). The endpoint serves at most ``--concurrency`` requests at
   once, and each of the ``--pg-workers`` processes gets ``concurrency / workers`` slots;
-* peak RSS of the worker processes, store size, time of every view (``SELECT COUNT(*)``)
+* peak RSS of the largest worker process (per store), store size, time of every view (``SELECT COUNT(*)``)
   and of ``cli.py report``;
 * the score stage's runs/s;
 * totals (runs, judgments, scores, ledger rows, run tokens) — identical on both stores.
@@ -31,7 +31,6 @@ import argparse
 import hashlib
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -107,11 +106,7 @@ class Cli:
         self.env = {**os.environ, "RAGROUTER_DB": db_url}
         self.config = str(config)
         self.log = log
-
-    def popen(self, *args: str) -> subprocess.Popen:
-        fh = self.log.open("a")
-        return subprocess.Popen([sys.executable, str(REPO / "cli.py"), "--config", self.config, *args], cwd=REPO,
-                                env=self.env, stdout=fh, stderr=subprocess.STDOUT, text=True)
+        self.peak_rss_mb = 0.0  # the largest worker process this store's runs had (os.wait4, per child)
 
     def run(self, *args: str, workers: int = 1, extra: tuple[str, ...] = ()) -> float:
         return self.run_timed(*args, workers=workers, extra=extra)[0]
@@ -127,7 +122,14 @@ class Cli:
             procs.append(subprocess.Popen([sys.executable, str(REPO / "cli.py"), "--config", self.config, *args,
                                            *extra], cwd=REPO, env=self.env, stdout=fh, stderr=subprocess.STDOUT,
                                           text=True))
-        codes = [p.wait() for p in procs]
+        codes = []
+        for p in procs:
+            # wait4 gives this child's own peak RSS; RUSAGE_CHILDREN is the maximum over every child the
+            # benchmark ever had, so the second store inherited the first one's figure
+            _, status, usage = os.wait4(p.pid, 0)
+            p.returncode = os.waitstatus_to_exitcode(status)
+            codes.append(p.returncode)
+            self.peak_rss_mb = max(self.peak_rss_mb, usage.ru_maxrss / 1024.0)
         wall = time.perf_counter() - t0
         texts = [out.read_text() for out in outs]
         with self.log.open("a") as fh:
@@ -138,10 +140,6 @@ class Cli:
 
         secs = [float(m) for t in texts for m in re.findall(r"pending \(([0-9.]+)s\)", t)]
         return wall, (max(secs) if secs else None)
-
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
 
 
 def totals(engine) -> dict:
@@ -208,7 +206,7 @@ def rehearse(kind: str, db_url: str, cfg: Path, endpoint, args, data: Path, qfil
                        wall_over_ideal=ratio(wall), stage_over_ideal=ratio(stage_s), span_over_ideal=ratio(st["span_s"]),
                        peak_in_flight=st["peak_in_flight"])
         res["stages"][stage] = row
-    res["peak_rss_mb"] = round(peak_rss_mb(), 1)
+    res["peak_rss_mb"] = round(cli.peak_rss_mb, 1)
     engine = create_engine(db_url) if kind == "postgres" else eng.make_engine(db_url)
     try:
         res["totals"] = totals(engine)
