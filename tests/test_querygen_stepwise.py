@@ -123,12 +123,12 @@ def test_stepwise_run_accepts_a_clean_chain():
         "stepwise:question": [{"question": "Whom did Bob Stone marry?", "answer": "Carol White"}],
         "stepwise:describe": [{"description": "the violinist starring in Night Train"},
                               {"description": "the film that Alice Moreau directed"}],
-        "stepwise:rewrite": [{"question": "Who is the wife of the violinist starring in the film that "
-                                          "Alice Moreau directed?"}],
+        "stepwise:rewrite": [{"question": "Who did the violinist starring in the film that Alice Moreau "
+                                          "directed marry?"}],
     })
     out = stepwise.run(CHAIN, chat, attempts=2)
     assert out.status == "pending" and out.note is None
-    assert out.question == "Who is the wife of the violinist starring in the film that Alice Moreau directed?"
+    assert out.question == "Who did the violinist starring in the film that Alice Moreau directed marry?"
     assert out.answer == "Carol White"
     assert out.meta["descriptions"] == ["the film that Alice Moreau directed", "the violinist starring in Night Train"]
     assert out.meta["substituted_question"] == "Whom did the violinist starring in the film that Alice Moreau " \
@@ -724,3 +724,36 @@ def test_targets_with_one_answer_and_the_bridge_as_subject_come_first():
     chain = stepwise.StepChain([D1, d3], ["bob stone"], [["bob stone"]], [[], facts])
     assert [a for a, _line in stepwise.answer_targets(chain)] == ["Paris", "Sunny Days", "Night Moves", "Day Trip"]
     assert stepwise.template_target(chain)[2] == "Bob Stone born in what?"
+
+
+def test_a_copula_and_a_noun_is_no_target_relation():
+    """"X | is director | screenwriter" made "X is director what?"; roles are skipped as step
+    (a) targets, relations with a participle or a trailing preposition are kept."""
+    assert [stepwise.copula_noun(r) for r in ("is director", "was a composer", "is acting", "were members")] == \
+        [True, True, True, True]
+    assert [stepwise.copula_noun(r) for r in ("was born", "is married to", "is a brother of", "was directed",
+                                              "is", "directed", "born in")] == [False] * 7
+    d3 = "Bob Stone is director and screenwriter. Bob Stone was born in Paris."
+    facts = [("Bob Stone", "is director", "screenwriter", "bob stone", "screenwriter"),
+             ("Bob Stone", "was born in", "Paris", "bob stone", "paris")]
+    chain = stepwise.StepChain([D1, d3], ["bob stone"], [["bob stone"]], [[], facts])
+    assert [a for a, _line in stepwise.answer_targets(chain)] == ["Paris"]
+
+
+def test_a_rewrite_must_keep_what_the_single_hop_question_asks():
+    """The rewrite keeps every Snowball stem of the single-hop question's non-bridge content
+    words: dropping "directed" (the 1.5B's "Who was born on June 18, 1870?") is
+    "question_changed"; inflecting it ("direct") is not; a paraphrase ("wife" for "marry") is."""
+    forms = [["joseph w. smiley", "joseph w smiley"]]
+    desc = ["the one who was born on June 18, 1870"]
+    single = "What is directed by Joseph W. Smiley?"
+    assert stepwise.asked_stems(single, forms) == {"direct"}
+    assert "question_changed" in stepwise.check_rewrite("Who was born on June 18, 1870?", forms, "Life Without Soul",
+                                                         desc, single_hop=single)
+    assert stepwise.check_rewrite("What film did the one who was born on June 18, 1870 direct?", forms,
+                                  "Life Without Soul", desc, single_hop=single) == []
+    assert "question_changed" in stepwise.check_rewrite("Who is the wife of Joseph W. Smiley?", forms, "x", [],
+                                                         single_hop="Whom did Joseph W. Smiley marry?")
+    # without the single-hop question the check is as before
+    assert "question_changed" not in stepwise.check_rewrite("Who was born on June 18, 1870?", forms,
+                                                             "Life Without Soul", desc)

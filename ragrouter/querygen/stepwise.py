@@ -10,7 +10,8 @@ checks of the ``validate`` stage). For a chain d₁ →b₁→ d₂ (→b₂→ 
     bridge; the answer is not in the question, is not the bridge, and its content words are
     all in the text). When the last text has extracted triples about the last bridge, the
     procedure starts *from the target answer* as the paper does: the answer is the other end
-    of such a triple (:func:`answer_targets`, as the text writes it), and the question is the
+    of such a triple (:func:`answer_targets`, as the text writes it; not one whose relation is
+    a copula and a role, :func:`copula_noun`: "X | is director | screenwriter"), and the question is the
     triple itself (:func:`template_question`: "What is directed by Herman C. Raymaker?" — no
     call; step (d) makes it fluent). Only when no triple's question passes the check is the
     model asked: to write the question for a target answer
@@ -34,7 +35,9 @@ checks of the ``validate`` stage). For a chain d₁ →b₁→ d₂ (→b₂→ 
     (:func:`check_substituted`);
 (d) ``rewrite`` — a fluent rewrite that keeps every description (:func:`check_rewrite`: no
     bridge named, the answer not in it, ≥ ``min_kept`` of each description's content words
-    kept). A rewrite that fails every attempt is not a failure of the candidate: the
+    kept, and every Snowball stem of what (a)'s question asks beyond its bridge — the rewrite
+    must not ask something else: the 1.5B turned "… what did he direct?" into "Who was born
+    on June 18, 1870?", whose answer is the bridge). A rewrite that fails every attempt is not a failure of the candidate: the
     substituted question of (c) is kept (``meta.rewrite = 'kept_substitution'``).
 
 A step whose reply fails its check is asked again with the next sample index (up to
@@ -46,6 +49,8 @@ ledger), so a repeated unit is answered from the ledger.
 """
 
 from __future__ import annotations
+
+import functools
 
 import re
 from collections.abc import Callable
@@ -182,13 +187,38 @@ def kept_share(question: str, description: str) -> float:
     return len(dw & _words(question)) / len(dw) if dw else 1.0
 
 
+@functools.lru_cache(maxsize=1)
+def _stemmer():
+    import snowballstemmer
+
+    return snowballstemmer.stemmer("english")
+
+
+def _stems(text: str) -> set[str]:
+    """Snowball (Porter 2) stems of the content words ("married", "marry" → "marri")."""
+    return set(_stemmer().stemWords(sorted(_words(text))))
+
+
+def asked_stems(single_hop: str, bridge_forms: list[list[str]]) -> set[str]:
+    """What step (a)'s question asks, beyond its bridge: the stems of its content words that
+    are no bridge's ("born", "direct", "award", …)."""
+    bridge_words = set().union(*(_words(f) for forms in bridge_forms for f in forms))
+    return set(_stemmer().stemWords(sorted(_words(single_hop) - bridge_words)))
+
+
 def check_rewrite(rewritten: str, bridge_forms: list[list[str]], answer: str, descriptions: list[str],
-                  min_kept: float = 0.75) -> list[str]:
+                  min_kept: float = 0.75, single_hop: str | None = None) -> list[str]:
+    """Step (d)'s checks; with ``single_hop``, the rewrite must keep what that question asks
+    (every stem of :func:`asked_stems`): the 1.5B's rewrites dropped it ("… what did he
+    direct?" → "Who was born on June 18, 1870?") and the judge then rightly answered the bridge.
+    A paraphrase ("marry" → "wife") fails too; the substituted question is kept then."""
     if not rewritten:
         return ["empty"]
     reasons = check_substituted(rewritten, bridge_forms, answer)
     if not rewritten.rstrip().endswith("?"):
         reasons.append("not_a_question")
+    if single_hop is not None and asked_stems(single_hop, bridge_forms) - _stems(rewritten):
+        reasons.append("question_changed")
     # as they stand in the substituted question: each with the bridges before it substituted
     expanded = [substitute(d, bridge_forms[:i], descriptions[:i])[0] for i, d in enumerate(descriptions)]
     if any(kept_share(rewritten, d) < min_kept for d in expanded):
@@ -270,6 +300,23 @@ def template_description(text: str, fact: tuple[str, str, str, str, str], bridge
     return f"the one {_written(text, s)} {rel}"
 
 
+_COPULA = frozenset({"is", "are", "was", "were", "be", "been", "being"})
+_PREPOSITIONS = frozenset("of in on at to for with by from into as about after before over under between "
+                          "through during against since until within without near".split())
+
+
+def copula_noun(relation: str) -> bool:
+    """A relation that is a copula and a noun or adjective ("is director", "was a composer",
+    "is acting"): its triple states a role, and the question it makes asks nothing ("X is
+    director what?" → "screenwriter"). A copula with a participle ("was born", "is married")
+    or ending in a preposition ("is a brother of") is a relation."""
+    words = checks.normalise(relation).split()
+    if len(words) < 2 or words[0] not in _COPULA:
+        return False
+    last = words[-1]
+    return last not in _PREPOSITIONS and not last.endswith(("ed", "en")) and last != "born"
+
+
 def _targets(chain: StepChain, max_words: int = 8) -> list[tuple[str, str, str]]:
     """(answer as written, "s | r | o", template question) per usable triple (see
     :func:`answer_targets`), best first: a triple that gives the bridge **one** other end for
@@ -289,7 +336,7 @@ def _targets(chain: StepChain, max_words: int = 8) -> list[tuple[str, str, str]]
     out, seen, rank = [], set(), []
     for fact in facts:
         other = _about(fact, bridge)
-        if other is None or other[1] in chain.bridges or taxonomic(fact[1]):
+        if other is None or other[1] in chain.bridges or taxonomic(fact[1]) or copula_noun(fact[1]):
             continue
         written = as_written(text, other[0])
         if not written or len(written.split()) > max_words or not _words(written):
@@ -520,7 +567,7 @@ def run(chain: StepChain, chat: Chat, attempts: int = 2, min_drawn: float = 0.6,
     # (d) a fluent rewrite keeping every description (else the substituted question stays)
     def check_d(data):
         q = _text(data, "question")
-        return q, check_rewrite(q, chain.bridge_forms, out.answer, descs, min_kept)
+        return q, check_rewrite(q, chain.bridge_forms, out.answer, descs, min_kept, single_hop=single_hop)
 
     rewrite = prompts.step_rewrite_messages(substituted, descs)
     rewritten, ok, _tries = ask("stepwise:rewrite", lambda _a: (rewrite, prompts.STEP_REWRITE_SCHEMA, check_d))
