@@ -194,16 +194,16 @@ def _stemmer():
     return snowballstemmer.stemmer("english")
 
 
-def _stems(text: str) -> set[str]:
-    """Snowball (Porter 2) stems of the content words ("married", "marry" → "marri")."""
-    return set(_stemmer().stemWords(sorted(_words(text))))
+def _stems(words: set[str]) -> set[str]:
+    """Snowball (Porter 2) stems of content words ("married", "marry" → "marri")."""
+    return set(_stemmer().stemWords(sorted(words)))
 
 
 def asked_stems(single_hop: str, bridge_forms: list[list[str]]) -> set[str]:
     """What step (a)'s question asks, beyond its bridge: the stems of its content words that
     are no bridge's ("born", "direct", "award", …)."""
     bridge_words = set().union(*(_words(f) for forms in bridge_forms for f in forms))
-    return set(_stemmer().stemWords(sorted(_words(single_hop) - bridge_words)))
+    return _stems(_words(single_hop) - bridge_words)
 
 
 def check_rewrite(rewritten: str, bridge_forms: list[list[str]], answer: str, descriptions: list[str],
@@ -217,7 +217,7 @@ def check_rewrite(rewritten: str, bridge_forms: list[list[str]], answer: str, de
     reasons = check_substituted(rewritten, bridge_forms, answer)
     if not rewritten.rstrip().endswith("?"):
         reasons.append("not_a_question")
-    if single_hop is not None and asked_stems(single_hop, bridge_forms) - _stems(rewritten):
+    if single_hop is not None and asked_stems(single_hop, bridge_forms) - _stems(_words(rewritten)):
         reasons.append("question_changed")
     # as they stand in the substituted question: each with the bridges before it substituted
     expanded = [substitute(d, bridge_forms[:i], descriptions[:i])[0] for i, d in enumerate(descriptions)]
