@@ -302,14 +302,17 @@ class ScriptedChat:
     def chat(self, role, messages, *, temperature, max_tokens, json_schema=None, stage, phase, sample=0,
              timeout_s=None):
         system, user = messages[0]["content"], messages[-1]["content"]
-        purpose = {prompts.GROUNDED.system: "grounded", prompts.CLOSED_BOOK.system: "closed_book",
-                   prompts.VERDICT.system: "judge"}[system]
+        purpose = {prompts.GROUNDED.system: "grounded", prompts.GROUNDED_CHAIN.system: "grounded_chain",
+                   prompts.CLOSED_BOOK.system: "closed_book", prompts.VERDICT.system: "judge"}[system]
         self.calls.append((purpose, phase))
-        entry = self.script[purpose]
+        entry = self.script.get(purpose, self.script.get("grounded"))
         reply = entry.pop(0) if isinstance(entry, list) else entry
         if isinstance(reply, Exception):
             raise reply
         reply = reply(user) if callable(reply) else reply
+        if purpose == "grounded_chain" and isinstance(reply, str):  # the chain reader replies in JSON
+            assert json_schema == prompts.GROUNDED_CHAIN_SCHEMA
+            reply = {"steps": ["the texts name it"], "answer": reply}
         data = reply if isinstance(reply, dict) else None
         body = json.dumps(reply) if isinstance(reply, dict) else reply
         return ChatResult(text=body, data=data, prompt_tokens=1, completion_tokens=1, cached=False,
@@ -342,7 +345,7 @@ def test_grounding_passes_only_when_the_texts_give_the_answer():
     chat = ScriptedChat(grounded=lambda u: "I cannot answer", judge=exact_judge)
     refused = checks.grounding(checks.Evaluator(chat), Q)
     assert not refused.passed and refused.evidence["label"] == "incomplete"
-    assert [p for p, _ in chat.calls] == ["grounded"]  # a refusal needs no verdict
+    assert [p for p, _ in chat.calls] == ["grounded_chain"]  # a refusal needs no verdict
     # the evidence names the refusal rule that labelled it without a call
     from ragrouter.evaluation import judge as jd
 
@@ -354,17 +357,40 @@ def test_shortcut_detects_a_single_hop_answer():
     chat = ScriptedChat(grounded=reader, judge=exact_judge)
     res = checks.shortcut(checks.Evaluator(chat), Q)
     assert res.passed and res.evidence["shortcut_hop"] is None and len(res.evidence["hops"]) == 2
-    assert [p for p, _ in chat.calls] == ["grounded", "grounded"]
+    assert [p for p, _ in chat.calls] == ["grounded_chain", "grounded_chain"]
     # the second hop's text alone now holds both facts: a shortcut
     q2 = checks.CheckQuery(1, "reasoning", Q.question, "Warsaw", Q.texts,
                            ["polonium is named after poland.", "polonium is named after poland; capital warsaw."])
     chat = ScriptedChat(grounded=reader, judge=exact_judge)
     res = checks.shortcut(checks.Evaluator(chat), q2)
     assert not res.passed and res.evidence["shortcut_hop"] == 2
-    assert [p for p, _ in chat.calls] == ["grounded", "grounded", "judge"]
+    assert [p for p, _ in chat.calls] == ["grounded_chain", "grounded_chain", "judge"]
     assert checks.applicable("reasoning") == ["lexical_leak", "grounding", "shortcut", "parametric_leak"]
     assert checks.applicable("factual") == checks.applicable("summary") == ["lexical_leak", "grounding",
                                                                             "parametric_leak"]
+
+
+def test_a_reasoning_query_is_read_with_its_hops_first_and_an_unparseable_reply_asked_again():
+    chat = ScriptedChat(grounded_chain=[GatewayError("unparseable_json", "cut reply"),
+                                        {"steps": ["polonium is named after poland", "its capital is warsaw"],
+                                         "answer": " Warsaw "}],
+                        judge=exact_judge)
+    res = checks.grounding(checks.Evaluator(chat), Q)
+    assert res.passed and res.evidence["answer"] == "Warsaw"
+    assert res.evidence["steps"] == ["polonium is named after poland", "its capital is warsaw"]
+    assert res.evidence["prompt_version"].startswith(prompts.GROUNDED_CHAIN.version + "+")
+    assert chat.calls == [("grounded_chain", "grounding:answer")] * 2 + [("judge", "grounding:verdict")]
+    # a factual query keeps the plain reader (a text reply, no steps)
+    chat = ScriptedChat(grounded="Warsaw", judge=exact_judge)
+    fq = checks.CheckQuery(2, "factual", "What is the capital of Poland?", "Warsaw", Q.texts)
+    res = checks.grounding(checks.Evaluator(chat), fq)
+    assert res.passed and "steps" not in res.evidence
+    assert res.evidence["prompt_version"].startswith(prompts.GROUNDED.version + "+")
+    assert [p for p, _ in chat.calls] == ["grounded", "judge"]
+    # two unparseable replies in a row: the error is raised (the unit fails and is retried later)
+    chat = ScriptedChat(grounded_chain=[GatewayError("unparseable_json", "x")] * 2, judge=exact_judge)
+    with pytest.raises(GatewayError):
+        checks.grounding(checks.Evaluator(chat, attempts=2), Q)
 
 
 def test_lexical_leak():
@@ -491,6 +517,11 @@ class FakeModel:
             question = re.search(r"\n\nQuestion: (.*)\nAnswer:$", user, re.DOTALL).group(1)
             context = user.split("\n\nQuestion: ")[0]
             return self.gold[question] if all(k in context for k in _keys(question)) else "I cannot answer"
+        if system.startswith(prompts.GROUNDED_CHAIN.system):
+            question = re.search(r"\n\nQuestion: (.*)\n\nReturn the JSON now\.$", user, re.DOTALL).group(1)
+            context = user.split("\n\nQuestion: ")[0]
+            answer = self.gold[question] if all(k in context for k in _keys(question)) else "I cannot answer"
+            return {"steps": ["read the texts"], "answer": answer}
         if system.startswith(prompts.CLOSED_BOOK.system):
             question = re.search(r"Question: (.*)\nAnswer:$", user, re.DOTALL).group(1)
             return self.gold[question] if "famous" in question else "I cannot answer"

@@ -7,12 +7,14 @@ Each check returns a :class:`CheckResult` (``passed`` plus the ``evidence`` stor
   a leading article dropped), occurs as a whole-word phrase in the normalised question →
   fail. An empty answer fails too.
 * ``grounding``: the judge role answers from the supporting texts alone
-  (:data:`~ragrouter.querygen.prompts.GROUNDED`); a verdict
+  (:data:`~ragrouter.querygen.prompts.GROUNDED`; a reasoning query with
+  :data:`~ragrouter.querygen.prompts.GROUNDED_CHAIN`, which writes who or what each
+  description is before the answer — :meth:`Evaluator.reading`); a verdict
   (:data:`~ragrouter.querygen.prompts.VERDICT`, the evaluation judge's labels) then compares
   that answer with the expected one. Pass only on ``correct`` (Algorithm 2's strict threshold):
   ``incomplete`` or ``incorrect`` — or a refusal, which is ``incomplete`` without a judge
   call — fails.
-* ``shortcut`` (reasoning only): the same, once per hop with that hop's text alone, in chain
+* ``shortcut`` (reasoning only): the same reader, once per hop with that hop's text alone, in chain
   order; the first hop whose answer is judged ``correct`` is a shortcut → fail.
 * ``parametric_leak``: a closed-book answer (:data:`~ragrouter.querygen.prompts.CLOSED_BOOK`)
   judged ``correct`` → fail (the model knows it without retrieval). A refusal passes without
@@ -150,6 +152,36 @@ class Evaluator:
         res = self.gateway.chat(self.role, messages, **self.answer_kwargs(f"{check}:answer"))
         return res.text.strip(), res.call_id
 
+    @staticmethod
+    def reading(q: CheckQuery, texts: list[str]) -> tuple[list[dict], dict]:
+        """The messages that ask the judge to answer ``q`` from ``texts``, and the extra chat
+        arguments: a reasoning query is read with :data:`~ragrouter.querygen.prompts.GROUNDED_CHAIN`
+        (its hops written before the answer, a JSON reply), any other with ``GROUNDED``."""
+        if q.qtype == "reasoning":
+            return (prompts.grounded_chain_messages(q.question, texts),
+                    {"json_schema": prompts.GROUNDED_CHAIN_SCHEMA})
+        return prompts.grounded_messages(q.question, texts), {}
+
+    def read(self, q: CheckQuery, texts: list[str], check: str) -> tuple[str, int, list[str] | None]:
+        """The judge's answer to ``q`` from ``texts``: (answer, call id, the steps it wrote or None).
+        An unparseable JSON reply is asked again (``attempts`` in all), like a verdict."""
+        messages, extra = self.reading(q, texts)
+        if not extra:
+            answer, call_id = self.answer(messages, check)
+            return answer, call_id, None
+        for sample in range(self.attempts):
+            try:
+                res = self.gateway.chat(self.role, messages, **self.answer_kwargs(f"{check}:answer"),
+                                        **extra, sample=sample)
+            except GatewayError as exc:
+                if exc.reason not in PARSE_ERRORS or sample + 1 == self.attempts:
+                    raise
+                continue
+            data = res.data if isinstance(res.data, dict) else {}
+            steps = [str(s) for s in data.get("steps") or []]
+            return str(data.get("answer") or "").strip(), res.call_id, steps
+        raise AssertionError("unreachable")
+
     def verdict(self, question: str, gold: str, answer: str, check: str) -> tuple[str, str, int | None]:
         """(label, reason, call id); a refusal is 'incomplete' and an answer without a content
         word of the gold answer 'incorrect' (with the gate on), both without a judge call."""
@@ -171,7 +203,7 @@ class Evaluator:
 
 
 _VERSIONS = {name: f"{prompts.PROMPTS[name].version}+{prompts.VERDICT.version}+refusal:{jd.PROMPT_VERSION}"
-             for name in ("grounded", "closed_book")}
+             for name in ("grounded", "grounded_chain", "closed_book")}
 """Each check's evidence names its prompts and the refusal rule (:func:`ragrouter.evaluation.judge.is_refusal`,
 versioned with the judge's prompt) that labelled a refusal ``incomplete`` without a call."""
 
@@ -188,14 +220,24 @@ def lexical_leak(_ev: Evaluator | None, q: CheckQuery) -> CheckResult:
     return CheckResult(not leaked, {"normalised_answer": answer, "answer_in_question": leaked})
 
 
+def _reader_version(q: CheckQuery) -> str:
+    return _VERSIONS["grounded_chain" if q.qtype == "reasoning" else "grounded"]
+
+
+def _with_steps(evidence: dict, steps: list[str] | None) -> dict:
+    if steps is not None:
+        evidence["steps"] = steps
+    return evidence
+
+
 def grounding(ev: Evaluator, q: CheckQuery) -> CheckResult:
     if not q.texts:
         return CheckResult(False, {"reason": "the query has no supporting texts"})
-    answer, a_id = ev.answer(prompts.grounded_messages(q.question, q.texts), "grounding")
+    answer, a_id, steps = ev.read(q, q.texts, "grounding")
     label, reason, j_id = ev.verdict(q.question, q.answer, answer, "grounding")
-    return CheckResult(label == "correct", {"answer": answer, "label": label, "reason": reason,
-                                            "n_texts": len(q.texts), "call_ids": _calls(a_id, j_id),
-                                            "prompt_version": _VERSIONS["grounded"]})
+    return CheckResult(label == "correct", _with_steps(
+        {"answer": answer, "label": label, "reason": reason, "n_texts": len(q.texts),
+         "call_ids": _calls(a_id, j_id), "prompt_version": _reader_version(q)}, steps))
 
 
 def shortcut(ev: Evaluator, q: CheckQuery) -> CheckResult:
@@ -203,13 +245,13 @@ def shortcut(ev: Evaluator, q: CheckQuery) -> CheckResult:
         return CheckResult(False, {"reason": f"a reasoning query needs ≥ 2 hop texts, it has {len(q.hop_texts)}"})
     tried = []
     for i, text in enumerate(q.hop_texts):
-        answer, a_id = ev.answer(prompts.grounded_messages(q.question, [text]), "shortcut")
+        answer, a_id, steps = ev.read(q, [text], "shortcut")
         label, reason, j_id = ev.verdict(q.question, q.answer, answer, "shortcut")
-        tried.append({"hop": i + 1, "answer": answer, "label": label, "reason": reason, "call_ids": _calls(a_id, j_id)})
+        tried.append(_with_steps({"hop": i + 1, "answer": answer, "label": label, "reason": reason,
+                                  "call_ids": _calls(a_id, j_id)}, steps))
         if label == "correct":
-            return CheckResult(False, {"shortcut_hop": i + 1, "hops": tried,
-                                       "prompt_version": _VERSIONS["grounded"]})
-    return CheckResult(True, {"shortcut_hop": None, "hops": tried, "prompt_version": _VERSIONS["grounded"]})
+            return CheckResult(False, {"shortcut_hop": i + 1, "hops": tried, "prompt_version": _reader_version(q)})
+    return CheckResult(True, {"shortcut_hop": None, "hops": tried, "prompt_version": _reader_version(q)})
 
 
 def parametric_leak(ev: Evaluator, q: CheckQuery) -> CheckResult:

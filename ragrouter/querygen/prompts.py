@@ -11,7 +11,7 @@ Generation (role ``query_generator``, temperature ``querygen.temperature`` = 0.7
   not homonyms?), then a question whose complete answer needs at least two texts.
 
 Validation (role ``judge``): :data:`GROUNDED` answers from given texts only (grounding,
-shortcut), :data:`CLOSED_BOOK` from the model's own knowledge (parametric leakage), and
+shortcut; for reasoning queries :data:`GROUNDED_CHAIN`, which writes the hops before the answer), :data:`CLOSED_BOOK` from the model's own knowledge (parametric leakage), and
 :data:`VERDICT` compares an answer with the expected one — the labels of the evaluation
 judge (:mod:`ragrouter.evaluation.judge`; ``correct`` = "matches"), but with the reason
 first (one short sentence, capped by the schema's ``maxLength``) and terser label wording:
@@ -86,6 +86,24 @@ GROUNDED = Prompt(
     user="{texts}\n\nQuestion: {question}\nAnswer:",
 )
 
+GROUNDED_CHAIN = Prompt(
+    name="grounded_chain",
+    version="qcheck-grounded-chain-v1",
+    # For reasoning queries (grounding and shortcut alike). With qcheck-grounded-v2's plain answer
+    # the 1.5B judge still answered the bridge on 5 of 6 two-hop grounding failures in session 7
+    # (benchmarks/README.md, #19): it stopped at the first hop. Writing the hops first, then the
+    # answer, is the usual chain-of-thought reading; the verdict still compares only the answer.
+    system=(
+        "Answer a question using only the texts. The question may describe someone or something instead "
+        "of naming it (for example 'the director of the film X' or 'the year Y died'). First write the "
+        "steps, one short sentence each: for every description, who or what the texts say it is; then "
+        "the answer to what the question asks about it, in a few words. If the texts do not contain the "
+        f"answer, the answer is exactly: {REFUSAL} "
+        'Reply with JSON only: {"steps": ["..."], "answer": "..."}'
+    ),
+    user="{texts}\n\nQuestion: {question}\n\nReturn the JSON now.",
+)
+
 CLOSED_BOOK = Prompt(
     name="closed_book",
     version="qcheck-closed-v1",
@@ -130,13 +148,20 @@ SUMMARY_SCHEMA: dict = {
     "required": ["consistent", "reason", "question", "answer"],
 }
 
+GROUNDED_CHAIN_SCHEMA: dict = {  # the steps first: the answer is written after them
+    "type": "object",
+    "properties": {"steps": {"type": "array", "items": _text(200), "maxItems": 4}, "answer": _text(300)},
+    "required": ["steps", "answer"],
+}
+
 VERDICT_SCHEMA: dict = {  # reason first: a small model decides better after writing it
     "type": "object",
     "properties": {"reason": _text(200), "label": {"type": "string", "enum": ["correct", "incorrect", "incomplete"]}},
     "required": ["reason", "label"],
 }
 
-PROMPTS: dict[str, Prompt] = {p.name: p for p in (FACTUAL, REASONING, SUMMARY, GROUNDED, CLOSED_BOOK, VERDICT)}
+PROMPTS: dict[str, Prompt] = {p.name: p for p in (FACTUAL, REASONING, SUMMARY, GROUNDED, GROUNDED_CHAIN,
+                                                  CLOSED_BOOK, VERDICT)}
 
 
 def numbered_texts(texts: list[str]) -> str:
@@ -159,6 +184,10 @@ def summary_messages(entity: str, texts: list[str]) -> list[dict]:
 
 def grounded_messages(question: str, texts: list[str]) -> list[dict]:
     return GROUNDED.messages(texts=numbered_texts(texts), question=question)
+
+
+def grounded_chain_messages(question: str, texts: list[str]) -> list[dict]:
+    return GROUNDED_CHAIN.messages(texts=numbered_texts(texts), question=question)
 
 
 def closed_book_messages(question: str) -> list[dict]:

@@ -460,14 +460,14 @@ class ValidateStage(Stage):
                 continue
             q = self._query(unit, services)
             if name == "parametric_leak":
-                asks = [prompts.closed_book_messages(q.question)]
+                asks = [(prompts.closed_book_messages(q.question), {})]
             elif name == "grounding":
-                asks = [prompts.grounded_messages(q.question, q.texts)]
+                asks = [ev.reading(q, q.texts)]
             else:
-                asks = [prompts.grounded_messages(q.question, [t]) for t in q.hop_texts]
-            for msgs in asks:
+                asks = [ev.reading(q, [t]) for t in q.hop_texts]
+            for msgs, extra in asks:
                 est.calls += 2  # the answer, then (unless it is a refusal) the verdict
-                if gw.is_cached(ev.role, msgs, **ev.answer_kwargs("")):
+                if gw.is_cached(ev.role, msgs, **ev.answer_kwargs(""), **extra):
                     est.cached_calls += 1
                 else:
                     est.add_tokens(*gw.estimate_tokens(msgs, ev.max_tokens))
