@@ -211,6 +211,45 @@ def test_units_of_a_type_draw_without_replacement():
     assert plans[2].meta["rank"] == 2 and plans[2].meta["type_seed"] == gen.order_seed(0, "c", "factual")
 
 
+def test_reasoning_units_of_a_type_take_distinct_chains_then_say_none_is_left():
+    g = docs_graph(PATH)  # four 3-hop chains (see test_chains_exist_exactly_where_expected)
+    three = {(c.units, c.bridges) for c in iter_chains(g, 3)}
+    s = gen.Settings.from_config(cfg_with())
+    texts = lambda ids: {i: f"text {i}" for i in ids}  # noqa: E731
+    ts = gen.order_seed(0, "c", "3-hop")
+    plans = [gen.plan_unit("3-hop", gen.unit_seed(0, "c", "3-hop", i), g, texts, dict, s, index=i, type_seed=ts)
+             for i in range(5)]
+    got = [(tuple(sorted(set(p.chunk_ids), key=p.chunk_ids.index)), tuple(p.bridges)) for p in plans[:4]]
+    assert set(got) == three and len(set(got)) == 4  # each chain once
+    assert plans[4].note[0] == "chains_used" and "all 4 3-hop chains" in plans[4].note[1]
+    # the order is the graph's, seeded: the same again, another seed another order
+    assert g.chain_order(3, ts) == g.chain_order(3, ts) and g.chain_order(3, ts) is g.chain_order(3, ts)
+    orders = {tuple(c.units for c in g.chain_order(3, seed)) for seed in range(30)}
+    assert len(orders) > 1
+    # hub-weighted: a chain through a bridge that 5 units name comes first ∝ 1/4 against 1/1
+    hub = docs_graph({1: [("a", "h")], 2: [("h", "b")], 3: [("h", "c")], 4: [("h", "d")], 5: [("h", "e")],
+                      6: [("a2", "n")], 7: [("n", "f")]})
+    chains = list(iter_chains(hub, 2))
+    first = Counter(hub.chain_order(2, seed)[0].bridges[0] for seed in range(2000))
+    w_h, w_n = 20 * 0.25, 2 * 1.0  # 20 directed chains through h (weight 1/4 each), 2 through n
+    assert len(chains) == 22 and abs(first["n"] / 2000 - w_n / (w_h + w_n)) < 0.04, first
+    # more chains than the budget allows to enumerate: no order, units walk independently
+    assert g.chain_order(3, ts, budget=1) is None
+    plan = gen.plan_unit("3-hop", 7, g, texts, dict, s, index=0, type_seed=None)
+    assert (tuple(dict.fromkeys(plan.chunk_ids)), tuple(plan.bridges)) in three
+
+
+def test_values_are_no_bridges():
+    from ragrouter.querygen.sampling import is_value
+
+    for v in ("1966", "10 January 1960", "June 18, 1870", "1990s", "21st", "500 BC"):
+        assert is_value(v), v
+    for name in ("Apollo 13", "COVID-19", "Louis XIV", "May", "Henry II", "the 1966 World Cup"):
+        assert not is_value(name), name
+    g = docs_graph({1: [("a", "1966")], 2: [("1966", "b")], 3: [("c", "apollo 13")], 4: [("apollo 13", "d")]})
+    assert g.bridges == {"apollo 13"}
+
+
 # --------------------------------------------------------------------------- settings, seeds, replies
 
 

@@ -216,6 +216,11 @@ def test_answers_and_descriptions_are_anchored_on_extracted_facts():
 def test_templates_start_from_the_triple_and_fall_back_to_the_model():
     # (a) the triple itself is the question (no call); (d) makes it fluent
     assert stepwise.template_question(D3, FACTS[2][0], "bob stone") == "Bob Stone married what?"
+    # an answer that holds a year is asked with "when"
+    assert stepwise.template_question("Roger Miller (born 1936) was a singer.",
+                                      ("Roger Miller", "was born", "1936", "roger miller", "1936"),
+                                      "roger miller") == "Roger Miller was born when?"
+    assert stepwise.dated("on June 18, 1870") and not stepwise.dated("Berlin") and not stepwise.dated("12 films")
     assert stepwise.template_question(D1, FACTS[0][0], "night train") == "What directed Night Train?"
     assert stepwise.template_description(D2, FACTS[1][0], "bob stone") == "the one Night Train stars"
     assert stepwise.template_description(D2, FACTS[1][1], "night train") == "the one who released in 1990"

@@ -3,7 +3,7 @@
 -- queries with known hops, 'reasoning' otherwise, 'summary'), the generator model, the
 -- reasoning strategy ('one_prompt' or 'stepwise'; factual and summary units are one prompt),
 -- the judge (the model of its LLM checks; '' when none ran) and the status FOR THAT JUDGE:
--- 'skipped' for a note (a unit without a query; skip_reason = no_chain, no_entity,
+-- 'skipped' for a note (a unit without a query; skip_reason = no_chain, chains_used, no_entity,
 -- invalid_reply, inconsistent, ...), else 'rejected' when a check by that judge or a
 -- mechanical one (model '') failed, 'accepted' when its LLM checks are all in (3 for
 -- reasoning, 2 otherwise) and the query is settled, else 'pending'. A query validated by two

@@ -281,12 +281,23 @@ def template_question(text: str, fact: tuple[str, str, str, str, str], bridge: s
     """Step (a) without a model: the triple as a question asking for its other end — "What
     <relation> <bridge>?" when the answer is the subject ("What is directed by Herman C.
     Raymaker?"), "<bridge> <relation> what?" when it is the object ("Bob Stone married
-    what?"); names as the text writes them. Step (d) makes it fluent."""
+    what?"; "when?" for an answer that holds a year, :func:`dated`); names as the text writes
+    them. Step (d) makes it fluent."""
     s, r, o, cs, _co = fact
     rel = " ".join(r.split())
     if cs == bridge:
-        return f"{_written(text, s)} {rel} what?"
+        return f"{_written(text, s)} {rel} {'when' if dated(o) else 'what'}?"
     return f"What {rel} {_written(text, o)}?"
+
+
+_YEAR = re.compile(r"(?<!\d)\d{3,4}(?!\d)")
+
+
+def dated(answer: str) -> bool:
+    """Whether an answer holds a year ("1936", "on June 18, 1870"): the template then asks
+    "when?" — "Roger Miller was born what?" for 1936 was rewritten "… born in what?", and the
+    judge answered the place."""
+    return bool(_YEAR.search(answer))
 
 
 def template_description(text: str, fact: tuple[str, str, str, str, str], bridge: str) -> str:
