@@ -221,6 +221,22 @@ def test_templates_start_from_the_triple_and_fall_back_to_the_model():
                                       ("Roger Miller", "was born", "1936", "roger miller", "1936"),
                                       "roger miller") == "Roger Miller was born when?"
     assert stepwise.dated("on June 18, 1870") and not stepwise.dated("Berlin") and not stepwise.dated("12 films")
+    assert stepwise.template_question("Joseph W. Smiley (born on June 18, 1870)", (
+        "Joseph W. Smiley", "was born on", "June 18, 1870", "joseph w. smiley", "june 18, 1870"),
+        "joseph w. smiley") == "Joseph W. Smiley was born when?"
+    # a passive relation with its agent is asked actively: the judge read "What is directed by X?" as
+    # "who directed"
+    assert stepwise.template_question("Alvin Purple is directed by Tim Burstall.", (
+        "Alvin Purple", "is directed by", "Tim Burstall", "alvin purple", "tim burstall"),
+        "tim burstall") == "Tim Burstall directed what?"
+    assert stepwise.template_question("Finguine was succeeded by Cathal.", (
+        "Finguine", "was succeeded by", "Cathal", "finguine", "cathal"), "cathal") == "Cathal succeeded what?"
+    # an answer that starts with a preposition: the preposition goes to the question
+    text_ = "Hans J. Salter was born in Lviv and scored Thunder on the Hill."
+    chain = stepwise.StepChain([D1, text_], ["hans j. salter"], [["hans j. salter"]],
+                               [[], [("Hans J. Salter", "was born", "in Lviv", "hans j. salter", "in lviv")]])
+    assert stepwise.answer_targets(chain) == [("Lviv", "Hans J. Salter | was born in | Lviv")]
+    assert stepwise.template_target(chain)[2] == "Hans J. Salter was born in what?"
     assert stepwise.template_question(D1, FACTS[0][0], "night train") == "What directed Night Train?"
     assert stepwise.template_description(D2, FACTS[1][0], "bob stone") == "the one Night Train stars"
     assert stepwise.template_description(D2, FACTS[1][1], "night train") == "the one who released in 1990"

@@ -279,15 +279,30 @@ def _written(text: str, name: str) -> str:
 
 def template_question(text: str, fact: tuple[str, str, str, str, str], bridge: str) -> str:
     """Step (a) without a model: the triple as a question asking for its other end — "What
-    <relation> <bridge>?" when the answer is the subject ("What is directed by Herman C.
-    Raymaker?"), "<bridge> <relation> what?" when it is the object ("Bob Stone married
-    what?"; "when?" for an answer that holds a year, :func:`dated`); names as the text writes
-    them. Step (d) makes it fluent."""
+    <relation> <bridge>?" when the answer is the subject ("What stars Priscilla Lane?"; a
+    passive relation is turned active, :data:`_PASSIVE`: "Herman C. Raymaker directed what?"),
+    "<bridge> <relation> what?" when it is the object ("Bob Stone married what?"; "when?" for
+    an answer that holds a year, :func:`dated`); names as the text writes them. Step (d)
+    makes it fluent."""
     s, r, o, cs, _co = fact
     rel = " ".join(r.split())
     if cs == bridge:
-        return f"{_written(text, s)} {rel} {'when' if dated(o) else 'what'}?"
+        if dated(o):  # "X was born on when?" → "X was born when?"
+            words = rel.split()
+            rel = " ".join(words[:-1]) if len(words) > 1 and words[-1].casefold() in _PREPOSITIONS else rel
+            return f"{_written(text, s)} {rel} when?"
+        return f"{_written(text, s)} {rel} what?"
+    passive = _PASSIVE.match(rel)
+    if passive:  # "S is directed by O" → "O directed what?"
+        return f"{_written(text, o)} {passive.group('verb')} what?"
     return f"What {rel} {_written(text, o)}?"
+
+
+_PASSIVE = re.compile(r"^(?:(?:is|was|are|were|has been|have been|had been|being|been)\s+)(?P<verb>.+?)\s+by$",
+                      re.IGNORECASE)
+"""A passive relation with its agent ("is directed by", "was succeeded by"): the 1.5B judge read
+"What is directed by X?" as "who directed …" and answered X, the bridge, on most failed 2-hop
+grounding checks of the 2Wiki slice; the active form asks for the thing."""
 
 
 _YEAR = re.compile(r"(?<!\d)\d{3,4}(?!\d)")
@@ -352,14 +367,19 @@ def _targets(chain: StepChain, max_words: int = 8) -> list[tuple[str, str, str]]
         written = as_written(text, other[0])
         if not written or len(written.split()) > max_words or not _words(written):
             continue
+        subject, rel_key = fact[3] == bridge, checks.normalise(fact[1])
+        head, _, rest = written.partition(" ")
+        if subject and rest.strip() and head.casefold() in _PREPOSITIONS:
+            # "X | was born | in Lviv": the preposition belongs to the question, not the answer
+            written = rest.strip()
+            fact = (fact[0], f"{fact[1]} {head}", written, fact[3], fact[4])
         if partly_names(written, forms) or any(answer_in(f, written) for f in forms):
             continue
         k = checks.normalise(written)
         if k in seen:
             continue
         seen.add(k)
-        subject = fact[3] == bridge
-        rank.append((len(ends[(subject, checks.normalise(fact[1]))]) > 1, not subject, len(out)))
+        rank.append((len(ends[(subject, rel_key)]) > 1, not subject, len(out)))
         out.append((written, " | ".join(fact[:3]), template_question(text, fact, bridge)))
     return [out[r[-1]] for r in sorted(rank)]
 
