@@ -221,6 +221,7 @@ def test_templates_start_from_the_triple_and_fall_back_to_the_model():
                                       ("Roger Miller", "was born", "1936", "roger miller", "1936"),
                                       "roger miller") == "Roger Miller was born when?"
     assert stepwise.dated("on June 18, 1870") and not stepwise.dated("Berlin") and not stepwise.dated("12 films")
+    assert not stepwise.dated("Boeing 747") and not stepwise.dated("1,500 soldiers") and stepwise.dated("1990s")
     assert stepwise.template_question("Joseph W. Smiley (born on June 18, 1870)", (
         "Joseph W. Smiley", "was born on", "June 18, 1870", "joseph w. smiley", "june 18, 1870"),
         "joseph w. smiley") == "Joseph W. Smiley was born when?"

@@ -169,17 +169,21 @@ class Evaluator:
         if not extra:
             answer, call_id = self.answer(messages, check)
             return answer, call_id, None
+        res = self._json_chat(messages, lambda sample: {**self.answer_kwargs(f"{check}:answer"), **extra,
+                                                       "sample": sample})
+        data = res.data if isinstance(res.data, dict) else {}
+        steps = [str(s) for s in data.get("steps") or []]
+        return str(data.get("answer") or "").strip(), res.call_id, steps
+
+    def _json_chat(self, messages: list[dict], kwargs_for: Callable[[int], dict]):
+        """One JSON reply: a reply that cannot be parsed is asked again with the next sample
+        index, ``attempts`` times in all (parse failures are not cached); the last error is raised."""
         for sample in range(self.attempts):
             try:
-                res = self.gateway.chat(self.role, messages, **self.answer_kwargs(f"{check}:answer"),
-                                        **extra, sample=sample)
+                return self.gateway.chat(self.role, messages, **kwargs_for(sample))
             except GatewayError as exc:
                 if exc.reason not in PARSE_ERRORS or sample + 1 == self.attempts:
                     raise
-                continue
-            data = res.data if isinstance(res.data, dict) else {}
-            steps = [str(s) for s in data.get("steps") or []]
-            return str(data.get("answer") or "").strip(), res.call_id, steps
         raise AssertionError("unreachable")
 
     def verdict(self, question: str, gold: str, answer: str, check: str) -> tuple[str, str, int | None]:
@@ -189,17 +193,10 @@ class Evaluator:
             return "incomplete", "the answer is a refusal", None
         if self.overlap_gate and not content_words(answer) & content_words(gold):
             return "incorrect", "no content word in common with the expected answer", None
-        messages = prompts.verdict_messages(question, gold, answer)
-        for sample in range(self.attempts):
-            try:
-                res = self.gateway.chat(self.role, messages, **self.verdict_kwargs(f"{check}:verdict", sample))
-            except GatewayError as exc:
-                if exc.reason not in PARSE_ERRORS or sample + 1 == self.attempts:
-                    raise
-                continue
-            label, reason = jd.parse_label(res.data)
-            return label, reason, res.call_id
-        raise AssertionError("unreachable")
+        res = self._json_chat(prompts.verdict_messages(question, gold, answer),
+                              lambda sample: self.verdict_kwargs(f"{check}:verdict", sample))
+        label, reason = jd.parse_label(res.data)
+        return label, reason, res.call_id
 
 
 _VERSIONS = {name: f"{prompts.PROMPTS[name].version}+{prompts.VERDICT.version}+refusal:{jd.PROMPT_VERSION}"

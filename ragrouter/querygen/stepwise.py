@@ -305,13 +305,14 @@ _PASSIVE = re.compile(r"^(?:(?:is|was|are|were|has been|have been|had been|being
 grounding checks of the 2Wiki slice; the active form asks for the thing."""
 
 
-_YEAR = re.compile(r"(?<!\d)\d{3,4}(?!\d)")
+_YEAR = re.compile(r"(?<![\w.,])(?:1\d{3}|20\d{2})(?![\w.,]\d)")
 
 
 def dated(answer: str) -> bool:
-    """Whether an answer holds a year ("1936", "on June 18, 1870"): the template then asks
-    "when?" — "Roger Miller was born what?" for 1936 was rewritten "… born in what?", and the
-    judge answered the place."""
+    """Whether an answer holds a year from 1000 to 2099 ("1936", "on June 18, 1870"): the
+    template then asks "when?" — "Roger Miller was born what?" for 1936 was rewritten "… born
+    in what?", and the judge answered the place. A model number ("Boeing 747", "Apollo 13") is
+    no year; a year-like one ("Windows 2000") still reads as one."""
     return bool(_YEAR.search(answer))
 
 
