@@ -409,6 +409,35 @@ def test_shortcut_detects_a_single_hop_answer():
                                                                             "parametric_leak"]
 
 
+def test_an_answer_that_only_names_a_steps_entity_is_asked_once_more():
+    """The judge resolved 'the country polonium is named after' to Poland and gave Poland as the
+    answer: one follow-up turn (its own reply, then the question) decides the reading's answer."""
+    first = {"steps": [{"description": "the country polonium is named after", "is": "Poland"}], "answer": "Poland"}
+    seen = []
+
+    def follow_up(user):
+        seen.append(user)
+        return {"steps": [{"description": "the country polonium is named after", "is": "Poland"}],
+                "answer": "Warsaw"}
+
+    chat = ScriptedChat(grounded_chain=[first, follow_up], judge=exact_judge)
+    res = checks.grounding(checks.Evaluator(chat), Q)
+    assert res.passed and res.evidence["answer"] == "Warsaw" and res.evidence["first_answer"] == "Poland"
+    assert chat.calls == [("grounded_chain", "grounding:answer"), ("grounded_chain", "grounding:follow_up"),
+                          ("judge", "grounding:verdict")]
+    assert "'Poland', is who or what 'the country polonium is named after' is" in seen[0]
+    assert len(res.evidence["call_ids"]) == 3
+    # a judge that keeps its answer is judged on it (Poland ≠ Warsaw: grounding fails)
+    chat = ScriptedChat(grounded_chain=[first, first], judge=exact_judge)
+    res = checks.grounding(checks.Evaluator(chat), Q)
+    assert not res.passed and res.evidence["answer"] == "Poland"
+    # only the judge's own steps trigger it: a refusal, or an answer beyond a step's entity, does not
+    assert checks.step_entity("I cannot answer", [{"is": "I cannot answer"}]) is None
+    assert checks.step_entity("Warsaw, capital of Poland", [{"description": "d", "is": "Poland"}]) is None
+    assert checks.step_entity("poland", [{"description": "d", "is": "the Republic of Poland"}]) == \
+        {"description": "d", "is": "the Republic of Poland"}
+
+
 def test_a_reasoning_query_is_read_with_its_hops_first_and_an_unparseable_reply_asked_again():
     chat = ScriptedChat(grounded_chain=[GatewayError("unparseable_json", "cut reply"),
                                         {"steps": ["polonium is named after poland", "its capital is warsaw"],
@@ -416,7 +445,8 @@ def test_a_reasoning_query_is_read_with_its_hops_first_and_an_unparseable_reply_
                         judge=exact_judge)
     res = checks.grounding(checks.Evaluator(chat), Q)
     assert res.passed and res.evidence["answer"] == "Warsaw"
-    assert res.evidence["steps"] == ["polonium is named after poland", "its capital is warsaw"]
+    assert res.evidence["steps"] == [{"step": "polonium is named after poland"}, {"step": "its capital is warsaw"}]
+    assert "first_answer" not in res.evidence  # the answer is no step's entity: no follow-up
     assert res.evidence["prompt_version"].startswith(prompts.GROUNDED_CHAIN.version + "+")
     assert chat.calls == [("grounded_chain", "grounding:answer")] * 2 + [("judge", "grounding:verdict")]
     # a factual query keeps the plain reader (a text reply, no steps)

@@ -73,6 +73,31 @@ def test_step_description_checks():
         "the violinist released in 1990", forms, D2, "Carol White", previous_forms=["night train"])
 
 
+def test_a_description_must_relate_its_bridge_to_something_its_text_names():
+    """'the Croatian film director' fits many people: a description names another end of its
+    hop's triples (not a class or role end, not the bridge), or for i ≥ 1 the previous bridge."""
+    bio = "Bob Stone is a Croatian film director. Bob Stone directed Night Train. Bob Stone was born in 1950."
+    facts = [("Bob Stone", "is a", "Croatian film director", "bob stone", "croatian film director"),
+             ("Bob Stone", "is director", "screenwriter", "bob stone", "screenwriter"),
+             ("Bob Stone", "directed", "Night Train", "bob stone", "night train"),
+             ("Bob Stone", "was born in", "1950", "bob stone", "1950")]
+    chain = stepwise.StepChain([bio, D3], ["bob stone"], [["bob stone", "stone"]], [facts, []])
+    related = stepwise.related_names(chain, 0)
+    assert related == ["Night Train", "1950"]  # neither the class, the role, nor the bridge
+    assert "no_relation" in stepwise.check_description("the Croatian film director", ["bob stone"], bio, "x",
+                                                       related=related)
+    assert stepwise.check_description("the director of the film Night Train", ["bob stone"], bio, "x",
+                                      related=related) == []
+    assert stepwise.check_description("the film director born in 1950", ["bob stone"], bio, "x",
+                                      related=related) == []
+    # a hop without triples has nothing to check against; for i ≥ 1 the previous bridge counts
+    assert stepwise.related_names(chain, 0) and stepwise.related_names(
+        stepwise.StepChain([bio, D3], ["bob stone"], [["bob stone"]], [[], []]), 0) == []
+    three = stepwise.StepChain([D1, D2, D3], ["night train", "bob stone"], [["night train"], ["bob stone"]],
+                               [[], [("Night Train", "stars", "Bob Stone", "night train", "bob stone")], []])
+    assert stepwise.related_names(three, 1) == ["night train"]
+
+
 def test_substitution_is_outermost_last_and_checked():
     q = "Whom did Bob Stone marry?"
     forms = [["night train", "the night train"], ["bob stone"]]

@@ -9,7 +9,8 @@ Each check returns a :class:`CheckResult` (``passed`` plus the ``evidence`` stor
 * ``grounding``: the judge role answers from the supporting texts alone
   (:data:`~ragrouter.querygen.prompts.GROUNDED`; a reasoning query with
   :data:`~ragrouter.querygen.prompts.GROUNDED_CHAIN`, which writes who or what each
-  description is before the answer — :meth:`Evaluator.reading`); a verdict
+  description is before the answer — :meth:`Evaluator.reading` — and is asked once more when
+  its answer is only one of those entities, :meth:`Evaluator.read`); a verdict
   (:data:`~ragrouter.querygen.prompts.VERDICT`, the evaluation judge's labels) then compares
   that answer with the expected one. Pass only on ``correct`` (Algorithm 2's strict threshold):
   ``incomplete`` or ``incorrect`` — or a refusal, which is ``incomplete`` without a judge
@@ -162,18 +163,34 @@ class Evaluator:
                     {"json_schema": prompts.GROUNDED_CHAIN_SCHEMA})
         return prompts.grounded_messages(q.question, texts), {}
 
-    def read(self, q: CheckQuery, texts: list[str], check: str) -> tuple[str, int, list[str] | None]:
-        """The judge's answer to ``q`` from ``texts``: (answer, call id, the steps it wrote or None).
-        An unparseable JSON reply is asked again (``attempts`` in all), like a verdict."""
+    def read(self, q: CheckQuery, texts: list[str], check: str) -> tuple[str, list[int], dict | None]:
+        """The judge's answer to ``q`` from ``texts``: (answer, call ids, what a reasoning reading
+        wrote or None). An unparseable JSON reply is asked again (``attempts`` in all), like a verdict.
+
+        A reasoning reading writes its steps, each a description and who or what it is, before
+        the answer. When the answer is only one of those entities (:func:`step_entity`), the
+        judge has resolved a description and stopped there; it is asked once more
+        (:data:`~ragrouter.querygen.prompts.GROUNDED_CHAIN_FOLLOW_UP`, phase ``<check>:follow_up``)
+        whether the question asks for something about that entity, and that answer is the
+        reading's. Only the judge's own reply decides this, never the expected answer."""
         messages, extra = self.reading(q, texts)
         if not extra:
             answer, call_id = self.answer(messages, check)
-            return answer, call_id, None
+            return answer, [call_id], None
         res = self._json_chat(messages, lambda sample: {**self.answer_kwargs(f"{check}:answer"), **extra,
                                                        "sample": sample})
-        data = res.data if isinstance(res.data, dict) else {}
-        steps = [str(s) for s in data.get("steps") or []]
-        return str(data.get("answer") or "").strip(), res.call_id, steps
+        answer, steps = _reading(res.data)
+        out = {"steps": steps}
+        call_ids = [res.call_id]
+        hit = step_entity(answer, steps)
+        if hit is not None:
+            follow = prompts.grounded_chain_follow_up(messages, res.text, answer, hit["description"] or q.question)
+            again = self._json_chat(follow, lambda sample: {**self.answer_kwargs(f"{check}:follow_up"), **extra,
+                                                            "sample": sample})
+            call_ids.append(again.call_id)
+            out["first_answer"] = answer
+            answer, _steps = _reading(again.data)
+        return answer, call_ids, out
 
     def _json_chat(self, messages: list[dict], kwargs_for: Callable[[int], dict]):
         """One JSON reply: a reply that cannot be parsed is asked again with the next sample
@@ -221,20 +238,47 @@ def _reader_version(q: CheckQuery) -> str:
     return _VERSIONS["grounded_chain" if q.qtype == "reasoning" else "grounded"]
 
 
-def _with_steps(evidence: dict, steps: list[str] | None) -> dict:
-    if steps is not None:
-        evidence["steps"] = steps
+def _reading(data) -> tuple[str, list[dict]]:
+    """(answer, steps) of a chain reader's JSON reply; a step written as a plain sentence is kept
+    as ``{"step": ...}`` (it names no entity :func:`step_entity` could match)."""
+    data = data if isinstance(data, dict) else {}
+    steps = []
+    for s in data.get("steps") or []:
+        if isinstance(s, dict):
+            steps.append({"description": str(s.get("description") or "").strip(), "is": str(s.get("is") or "").strip()})
+        elif str(s).strip():
+            steps.append({"step": str(s).strip()})
+    return str(data.get("answer") or "").strip(), steps
+
+
+def step_entity(answer: str, steps: list[dict]) -> dict | None:
+    """The first step whose entity the answer only repeats: the answer's content words, all of
+    them, are the entity's ("Tim Burstall" for a step "the director of Alvin Purple" is "Tim
+    Burstall"); ``None`` when there is none, and for a refusal or an answer without content words."""
+    words = content_words(answer)
+    if not words or jd.is_refusal(answer):
+        return None
+    for step in steps:
+        entity = content_words(step.get("is", ""))
+        if entity and words <= entity:
+            return step
+    return None
+
+
+def _with_steps(evidence: dict, reading: dict | None) -> dict:
+    if reading is not None:
+        evidence.update(reading)
     return evidence
 
 
 def grounding(ev: Evaluator, q: CheckQuery) -> CheckResult:
     if not q.texts:
         return CheckResult(False, {"reason": "the query has no supporting texts"})
-    answer, a_id, steps = ev.read(q, q.texts, "grounding")
+    answer, a_ids, reading = ev.read(q, q.texts, "grounding")
     label, reason, j_id = ev.verdict(q.question, q.answer, answer, "grounding")
     return CheckResult(label == "correct", _with_steps(
         {"answer": answer, "label": label, "reason": reason, "n_texts": len(q.texts),
-         "call_ids": _calls(a_id, j_id), "prompt_version": _reader_version(q)}, steps))
+         "call_ids": _calls(*a_ids, j_id), "prompt_version": _reader_version(q)}, reading))
 
 
 def shortcut(ev: Evaluator, q: CheckQuery) -> CheckResult:
@@ -242,10 +286,10 @@ def shortcut(ev: Evaluator, q: CheckQuery) -> CheckResult:
         return CheckResult(False, {"reason": f"a reasoning query needs ≥ 2 hop texts, it has {len(q.hop_texts)}"})
     tried = []
     for i, text in enumerate(q.hop_texts):
-        answer, a_id, steps = ev.read(q, [text], "shortcut")
+        answer, a_ids, reading = ev.read(q, [text], "shortcut")
         label, reason, j_id = ev.verdict(q.question, q.answer, answer, "shortcut")
         tried.append(_with_steps({"hop": i + 1, "answer": answer, "label": label, "reason": reason,
-                                  "call_ids": _calls(a_id, j_id)}, steps))
+                                  "call_ids": _calls(*a_ids, j_id)}, reading))
         if label == "correct":
             return CheckResult(False, {"shortcut_hop": i + 1, "hops": tried, "prompt_version": _reader_version(q)})
     return CheckResult(True, {"shortcut_hop": None, "hops": tried, "prompt_version": _reader_version(q)})

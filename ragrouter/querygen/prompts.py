@@ -88,21 +88,33 @@ GROUNDED = Prompt(
 
 GROUNDED_CHAIN = Prompt(
     name="grounded_chain",
-    version="qcheck-grounded-chain-v1",
+    version="qcheck-grounded-chain-v2",
     # For reasoning queries (grounding and shortcut alike). With qcheck-grounded-v2's plain answer
     # the 1.5B judge still answered the bridge on 5 of 6 two-hop grounding failures in session 7
     # (benchmarks/README.md, #19): it stopped at the first hop. Writing the hops first, then the
     # answer, is the usual chain-of-thought reading; the verdict still compares only the answer.
+    # v2: each step is a pair (the description as the question writes it, who or what it is), so
+    # an answer that is only a step's entity can be told and asked again (GROUNDED_CHAIN_FOLLOW_UP):
+    # with v1's free sentences the judge named the bridge right in its steps, then gave it as the
+    # answer, on 19 of 25 two-hop grounding failures of session 8.
     system=(
         "Answer a question using only the texts. The question may describe someone or something instead "
-        "of naming it (for example 'the director of the film X' or 'the year Y died'). First write the "
-        "steps, one short sentence each: for every description, who or what the texts say it is; then "
-        "the answer to what the question asks about it, in a few words. If the texts do not contain the "
-        f"answer, the answer is exactly: {REFUSAL} "
-        'Reply with JSON only: {"steps": ["..."], "answer": "..."}'
+        "of naming it (for example 'the director of the film X' or 'the year Y died'). First, for every "
+        "such description, write the description and who or what the texts say it is; then the answer to "
+        "what the question asks about them, in a few words. If the texts do not contain the answer, the "
+        f"answer is exactly: {REFUSAL} "
+        'Reply with JSON only: {"steps": [{"description": "...", "is": "..."}], "answer": "..."}'
     ),
     user="{texts}\n\nQuestion: {question}\n\nReturn the JSON now.",
 )
+
+GROUNDED_CHAIN_FOLLOW_UP = (
+    "Your answer, '{answer}', is who or what '{description}' is. If the question asks for something "
+    "about {answer} rather than for {answer}, answer that; otherwise give the same answer. "
+    'Reply with JSON only: {{"steps": [{{"description": "...", "is": "..."}}], "answer": "..."}}'
+)
+"""The one follow-up turn of :data:`GROUNDED_CHAIN` when its answer is one of its own steps'
+entities (:meth:`ragrouter.querygen.checks.Evaluator.read`); part of that prompt's version."""
 
 CLOSED_BOOK = Prompt(
     name="closed_book",
@@ -150,7 +162,9 @@ SUMMARY_SCHEMA: dict = {
 
 GROUNDED_CHAIN_SCHEMA: dict = {  # the steps first: the answer is written after them
     "type": "object",
-    "properties": {"steps": {"type": "array", "items": _text(200), "maxItems": 4}, "answer": _text(300)},
+    "properties": {"steps": {"type": "array", "maxItems": 4, "items": {
+        "type": "object", "properties": {"description": _text(200), "is": _text(120)},
+        "required": ["description", "is"]}}, "answer": _text(300)},
     "required": ["steps", "answer"],
 }
 
@@ -188,6 +202,12 @@ def grounded_messages(question: str, texts: list[str]) -> list[dict]:
 
 def grounded_chain_messages(question: str, texts: list[str]) -> list[dict]:
     return GROUNDED_CHAIN.messages(texts=numbered_texts(texts), question=question)
+
+
+def grounded_chain_follow_up(messages: list[dict], reply: str, answer: str, description: str) -> list[dict]:
+    """``messages`` of a :data:`GROUNDED_CHAIN` reading, its reply, and the follow-up turn."""
+    return [*messages, {"role": "assistant", "content": reply},
+            {"role": "user", "content": GROUNDED_CHAIN_FOLLOW_UP.format(answer=answer, description=description)}]
 
 
 def closed_book_messages(question: str) -> list[dict]:
@@ -239,10 +259,11 @@ end, so the model only writes the question."""
 
 STEP_DESCRIBE = Prompt(
     name="step_describe",
-    version="qgen-step-describe-v3",
+    version="qgen-step-describe-v4",
     system=(
         "You describe an entity in a short noun phrase (4-15 words) using only facts from the text, without "
-        "writing its name, so that a reader of the text can tell which entity is meant: for example "
+        "writing its name, so that a reader of the text can tell which entity is meant: relate it to another "
+        "person, work, place or date that the text names, for example "
         "'the director of the film Night Train' instead of 'John Smith'. The phrase starts with 'the' and "
         "is not a sentence. Never write the forbidden name or any part of it. Example: entity 'John Smith', "
         "fact 'night train | directed by | X' -> {\"description\": \"the director of the film Night Train\"}. "
@@ -253,7 +274,9 @@ STEP_DESCRIBE = Prompt(
 )
 """v2: the text's extracted facts about the entity (the entity written X) are listed when
 there are any; v3: an example, and "starts with 'the', not a sentence" (the 1.5B wrote whole
-sentences about the other end of the fact)."""
+sentences about the other end of the fact); v4: "relate it to another person, work, place or date
+that the text names" (its own class, "the Croatian film director", fits many; the step check
+now rejects it, ``no_relation``)."""
 
 STEP_REWRITE = Prompt(
     name="step_rewrite",

@@ -24,7 +24,8 @@ checks of the ``validate`` stage). For a chain d₁ →b₁→ d₂ (→b₂→ 
     nor more than half of its content words —, does not contain the answer, at least
     ``min_drawn`` of its content words are in d_i ("drawn from its own document"), and for
     i ≥ 2 it names the previous bridge b_(i-1), else the hops before d_i would not be needed:
-    a shortcut by construction). The prompt lists d_i's extracted triples about b_i
+    a shortcut by construction; and it names something else that d_i's triples name,
+    :func:`related_names` — a relation, not the bridge's class). The prompt lists d_i's extracted triples about b_i
     (:func:`description_facts`; those linking b_(i-1) first, none that holds the answer);
     when every reply fails its check, those triples as phrases (:func:`template_description`:
     "the one Alice Moreau directed") are checked the same way. ``meta.templates`` names the
@@ -119,8 +120,15 @@ def drawn_share(description: str, text: str) -> float:
 
 
 def check_description(description: str, bridge_forms: list[str], text: str, answer: str,
-                      previous_forms: list[str] | None = None, min_drawn: float = 0.6) -> list[str]:
-    """Reasons why a step-(b) description of a bridge is unusable (empty: it passes)."""
+                      previous_forms: list[str] | None = None, min_drawn: float = 0.6,
+                      related: list[str] | None = None) -> list[str]:
+    """Reasons why a step-(b) description of a bridge is unusable (empty: it passes).
+
+    With ``related`` (the other ends of its document's triples, :func:`related_names`; not
+    checked when empty), the description must name one of them: a description is a relation
+    to something else the text names ("the director of the film Alvin Purple"), not the
+    bridge's own class ("the Croatian film director and screenwriter", which many entities
+    fit: the 1.5B wrote such phrases from a bridge's own biography on the 2Wiki slice)."""
     if not description:
         return ["empty"]
     reasons = []
@@ -132,7 +140,27 @@ def check_description(description: str, bridge_forms: list[str], text: str, answ
         reasons.append("not_from_its_document")
     if previous_forms is not None and not names_any(description, previous_forms):
         reasons.append("does_not_link_previous_bridge")
+    if related and not names_any(description, related):
+        reasons.append("no_relation")
     return reasons
+
+
+def related_names(chain: "StepChain", i: int) -> list[str]:
+    """What a description of bridge i may relate it to: the other ends (as extracted) of hop
+    i's triples about anything, except class and role ends (:func:`~ragrouter.querygen.sampling.taxonomic`,
+    :func:`copula_noun`: "is a film director") and except the bridge itself; with the previous
+    bridge's forms for i ≥ 1. Empty when the hop has no such triple (nothing to check against)."""
+    forms = chain.bridge_forms[i]
+    out: list[str] = list(chain.bridge_forms[i - 1]) if i > 0 else []
+    seen = {checks.normalise(f) for f in out}
+    for s, r, o, _cs, _co in chain.hop_facts(i):
+        if taxonomic(r) or copula_noun(r):
+            continue
+        for end in (s, o):
+            if _words(end) and not partly_names(end, forms) and checks.normalise(end) not in seen:
+                seen.add(checks.normalise(end))
+                out.append(end)
+    return out if chain.hop_facts(i) else []
 
 
 def _pattern(form: str) -> re.Pattern | None:
@@ -552,9 +580,12 @@ def run(chain: StepChain, chat: Chat, attempts: int = 2, min_drawn: float = 0.6,
         prev = chain.bridge_forms[i - 1] if i > 0 else None
         forbidden = chain.bridge_forms[i]
 
-        def check_b(data, i=i, prev=prev, forbidden=forbidden):
+        related = related_names(chain, i)
+
+        def check_b(data, i=i, prev=prev, forbidden=forbidden, related=related):
             d = _text(data, "description")
-            return d, check_description(d, forbidden, chain.hop_texts[i], out.answer, prev, min_drawn)
+            return d, check_description(d, forbidden, chain.hop_texts[i], out.answer, prev, min_drawn,
+                                        related=related)
 
         msgs = prompts.step_describe_messages(chain.hop_texts[i], chain.bridges[i], forbidden,
                                               chain.bridges[i - 1] if i > 0 else None,
