@@ -90,12 +90,22 @@ def test_a_description_must_relate_its_bridge_to_something_its_text_names():
                                       related=related) == []
     assert stepwise.check_description("the film director born in 1950", ["bob stone"], bio, "x",
                                       related=related) == []
+    # a shortcut by construction: the next hop's text writes every related name the description uses
+    page = "Bob Stone directed Night Train and married Carol White in Vienna."
+    assert "resolvable_later" in stepwise.check_description(
+        "the director of the film Night Train", ["bob stone"], bio, "x", related=related, later_texts=[page])
+    assert stepwise.check_description("the director born in 1950 of Night Train", ["bob stone"], bio, "x",
+                                      related=related, later_texts=[page]) == []  # 1950 is not in that page
     # a hop without triples has nothing to check against; for i ≥ 1 the previous bridge counts
     assert stepwise.related_names(chain, 0) and stepwise.related_names(
         stepwise.StepChain([bio, D3], ["bob stone"], [["bob stone"]], [[], []]), 0) == []
     three = stepwise.StepChain([D1, D2, D3], ["night train", "bob stone"], [["night train"], ["bob stone"]],
                                [[], [("Night Train", "stars", "Bob Stone", "night train", "bob stone")], []])
     assert stepwise.related_names(three, 1) == ["night train"]
+    # the previous bridge is described, not named, in the final question: a later text writing it is no shortcut
+    assert stepwise.check_description("the violinist starring in Night Train", ["bob stone"], D2, "Carol White",
+                                      previous_forms=["night train"], related=["night train"],
+                                      later_texts=["Bob Stone starred in Night Train."]) == []
 
 
 def test_substitution_is_outermost_last_and_checked():

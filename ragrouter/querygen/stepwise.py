@@ -25,7 +25,8 @@ checks of the ``validate`` stage). For a chain d₁ →b₁→ d₂ (→b₂→ 
     ``min_drawn`` of its content words are in d_i ("drawn from its own document"), and for
     i ≥ 2 it names the previous bridge b_(i-1), else the hops before d_i would not be needed:
     a shortcut by construction; and it names something else that d_i's triples name,
-    :func:`related_names` — a relation, not the bridge's class). The prompt lists d_i's extracted triples about b_i
+    :func:`related_names` — a relation, not the bridge's class —, not all of which one later
+    text writes too: that text alone would tell who is meant). The prompt lists d_i's extracted triples about b_i
     (:func:`description_facts`; those linking b_(i-1) first, none that holds the answer);
     when every reply fails its check, those triples as phrases (:func:`template_description`:
     "the one Alice Moreau directed") are checked the same way. ``meta.templates`` names the
@@ -121,14 +122,19 @@ def drawn_share(description: str, text: str) -> float:
 
 def check_description(description: str, bridge_forms: list[str], text: str, answer: str,
                       previous_forms: list[str] | None = None, min_drawn: float = 0.6,
-                      related: list[str] | None = None) -> list[str]:
+                      related: list[str] | None = None, later_texts: list[str] | None = None) -> list[str]:
     """Reasons why a step-(b) description of a bridge is unusable (empty: it passes).
 
     With ``related`` (the other ends of its document's triples, :func:`related_names`; not
     checked when empty), the description must name one of them: a description is a relation
     to something else the text names ("the director of the film Alvin Purple"), not the
     bridge's own class ("the Croatian film director and screenwriter", which many entities
-    fit: the 1.5B wrote such phrases from a bridge's own biography on the 2Wiki slice)."""
+    fit: the 1.5B wrote such phrases from a bridge's own biography on the 2Wiki slice).
+
+    With ``later_texts`` (the hops after the bridge's), a description whose related names are
+    all written in one later text as well is a shortcut by construction (``resolvable_later``):
+    "the director of the film Alvin Purple" when the director's own page, the next hop, lists
+    Alvin Purple — a reader of that page alone knows who is meant."""
     if not description:
         return ["empty"]
     reasons = []
@@ -140,8 +146,14 @@ def check_description(description: str, bridge_forms: list[str], text: str, answ
         reasons.append("not_from_its_document")
     if previous_forms is not None and not names_any(description, previous_forms):
         reasons.append("does_not_link_previous_bridge")
-    if related and not names_any(description, related):
+    named = names_any(description, related or [])
+    if related and not named:
         reasons.append("no_relation")
+    # the previous bridge is itself described in the final question, not named: a later text
+    # that writes it resolves nothing alone
+    named = [n for n in named if not names_any(n, previous_forms or [])]
+    if named and any(all(checks.contains_phrase(t, n) for n in named) for t in later_texts or []):
+        reasons.append("resolvable_later")
     return reasons
 
 
@@ -585,7 +597,7 @@ def run(chain: StepChain, chat: Chat, attempts: int = 2, min_drawn: float = 0.6,
         def check_b(data, i=i, prev=prev, forbidden=forbidden, related=related):
             d = _text(data, "description")
             return d, check_description(d, forbidden, chain.hop_texts[i], out.answer, prev, min_drawn,
-                                        related=related)
+                                        related=related, later_texts=chain.hop_texts[i + 1:])
 
         msgs = prompts.step_describe_messages(chain.hop_texts[i], chain.bridges[i], forbidden,
                                               chain.bridges[i - 1] if i > 0 else None,
