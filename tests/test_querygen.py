@@ -590,7 +590,7 @@ class FakeModel:
             question = re.search(r"\n\nQuestion: (.*)\n\nReturn the JSON now\.$", user, re.DOTALL).group(1)
             context = user.split("\n\nQuestion: ")[0]
             answer = self.gold[question] if all(k in context for k in _keys(question)) else "I cannot answer"
-            return {"steps": ["read the texts"], "answer": answer}
+            return {"steps": [{"description": "the question", "is": "read in the texts"}], "answer": answer}
         if system.startswith(prompts.CLOSED_BOOK.system):
             question = re.search(r"Question: (.*)\nAnswer:$", user, re.DOTALL).group(1)
             return self.gold[question] if "famous" in question else "I cannot answer"

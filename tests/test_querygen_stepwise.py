@@ -311,6 +311,38 @@ def test_templates_start_from_the_triple_and_fall_back_to_the_model():
     assert chat.calls[0] == ("stepwise:question", 0) and out.meta["templates"] == []
 
 
+def test_a_cast_member_is_described_through_the_film_and_loops_are_no_targets():
+    """Hop 2 is the film's page: no triple links the director to the previous bridge (a cast
+    member) directly, but one links the film to each; the two make the description."""
+    film = "Brother Rat is a 1938 film directed by William Keighley. It stars Priscilla Lane and Wayne Morris."
+    facts = [("Brother Rat", "stars", "Priscilla Lane", "brother rat", "priscilla lane"),
+             ("Brother Rat", "directed by", "William Keighley", "brother rat", "william keighley"),
+             ("Brother Rat", "is a", "film", "brother rat", "film")]
+    lane = "Priscilla Lane was an American actress. She starred in Four Daughters."
+    keighley = "William Keighley was born in Philadelphia. He worked for Warner Bros."
+    chain = stepwise.StepChain([lane, film, keighley], ["priscilla lane", "william keighley"],
+                               [["priscilla lane"], ["william keighley"]], [[], facts, []])
+    assert stepwise.chained_descriptions(chain, 1) == ["the one who directed the one who stars Priscilla Lane"]
+    assert stepwise.chained_descriptions(chain, 0) == []
+    assert stepwise.chained_descriptions(chain, 1, answer="Priscilla Lane") == []  # none holds the answer
+    # a passive relation without its auxiliary is asked and described actively too
+    assert stepwise.active_verb("directed by") == "directed" and stepwise.active_verb("is written by") == "written"
+    assert stepwise.active_verb("stars") is None and stepwise.active_verb("stands by") is None
+    assert stepwise.template_question(film, facts[1], "william keighley") == "William Keighley directed what?"
+    assert stepwise.template_description(film, facts[1], "william keighley") == "the one who directed Brother Rat"
+    # names the extractor missed count as relations; a sentence's first word is no name
+    assert stepwise.proper_names("The Croatian director is the older brother of James Cagney and Bob.") == [
+        "James Cagney"]
+    assert stepwise.proper_names("He sat in the House of Lords.") == ["House of Lords"]
+    # a target the first text already writes loops back: "What stars Priscilla Lane?" → Brother Rat
+    loop = stepwise.StepChain([film, lane.replace("Four Daughters", "Brother Rat")], ["priscilla lane"],
+                              [["priscilla lane"]],
+                              [[], [("Priscilla Lane", "starred in", "Brother Rat", "priscilla lane", "brother rat")]])
+    assert stepwise.answer_targets(loop) == []
+    assert "answer_in_earlier_hop" in stepwise.check_question("Priscilla Lane starred in what?", "Brother Rat",
+                                                              ["priscilla lane"], loop.hop_texts[-1], [film])
+
+
 # --------------------------------------------------------------------------- entity linking
 
 

@@ -259,7 +259,7 @@ end, so the model only writes the question."""
 
 STEP_DESCRIBE = Prompt(
     name="step_describe",
-    version="qgen-step-describe-v4",
+    version="qgen-step-describe-v5",
     system=(
         "You describe an entity in a short noun phrase (4-15 words) using only facts from the text, without "
         "writing its name, so that a reader of the text can tell which entity is meant: relate it to another "
@@ -276,7 +276,9 @@ STEP_DESCRIBE = Prompt(
 there are any; v3: an example, and "starts with 'the', not a sentence" (the 1.5B wrote whole
 sentences about the other end of the fact); v4: "relate it to another person, work, place or date
 that the text names" (its own class, "the Croatian film director", fits many; the step check
-now rejects it, ``no_relation``)."""
+now rejects it, ``no_relation``); v5: the previous bridge "must" be mentioned, not "should … if
+the text relates the two" (the step check has always required it; on the 2Wiki slice the 1.5B
+wrote "the director of the film Brother Rat" for every three-hop bridge of that cast)."""
 
 STEP_REWRITE = Prompt(
     name="step_rewrite",
@@ -316,7 +318,7 @@ def step_anchored_messages(text: str, bridge: str, answer: str, fact: str) -> li
 
 def step_describe_messages(text: str, bridge: str, forbidden: list[str], link: str | None = None,
                            facts: list[str] | None = None) -> list[dict]:
-    hint = (f"The description should mention '{link}' if the text relates the two.\n\n" if link else "\n")
+    hint = (f"The description must mention '{link}': say how the entity relates to it.\n\n" if link else "\n")
     listed = ("Facts of the text about it (X is the entity):\n" + "\n".join(f"- {f}" for f in facts) + "\n"
               if facts else "")
     return STEP_DESCRIBE.messages(text=text.strip(), bridge=bridge,

@@ -97,8 +97,11 @@ def answer_in(text: str, answer: str) -> bool:
     return bool(a) and f" {a} " in f" {checks.normalise(text)} "
 
 
-def check_question(question: str, answer: str, bridge_forms: list[str], text: str) -> list[str]:
-    """Reasons why a step-(a) reply is unusable (empty: it passes)."""
+def check_question(question: str, answer: str, bridge_forms: list[str], text: str,
+                   earlier_texts: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """Reasons why a step-(a) reply is unusable (empty: it passes); ``answer_in_earlier_hop``
+    when one of ``earlier_texts`` (the hops before the last) writes the answer: the chain
+    loops back and an earlier text may answer alone."""
     reasons = []
     if not question or not answer:
         return ["empty"]
@@ -111,6 +114,8 @@ def check_question(question: str, answer: str, bridge_forms: list[str], text: st
     aw = _words(answer)
     if not aw or not aw <= _words(text):
         reasons.append("answer_not_in_text")
+    if any(answer_in(t, answer) for t in earlier_texts):
+        reasons.append("answer_in_earlier_hop")
     return reasons
 
 
@@ -165,14 +170,29 @@ def related_names(chain: "StepChain", i: int) -> list[str]:
     forms = chain.bridge_forms[i]
     out: list[str] = list(chain.bridge_forms[i - 1]) if i > 0 else []
     seen = {checks.normalise(f) for f in out}
-    for s, r, o, _cs, _co in chain.hop_facts(i):
-        if taxonomic(r) or copula_noun(r):
-            continue
-        for end in (s, o):
-            if _words(end) and not partly_names(end, forms) and checks.normalise(end) not in seen:
-                seen.add(checks.normalise(end))
-                out.append(end)
+    ends = [end for s, r, o, _cs, _co in chain.hop_facts(i) if not (taxonomic(r) or copula_noun(r)) for end in (s, o)]
+    for end in ends + proper_names(chain.hop_texts[i]):
+        if _words(end) and not partly_names(end, forms) and checks.normalise(end) not in seen:
+            seen.add(checks.normalise(end))
+            out.append(end)
     return out if chain.hop_facts(i) else []
+
+
+_NAME_RUN = re.compile(r"[A-Z][\w'’.-]*(?:\s+(?:(?:of|the|de|von|van|du|la)\s+)*[A-Z][\w'’.-]*)+")
+
+
+def proper_names(text: str) -> list[str]:
+    """Runs of two or more capitalised words of a text ("James Cagney", "House of Lords"; "and"
+    ends a run), a leading stop word dropped ("The Croatian" is
+    no name): names a small extractor's triples missed ("the older brother of James Cagney")."""
+    out = []
+    for m in _NAME_RUN.finditer(text):
+        words = m.group(0).split()
+        while words and words[0].casefold() in checks.STOP_WORDS:
+            words = words[1:]
+        if len(words) >= 2:
+            out.append(" ".join(words).rstrip(".,"))
+    return out
 
 
 def _pattern(form: str) -> re.Pattern | None:
@@ -332,14 +352,24 @@ def template_question(text: str, fact: tuple[str, str, str, str, str], bridge: s
             rel = " ".join(words[:-1]) if len(words) > 1 and words[-1].casefold() in _PREPOSITIONS else rel
             return f"{_written(text, s)} {rel} when?"
         return f"{_written(text, s)} {rel} what?"
-    passive = _PASSIVE.match(rel)
+    passive = active_verb(rel)
     if passive:  # "S is directed by O" → "O directed what?"
-        return f"{_written(text, o)} {passive.group('verb')} what?"
+        return f"{_written(text, o)} {passive} what?"
     return f"What {rel} {_written(text, o)}?"
 
 
 _PASSIVE = re.compile(r"^(?:(?:is|was|are|were|has been|have been|had been|being|been)\s+)(?P<verb>.+?)\s+by$",
                       re.IGNORECASE)
+_BARE_PASSIVE = re.compile(r"^(?P<verb>\w+(?:ed|en|wn))\s+by$", re.IGNORECASE)
+
+
+def active_verb(relation: str) -> str | None:
+    """The active verb of a passive relation with its agent ("is directed by", "was succeeded
+    by", and without its auxiliary "directed by", "written by" → "directed", "written"), else
+    ``None``."""
+    rel = " ".join(relation.split())
+    m = _PASSIVE.match(rel) or _BARE_PASSIVE.match(rel)
+    return m.group("verb") if m else None
 """A passive relation with its agent ("is directed by", "was succeeded by"): the 1.5B judge read
 "What is directed by X?" as "who directed …" and answered X, the bridge, on most failed 2-hop
 grounding checks of the 2Wiki slice; the active form asks for the thing."""
@@ -358,13 +388,46 @@ def dated(answer: str) -> bool:
 
 def template_description(text: str, fact: tuple[str, str, str, str, str], bridge: str) -> str:
     """Step (b) without a model, when every reply failed: "the one who <relation> <object>"
-    ("the one who was born in Paris") or "the one <subject> <relation>" ("the one Alice
-    Moreau directed")."""
-    s, r, o, cs, _co = fact
-    rel = " ".join(r.split())
-    if cs == bridge:
-        return f"the one who {rel} {_written(text, o)}"
-    return f"the one {_written(text, s)} {rel}"
+    ("the one who was born in Paris"), "the one who <active verb> <subject>" for a passive
+    relation ("Brother Rat | is directed by | X" → "the one who directed Brother Rat") or "the
+    one <subject> <relation>" ("the one Alice Moreau directed")."""
+    s, _r, o, cs, _co = fact
+    return _phrase(fact, bridge, _written(text, o if cs == bridge else s))
+
+
+def _phrase(fact: tuple[str, str, str, str, str], target: str, other: str) -> str:
+    """``target`` (one end of ``fact``) described through the phrase ``other`` for its other end."""
+    rel = " ".join(fact[1].split())
+    if fact[3] == target:
+        return f"the one who {rel} {other}"
+    verb = active_verb(rel)
+    return f"the one who {verb} {other}" if verb else f"the one {other} {rel}"
+
+
+def chained_descriptions(chain: StepChain, i: int, answer: str = "") -> list[str]:
+    """Step (b) without a model for a bridge i ≥ 1 that no triple links to the previous bridge
+    directly: two triples of hop i through a third entity x, one linking x to the previous
+    bridge and one linking it to bridge i ("Brother Rat | stars | Priscilla Lane", "Brother Rat
+    | is directed by | X" → "the one who directed the one who stars Priscilla Lane"); step (d)
+    makes it fluent. None holds the answer."""
+    if i < 1:
+        return []
+    text, prev, bridge = chain.hop_texts[i], chain.bridges[i - 1], chain.bridges[i]
+    facts = [f for f in chain.hop_facts(i) if not taxonomic(f[1])]
+    out = []
+    for f1 in facts:
+        via = _about(f1, prev)
+        if via is None or via[1] in chain.bridges:
+            continue
+        inner = _phrase(f1, via[1], _written(text, f1[0] if f1[3] == prev else f1[2]))
+        for f2 in facts:
+            other = _about(f2, bridge)
+            if other is None or other[1] != via[1] or f2 is f1:
+                continue
+            phrase = _phrase(f2, bridge, inner)
+            if phrase not in out and not (answer and answer_in(phrase, answer)):
+                out.append(phrase)
+    return out
 
 
 _COPULA = frozenset({"is", "are", "was", "were", "be", "been", "being"})
@@ -416,6 +479,8 @@ def _targets(chain: StepChain, max_words: int = 8) -> list[tuple[str, str, str]]
             fact = (fact[0], f"{fact[1]} {head}", written, fact[3], fact[4])
         if partly_names(written, forms) or any(answer_in(f, written) for f in forms):
             continue
+        if any(answer_in(t, written) for t in chain.hop_texts[:-1]):
+            continue  # the chain loops back: an earlier text writes the answer ("What stars Priscilla Lane?" → the first page's film)
         k = checks.normalise(written)
         if k in seen:
             continue
@@ -565,7 +630,7 @@ def run(chain: StepChain, chat: Chat, attempts: int = 2, min_drawn: float = 0.6,
 
         def check_free(data):
             q, a = _text(data, "question"), _text(data, "answer")
-            return (q, a), check_question(q, a, last_forms, last_text)
+            return (q, a), check_question(q, a, last_forms, last_text, chain.hop_texts[:-1])
 
         return prompts.step_question_messages(last_text, chain.bridges[-1]), prompts.STEP_QUESTION_SCHEMA, check_free
 
@@ -604,9 +669,10 @@ def run(chain: StepChain, chat: Chat, attempts: int = 2, min_drawn: float = 0.6,
                                               description_facts(chain, i, out.answer))
         d, ok, tries = ask("stepwise:describe", lambda _a, m=msgs, c=check_b: (m, prompts.STEP_DESCRIBE_SCHEMA, c))
         if not ok and not unparsed(tries):  # every reply failed its check: the hop's triples as phrases
-            for _line, fact in _description_facts(chain, i, out.answer):
-                cand, reasons = check_b({"description": template_description(chain.hop_texts[i], fact,
-                                                                               chain.bridges[i])})
+            phrases = [template_description(chain.hop_texts[i], fact, chain.bridges[i])
+                       for _line, fact in _description_facts(chain, i, out.answer)]
+            for cand in phrases + chained_descriptions(chain, i, out.answer):
+                cand, reasons = check_b({"description": cand})
                 steps[-1]["tries"].append({"template": cand, "failed": reasons})
                 if not reasons:
                     d, ok = cand, True
