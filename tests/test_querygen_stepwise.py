@@ -23,7 +23,7 @@ from ragrouter.corpus import extract as ex
 from ragrouter.db.engine import write_lock
 from ragrouter.llm.backends import GatewayError
 from ragrouter.llm.gateway import ChatResult
-from ragrouter.querygen import checks, prompts, stepwise
+from ragrouter.querygen import checks, prompts, stepchecks, stepwise
 from ragrouter.querygen import generate as gen
 from ragrouter.querygen.linking import key, link_names, markers, markers_agree
 from ragrouter.querygen.sampling import ChunkInfo, CorpusGraph, choose_walk_unit, iter_chains
@@ -37,39 +37,39 @@ D3 = "Bob Stone married Carol White in Vienna."
 
 def test_step_question_checks():
     forms = ["bob stone"]
-    assert stepwise.check_question("Whom did Bob Stone marry?", "Carol White", forms, D3) == []
+    assert stepchecks.check_question("Whom did Bob Stone marry?", "Carol White", forms, D3) == []
     # the answer leaks into the question
-    assert "answer_in_question" in stepwise.check_question("Did Bob Stone marry Carol White?", "Carol White",
+    assert "answer_in_question" in stepchecks.check_question("Did Bob Stone marry Carol White?", "Carol White",
                                                            forms, D3)
     # the bridge is not named (step (c) would have nothing to substitute)
-    assert "question_does_not_name_bridge" in stepwise.check_question("Whom did he marry?", "Carol White",
+    assert "question_does_not_name_bridge" in stepchecks.check_question("Whom did he marry?", "Carol White",
                                                                       forms, D3)
     # the answer is the bridge itself, or not in the text
-    assert "answer_is_bridge" in stepwise.check_question("Who married in Vienna, Bob Stone?", "Stone", forms, D3)
-    assert "answer_not_in_text" in stepwise.check_question("Whom did Bob Stone marry?", "Diana Ross", forms, D3)
-    assert stepwise.check_question("", "x", forms, D3) == ["empty"]
+    assert "answer_is_bridge" in stepchecks.check_question("Who married in Vienna, Bob Stone?", "Stone", forms, D3)
+    assert "answer_not_in_text" in stepchecks.check_question("Whom did Bob Stone marry?", "Diana Ross", forms, D3)
+    assert stepchecks.check_question("", "x", forms, D3) == ["empty"]
 
 
 def test_step_description_checks():
     forms = ["bob stone"]
     ok = "the violinist starring in Night Train"
-    assert stepwise.check_description(ok, forms, D2, "Carol White", previous_forms=["night train"]) == []
+    assert stepchecks.check_description(ok, forms, D2, "Carol White", previous_forms=["night train"]) == []
     # a description that names its bridge: wholly, or by more than half of its words
-    assert "names_bridge" in stepwise.check_description("the violinist Bob Stone", forms, D2, "Carol White")
-    assert "names_bridge" in stepwise.check_description("the violinist Stone of Night Train", ["bob stone", "stone"],
+    assert "names_bridge" in stepchecks.check_description("the violinist Bob Stone", forms, D2, "Carol White")
+    assert "names_bridge" in stepchecks.check_description("the violinist Stone of Night Train", ["bob stone", "stone"],
                                                         D2, "Carol White")
     # "bob" is half of "bob stone": not more than half, so no leak by words alone
-    assert "names_bridge" not in stepwise.check_description("a violinist called Bob in Night Train", forms, D2, "x")
+    assert "names_bridge" not in stepchecks.check_description("a violinist called Bob in Night Train", forms, D2, "x")
     # drawn from another document than its own (the words are D3's)
-    assert "not_from_its_document" in stepwise.check_description("the husband of Carol White from Vienna", forms,
+    assert "not_from_its_document" in stepchecks.check_description("the husband of Carol White from Vienna", forms,
                                                                  D2, "1990")
-    assert stepwise.drawn_share("the husband of Carol White from Vienna", D2) == 0.0
+    assert stepchecks.drawn_share("the husband of Carol White from Vienna", D2) == 0.0
     # the answer inside the description
-    assert "contains_answer" in stepwise.check_description("the violinist of the 1990 Night Train", forms, D2,
+    assert "contains_answer" in stepchecks.check_description("the violinist of the 1990 Night Train", forms, D2,
                                                            "1990")
     # a shortcut: the description of the second bridge does not reach back to the first one,
     # so the first hop would not be needed
-    assert "does_not_link_previous_bridge" in stepwise.check_description(
+    assert "does_not_link_previous_bridge" in stepchecks.check_description(
         "the violinist released in 1990", forms, D2, "Carol White", previous_forms=["night train"])
 
 
@@ -84,17 +84,17 @@ def test_a_description_must_relate_its_bridge_to_something_its_text_names():
     chain = stepwise.StepChain([bio, D3], ["bob stone"], [["bob stone", "stone"]], [facts, []])
     related = stepwise.related_names(chain, 0)
     assert related == ["Night Train", "1950"]  # neither the class, the role, nor the bridge
-    assert "no_relation" in stepwise.check_description("the Croatian film director", ["bob stone"], bio, "x",
+    assert "no_relation" in stepchecks.check_description("the Croatian film director", ["bob stone"], bio, "x",
                                                        related=related)
-    assert stepwise.check_description("the director of the film Night Train", ["bob stone"], bio, "x",
+    assert stepchecks.check_description("the director of the film Night Train", ["bob stone"], bio, "x",
                                       related=related) == []
-    assert stepwise.check_description("the film director born in 1950", ["bob stone"], bio, "x",
+    assert stepchecks.check_description("the film director born in 1950", ["bob stone"], bio, "x",
                                       related=related) == []
     # a shortcut by construction: the next hop's text writes every related name the description uses
     page = "Bob Stone directed Night Train and married Carol White in Vienna."
-    assert "resolvable_later" in stepwise.check_description(
+    assert "resolvable_later" in stepchecks.check_description(
         "the director of the film Night Train", ["bob stone"], bio, "x", related=related, later_texts=[page])
-    assert stepwise.check_description("the director born in 1950 of Night Train", ["bob stone"], bio, "x",
+    assert stepchecks.check_description("the director born in 1950 of Night Train", ["bob stone"], bio, "x",
                                       related=related, later_texts=[page]) == []  # 1950 is not in that page
     # a hop without triples has nothing to check against; for i ≥ 1 the previous bridge counts
     assert stepwise.related_names(chain, 0) and stepwise.related_names(
@@ -103,7 +103,7 @@ def test_a_description_must_relate_its_bridge_to_something_its_text_names():
                                [[], [("Night Train", "stars", "Bob Stone", "night train", "bob stone")], []])
     assert stepwise.related_names(three, 1) == ["night train"]
     # the previous bridge is described, not named, in the final question: a later text writing it is no shortcut
-    assert stepwise.check_description("the violinist starring in Night Train", ["bob stone"], D2, "Carol White",
+    assert stepchecks.check_description("the violinist starring in Night Train", ["bob stone"], D2, "Carol White",
                                       previous_forms=["night train"], related=["night train"],
                                       later_texts=["Bob Stone starred in Night Train."]) == []
 
@@ -112,25 +112,25 @@ def test_substitution_is_outermost_last_and_checked():
     q = "Whom did Bob Stone marry?"
     forms = [["night train", "the night train"], ["bob stone"]]
     descs = ["the film that Alice Moreau directed", "the violinist starring in Night Train"]
-    out, counts = stepwise.substitute(q, forms, descs)
+    out, counts = stepchecks.substitute(q, forms, descs)
     # bob stone first (its description names Night Train), then Night Train (the outermost)
     assert out == "Whom did the violinist starring in the film that Alice Moreau directed marry?"
     assert counts == [1, 1]
-    assert stepwise.check_substituted(out, forms, "Carol White") == []
+    assert stepchecks.check_substituted(out, forms, "Carol White") == []
     # substituting the outermost first would leave the inner bridge's name behind
-    wrong, _ = stepwise.replace_mentions(q, forms[0], descs[0])
-    wrong, _ = stepwise.replace_mentions(wrong, forms[1], descs[1])
-    assert stepwise.check_substituted(wrong, forms, "Carol White") == ["bridge_named"]
+    wrong, _ = stepchecks.replace_mentions(q, forms[0], descs[0])
+    wrong, _ = stepchecks.replace_mentions(wrong, forms[1], descs[1])
+    assert stepchecks.check_substituted(wrong, forms, "Carol White") == ["bridge_named"]
     # a preceding article is absorbed; a description without one keeps it
-    assert stepwise.replace_mentions("Who starred in The Night Train?", ["night train"], "the 1990 film")[0] == \
+    assert stepchecks.replace_mentions("Who starred in The Night Train?", ["night train"], "the 1990 film")[0] == \
         "Who starred in the 1990 film?"
-    assert stepwise.replace_mentions("Who starred in the Night-Train?", ["night train"], "1990 film")[0] == \
+    assert stepchecks.replace_mentions("Who starred in the Night-Train?", ["night train"], "1990 film")[0] == \
         "Who starred in the 1990 film?"
     # the rewrite must keep every description
-    assert stepwise.check_rewrite("Whom did the violinist marry?", forms, "Carol White", descs) == \
+    assert stepchecks.check_rewrite("Whom did the violinist marry?", forms, "Carol White", descs) == \
         ["description_dropped"]
-    assert stepwise.check_rewrite(out.replace("Whom did", "Who did"), forms, "Carol White", descs) == []
-    assert stepwise.check_rewrite("Did Bob Stone marry Carol White?", forms, "Carol White", descs)[:2] == \
+    assert stepchecks.check_rewrite(out.replace("Whom did", "Who did"), forms, "Carol White", descs) == []
+    assert stepchecks.check_rewrite("Did Bob Stone marry Carol White?", forms, "Carol White", descs)[:2] == \
         ["bridge_named", "answer_in_question"]
 
 
@@ -331,15 +331,15 @@ def test_a_cast_member_is_described_through_the_film_and_loops_are_no_targets():
     assert stepwise.template_question(film, facts[1], "william keighley") == "William Keighley directed what?"
     assert stepwise.template_description(film, facts[1], "william keighley") == "the one who directed Brother Rat"
     # names the extractor missed count as relations; a sentence's first word is no name
-    assert stepwise.proper_names("The Croatian director is the older brother of James Cagney and Bob.") == [
+    assert stepchecks.proper_names("The Croatian director is the older brother of James Cagney and Bob.") == [
         "James Cagney"]
-    assert stepwise.proper_names("He sat in the House of Lords.") == ["House of Lords"]
+    assert stepchecks.proper_names("He sat in the House of Lords.") == ["House of Lords"]
     # a target the first text already writes loops back: "What stars Priscilla Lane?" → Brother Rat
     loop = stepwise.StepChain([film, lane.replace("Four Daughters", "Brother Rat")], ["priscilla lane"],
                               [["priscilla lane"]],
                               [[], [("Priscilla Lane", "starred in", "Brother Rat", "priscilla lane", "brother rat")]])
     assert stepwise.answer_targets(loop) == []
-    assert "answer_in_earlier_hop" in stepwise.check_question("Priscilla Lane starred in what?", "Brother Rat",
+    assert "answer_in_earlier_hop" in stepchecks.check_question("Priscilla Lane starred in what?", "Brother Rat",
                                                               ["priscilla lane"], loop.hop_texts[-1], [film])
 
 
@@ -529,7 +529,7 @@ def test_class_triples_make_no_bridge_and_no_question():
     assert stepwise.answer_targets(chain) == [("Lyon", "alice moreau | born in | lyon")]
     assert stepwise.description_facts(chain, 0, "Lyon") == []
     # a rewrite that is no question fails
-    assert "not_a_question" in stepwise.check_rewrite("The painter was born in Lyon.", [["alice moreau"]], "x",
+    assert "not_a_question" in stepchecks.check_rewrite("The painter was born in Lyon.", [["alice moreau"]], "x",
                                                       ["the painter"])
 
 
@@ -838,13 +838,13 @@ def test_a_rewrite_must_keep_what_the_single_hop_question_asks():
     forms = [["joseph w. smiley", "joseph w smiley"]]
     desc = ["the one who was born on June 18, 1870"]
     single = "What is directed by Joseph W. Smiley?"
-    assert stepwise.asked_stems(single, forms) == {"direct"}
-    assert "question_changed" in stepwise.check_rewrite("Who was born on June 18, 1870?", forms, "Life Without Soul",
+    assert stepchecks.asked_stems(single, forms) == {"direct"}
+    assert "question_changed" in stepchecks.check_rewrite("Who was born on June 18, 1870?", forms, "Life Without Soul",
                                                          desc, single_hop=single)
-    assert stepwise.check_rewrite("What film did the one who was born on June 18, 1870 direct?", forms,
+    assert stepchecks.check_rewrite("What film did the one who was born on June 18, 1870 direct?", forms,
                                   "Life Without Soul", desc, single_hop=single) == []
-    assert "question_changed" in stepwise.check_rewrite("Who is the wife of Joseph W. Smiley?", forms, "x", [],
+    assert "question_changed" in stepchecks.check_rewrite("Who is the wife of Joseph W. Smiley?", forms, "x", [],
                                                          single_hop="Whom did Joseph W. Smiley marry?")
     # without the single-hop question the check is as before
-    assert "question_changed" not in stepwise.check_rewrite("Who was born on June 18, 1870?", forms,
+    assert "question_changed" not in stepchecks.check_rewrite("Who was born on June 18, 1870?", forms,
                                                              "Life Without Soul", desc)

@@ -48,11 +48,11 @@ step as its check (``step_question``, ``step_description``, ``bridge_leak``), so
 counts it like any rejected candidate. Replies that cannot be parsed at all on every attempt
 make the unit a note ``invalid_reply``. Every request goes through the gateway (cache and
 ledger), so a repeated unit is answered from the ledger.
+
+The checks themselves (text only, no model) live in :mod:`ragrouter.querygen.stepchecks`.
 """
 
 from __future__ import annotations
-
-import functools
 
 import re
 from collections.abc import Callable
@@ -62,228 +62,12 @@ from typing import Any
 from ragrouter.llm.backends import GatewayError
 from ragrouter.querygen import checks, prompts
 from ragrouter.querygen.sampling import taxonomic
+from ragrouter.querygen.stepchecks import (answer_in, check_description, check_question, check_rewrite,
+                                           check_substituted, drawn_share, names_any, partly_names,
+                                           phrase_pattern, proper_names, substitute)
 
 STEP_QUESTION = "step_question"
 STEP_DESCRIPTION = "step_description"
-
-
-# ---------------------------------------------------------------------- mechanical checks
-
-
-def _words(text: str) -> set[str]:
-    return checks.content_words(text)
-
-
-def names_any(text: str, forms: list[str]) -> list[str]:
-    """The forms that ``text`` contains as whole-word phrases (normalised)."""
-    return [f for f in forms if checks.contains_phrase(text, f)]
-
-
-def partly_names(text: str, forms: list[str]) -> list[str]:
-    """Forms of which ``text`` contains the whole phrase or more than half the content words
-    ("king lothair" names "lothair ii")."""
-    have = _words(text)
-    out = []
-    for f in forms:
-        fw = _words(f)
-        if checks.contains_phrase(text, f) or (fw and len(fw & have) * 2 > len(fw)):
-            out.append(f)
-    return out
-
-
-def answer_in(text: str, answer: str) -> bool:
-    """Whether the answer (normalised, leading article dropped) occurs in ``text``."""
-    a = checks._ARTICLE.sub("", checks.normalise(answer))
-    return bool(a) and f" {a} " in f" {checks.normalise(text)} "
-
-
-def check_question(question: str, answer: str, bridge_forms: list[str], text: str,
-                   earlier_texts: list[str] | tuple[str, ...] = ()) -> list[str]:
-    """Reasons why a step-(a) reply is unusable (empty: it passes); ``answer_in_earlier_hop``
-    when one of ``earlier_texts`` (the hops before the last) writes the answer: the chain
-    loops back and an earlier text may answer alone."""
-    reasons = []
-    if not question or not answer:
-        return ["empty"]
-    if not names_any(question, bridge_forms):
-        reasons.append("question_does_not_name_bridge")
-    if answer_in(question, answer):
-        reasons.append("answer_in_question")
-    if partly_names(answer, bridge_forms) or any(answer_in(f, answer) for f in bridge_forms):
-        reasons.append("answer_is_bridge")
-    aw = _words(answer)
-    if not aw or not aw <= _words(text):
-        reasons.append("answer_not_in_text")
-    if any(answer_in(t, answer) for t in earlier_texts):
-        reasons.append("answer_in_earlier_hop")
-    return reasons
-
-
-def drawn_share(description: str, text: str) -> float:
-    """Share of the description's content words that occur in ``text`` (0 when it has none)."""
-    dw = _words(description)
-    return len(dw & _words(text)) / len(dw) if dw else 0.0
-
-
-def check_description(description: str, bridge_forms: list[str], text: str, answer: str,
-                      previous_forms: list[str] | None = None, min_drawn: float = 0.6,
-                      related: list[str] | None = None, later_texts: list[str] | None = None) -> list[str]:
-    """Reasons why a step-(b) description of a bridge is unusable (empty: it passes).
-
-    With ``related`` (the other ends of its document's triples, :func:`related_names`; not
-    checked when empty), the description must name one of them: a description is a relation
-    to something else the text names ("the director of the film Alvin Purple"), not the
-    bridge's own class ("the Croatian film director and screenwriter", which many entities
-    fit: the 1.5B wrote such phrases from a bridge's own biography on the 2Wiki slice).
-
-    With ``later_texts`` (the hops after the bridge's), a description whose related names are
-    all written in one later text as well is a shortcut by construction (``resolvable_later``):
-    "the director of the film Alvin Purple" when the director's own page, the next hop, lists
-    Alvin Purple — a reader of that page alone knows who is meant."""
-    if not description:
-        return ["empty"]
-    reasons = []
-    if partly_names(description, bridge_forms):
-        reasons.append("names_bridge")
-    if answer_in(description, answer):
-        reasons.append("contains_answer")
-    if drawn_share(description, text) < min_drawn:
-        reasons.append("not_from_its_document")
-    if previous_forms is not None and not names_any(description, previous_forms):
-        reasons.append("does_not_link_previous_bridge")
-    named = names_any(description, related or [])
-    if related and not named:
-        reasons.append("no_relation")
-    # the previous bridge is itself described in the final question, not named: a later text
-    # that writes it resolves nothing alone
-    named = [n for n in named if not names_any(n, previous_forms or [])]
-    if named and any(all(checks.contains_phrase(t, n) for n in named) for t in later_texts or []):
-        reasons.append("resolvable_later")
-    return reasons
-
-
-def related_names(chain: "StepChain", i: int) -> list[str]:
-    """What a description of bridge i may relate it to: the other ends (as extracted) of hop
-    i's triples about anything, except class and role ends (:func:`~ragrouter.querygen.sampling.taxonomic`,
-    :func:`copula_noun`: "is a film director") and except the bridge itself; with the previous
-    bridge's forms for i ≥ 1. Empty when the hop has no such triple (nothing to check against)."""
-    forms = chain.bridge_forms[i]
-    out: list[str] = list(chain.bridge_forms[i - 1]) if i > 0 else []
-    seen = {checks.normalise(f) for f in out}
-    ends = [end for s, r, o, _cs, _co in chain.hop_facts(i) if not (taxonomic(r) or copula_noun(r)) for end in (s, o)]
-    for end in ends + proper_names(chain.hop_texts[i]):
-        if _words(end) and not partly_names(end, forms) and checks.normalise(end) not in seen:
-            seen.add(checks.normalise(end))
-            out.append(end)
-    return out if chain.hop_facts(i) else []
-
-
-_NAME_RUN = re.compile(r"[A-Z][\w'’.-]*(?:\s+(?:(?:of|the|de|von|van|du|la)\s+)*[A-Z][\w'’.-]*)+")
-
-
-def proper_names(text: str) -> list[str]:
-    """Runs of two or more capitalised words of a text ("James Cagney", "House of Lords"; "and"
-    ends a run), a leading stop word dropped ("The Croatian" is
-    no name): names a small extractor's triples missed ("the older brother of James Cagney")."""
-    out = []
-    for m in _NAME_RUN.finditer(text):
-        words = m.group(0).split()
-        while words and words[0].casefold() in checks.STOP_WORDS:
-            words = words[1:]
-        if len(words) >= 2:
-            out.append(" ".join(words).rstrip(".,"))
-    return out
-
-
-def _pattern(form: str) -> re.Pattern | None:
-    words = checks.normalise(form).split()
-    if not words:
-        return None
-    body = r"[\W_]+".join(re.escape(w) for w in words)
-    return re.compile(rf"(?<!\w)(?:(the|a|an)\s+)?{body}(?!\w)", re.IGNORECASE)
-
-
-def replace_mentions(question: str, forms: list[str], description: str) -> tuple[str, int]:
-    """``question`` with every mention of any form (longest forms first) replaced by
-    ``description``; a preceding article is absorbed (kept when the description has none)."""
-    desc = description.strip().rstrip(".?!")
-    has_article = bool(re.match(r"(the|a|an)\s", desc, re.IGNORECASE))
-    n = 0
-    for form in sorted(set(forms), key=lambda f: (-len(f), f)):
-        pat = _pattern(form)
-        if pat is None:
-            continue
-
-        def repl(m: re.Match) -> str:
-            art = m.group(1)
-            return desc if has_article or not art else f"{art} {desc}"
-
-        question, k = pat.subn(repl, question)
-        n += k
-    return question, n
-
-
-def substitute(question: str, bridge_forms: list[list[str]], descriptions: list[str]) -> tuple[str, list[int]]:
-    """Step (c): replace each bridge by its description, the last bridge first, the outermost
-    (the first) last; returns the question and the number of replacements per bridge."""
-    counts = [0] * len(descriptions)
-    for i in reversed(range(len(descriptions))):
-        question, counts[i] = replace_mentions(question, bridge_forms[i], descriptions[i])
-    return question, counts
-
-
-def check_substituted(question: str, bridge_forms: list[list[str]], answer: str) -> list[str]:
-    reasons = []
-    named = [f for forms in bridge_forms for f in names_any(question, forms)]
-    if named:
-        reasons.append("bridge_named")
-    if answer_in(question, answer):
-        reasons.append("answer_in_question")
-    return reasons
-
-
-def kept_share(question: str, description: str) -> float:
-    dw = _words(description)
-    return len(dw & _words(question)) / len(dw) if dw else 1.0
-
-
-@functools.lru_cache(maxsize=1)
-def _stemmer():
-    import snowballstemmer
-
-    return snowballstemmer.stemmer("english")
-
-
-def _stems(words: set[str]) -> set[str]:
-    """Snowball (Porter 2) stems of content words ("married", "marry" → "marri")."""
-    return set(_stemmer().stemWords(sorted(words)))
-
-
-def asked_stems(single_hop: str, bridge_forms: list[list[str]]) -> set[str]:
-    """What step (a)'s question asks, beyond its bridge: the stems of its content words that
-    are no bridge's ("born", "direct", "award", …)."""
-    bridge_words = set().union(*(_words(f) for forms in bridge_forms for f in forms))
-    return _stems(_words(single_hop) - bridge_words)
-
-
-def check_rewrite(rewritten: str, bridge_forms: list[list[str]], answer: str, descriptions: list[str],
-                  min_kept: float = 0.75, single_hop: str | None = None) -> list[str]:
-    """Step (d)'s checks; with ``single_hop``, the rewrite must keep what that question asks
-    (every stem of :func:`asked_stems`): the 1.5B's rewrites dropped it ("… what did he
-    direct?" → "Who was born on June 18, 1870?") and the judge then rightly answered the bridge.
-    A paraphrase ("marry" → "wife") fails too; the substituted question is kept then."""
-    if not rewritten:
-        return ["empty"]
-    reasons = check_substituted(rewritten, bridge_forms, answer)
-    if not rewritten.rstrip().endswith("?"):
-        reasons.append("not_a_question")
-    if single_hop is not None and asked_stems(single_hop, bridge_forms) - _stems(_words(rewritten)):
-        reasons.append("question_changed")
-    # as they stand in the substituted question: each with the bridges before it substituted
-    expanded = [substitute(d, bridge_forms[:i], descriptions[:i])[0] for i, d in enumerate(descriptions)]
-    if any(kept_share(rewritten, d) < min_kept for d in expanded):
-        reasons.append("description_dropped")
-    return reasons
 
 
 # ---------------------------------------------------------------------- the procedure
@@ -305,9 +89,26 @@ class StepChain:
         return list(self.facts[i]) if i < len(self.facts) else []
 
 
+def related_names(chain: StepChain, i: int) -> list[str]:
+    """What a description of bridge i may relate it to: the other ends (as extracted) of hop
+    i's triples about anything, except class and role ends (:func:`~ragrouter.querygen.sampling.taxonomic`,
+    :func:`copula_noun`: "is a film director") and except the bridge itself, and the runs of
+    capitalised words of its text (:func:`proper_names`); with the previous bridge's forms for
+    i ≥ 1. Empty when the hop has no triple (nothing to check against)."""
+    forms = chain.bridge_forms[i]
+    out: list[str] = list(chain.bridge_forms[i - 1]) if i > 0 else []
+    seen = {checks.normalise(f) for f in out}
+    ends = [end for s, r, o, _cs, _co in chain.hop_facts(i) if not (taxonomic(r) or copula_noun(r)) for end in (s, o)]
+    for end in ends + proper_names(chain.hop_texts[i]):
+        if checks.content_words(end) and not partly_names(end, forms) and checks.normalise(end) not in seen:
+            seen.add(checks.normalise(end))
+            out.append(end)
+    return out if chain.hop_facts(i) else []
+
+
 def as_written(text: str, phrase: str) -> str | None:
     """``phrase`` as ``text`` writes it (case, punctuation between its words), or ``None``."""
-    pat = _pattern(phrase)
+    pat = phrase_pattern(phrase)
     m = pat.search(text) if pat is not None else None
     if m is None:
         return None
@@ -360,6 +161,9 @@ def template_question(text: str, fact: tuple[str, str, str, str, str], bridge: s
 
 _PASSIVE = re.compile(r"^(?:(?:is|was|are|were|has been|have been|had been|being|been)\s+)(?P<verb>.+?)\s+by$",
                       re.IGNORECASE)
+"""A passive relation with its agent ("is directed by", "was succeeded by"): the 1.5B judge read
+"What is directed by X?" as "who directed …" and answered X, the bridge, on most failed 2-hop
+grounding checks of the 2Wiki slice; the active form asks for the thing."""
 _BARE_PASSIVE = re.compile(r"^(?P<verb>\w+(?:ed|en|wn))\s+by$", re.IGNORECASE)
 
 
@@ -370,9 +174,6 @@ def active_verb(relation: str) -> str | None:
     rel = " ".join(relation.split())
     m = _PASSIVE.match(rel) or _BARE_PASSIVE.match(rel)
     return m.group("verb") if m else None
-"""A passive relation with its agent ("is directed by", "was succeeded by"): the 1.5B judge read
-"What is directed by X?" as "who directed …" and answered X, the bridge, on most failed 2-hop
-grounding checks of the 2Wiki slice; the active form asks for the thing."""
 
 
 _YEAR = re.compile(r"(?<![\w.,])(?:1\d{3}|20\d{2})(?![\w.,]\d)")
@@ -469,7 +270,7 @@ def _targets(chain: StepChain, max_words: int = 8) -> list[tuple[str, str, str]]
         if other is None or other[1] in chain.bridges or taxonomic(fact[1]) or copula_noun(fact[1]):
             continue
         written = as_written(text, other[0])
-        if not written or len(written.split()) > max_words or not _words(written):
+        if not written or len(written.split()) > max_words or not checks.content_words(written):
             continue
         subject, rel_key = fact[3] == bridge, checks.normalise(fact[1])
         head, _, rest = written.partition(" ")
