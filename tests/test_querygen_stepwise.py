@@ -76,14 +76,21 @@ def test_step_description_checks():
 def test_a_description_must_relate_its_bridge_to_something_its_text_names():
     """'the Croatian film director' fits many people: a description names another end of its
     hop's triples (not a class or role end, not the bridge), or for i ≥ 1 the previous bridge."""
-    bio = "Bob Stone is a Croatian film director. Bob Stone directed Night Train. Bob Stone was born in 1950."
+    bio = ("Bob Stone is a Croatian film director. Bob Stone directed Night Train. Bob Stone was born in 1950. "
+           "He married at the age of 19 and was the younger brother of a previous king.")
     facts = [("Bob Stone", "is a", "Croatian film director", "bob stone", "croatian film director"),
+             ("Bob Stone", "married", "at the age of 19", "bob stone", "at the age of 19"),
+             ("Bob Stone", "was the younger brother of", "a previous king", "bob stone", "a previous king"),
              ("Bob Stone", "is director", "screenwriter", "bob stone", "screenwriter"),
              ("Bob Stone", "directed", "Night Train", "bob stone", "night train"),
              ("Bob Stone", "was born in", "1950", "bob stone", "1950")]
     chain = stepwise.StepChain([bio, D3], ["bob stone"], [["bob stone", "stone"]], [facts, []])
     related = stepwise.related_names(chain, 0)
-    assert related == ["Night Train", "1950"]  # neither the class, the role, nor the bridge
+    # neither the class, the role, the bridge, nor an end that names nobody ("at the age of 19")
+    assert related == ["Night Train", "1950"]
+    assert "no_relation" in stepchecks.check_description("the one who married at the age of 19", ["bob stone"],
+                                                         bio, "x", related=related)
+    assert stepwise.identifying("squamous cells") and not stepwise.identifying("his first film")
     assert "no_relation" in stepchecks.check_description("the Croatian film director", ["bob stone"], bio, "x",
                                                        related=related)
     assert stepchecks.check_description("the director of the film Night Train", ["bob stone"], bio, "x",

@@ -94,16 +94,32 @@ def related_names(chain: StepChain, i: int) -> list[str]:
     i's triples about anything, except class and role ends (:func:`~ragrouter.querygen.sampling.taxonomic`,
     :func:`copula_noun`: "is a film director") and except the bridge itself, and the runs of
     capitalised words of its text (:func:`proper_names`); with the previous bridge's forms for
-    i ≥ 1. Empty when the hop has no triple (nothing to check against)."""
+    i ≥ 1. Empty when the hop has no triple (nothing to check against). A triple end counts
+    only when it can identify something (:func:`identifying`): "the one who married at the
+    age of 19" (a broken triple's end) or "the younger brother of a previous king" do not."""
     forms = chain.bridge_forms[i]
     out: list[str] = list(chain.bridge_forms[i - 1]) if i > 0 else []
     seen = {checks.normalise(f) for f in out}
-    ends = [end for s, r, o, _cs, _co in chain.hop_facts(i) if not (taxonomic(r) or copula_noun(r)) for end in (s, o)]
-    for end in ends + proper_names(chain.hop_texts[i]):
+    text = chain.hop_texts[i]
+    ends = [end for s, r, o, _cs, _co in chain.hop_facts(i) if not (taxonomic(r) or copula_noun(r))
+            for end in (s, o) if identifying(end)]
+    for end in ends + proper_names(text):
         if checks.content_words(end) and not partly_names(end, forms) and checks.normalise(end) not in seen:
             seen.add(checks.normalise(end))
             out.append(end)
     return out if chain.hop_facts(i) else []
+
+
+_VAGUE_START = frozenset({"a", "an", "his", "her", "its", "their", "my", "our", "your", "some", "another"})
+
+
+def identifying(end: str) -> bool:
+    """Whether a triple end can identify what a description relates to: not a circumstance
+    that starts with a preposition ("at the age of 19"), nor an indefinite or possessive phrase
+    ("a previous king", "his first film"). Case is not looked at: a medical text's terms
+    ("squamous cells") are lower-case."""
+    words = checks.normalise(end).split()
+    return bool(words) and words[0] not in _PREPOSITIONS and words[0] not in _VAGUE_START
 
 
 def as_written(text: str, phrase: str) -> str | None:
