@@ -821,6 +821,35 @@ def test_dry_run_estimates_generation_calls(toy_store):
         assert srv.stats()["total"] == before  # a dry run sends nothing
 
 
+def test_a_pass_with_another_seed_is_its_own_table6_row(toy_store):
+    """querygen.seed draws another set of units (and chain order): Table 6 gives each pass its
+    own rows, keyed by the seed, so a second pass's rates are not merged with the first's; the
+    per-pass counts add up to what v_generated_query holds."""
+    from tests.fake_openai import FakeOpenAI
+
+    model = FakeModel()
+    with FakeOpenAI(responder=model) as srv:
+        run(toy_store, fake_config(srv), "chunk", "extract")
+        for seed in (2, 5):
+            cfg = fake_config(srv, seed=seed)
+            run(toy_store, cfg, "querygen")
+            for question, answer in rows(toy_store, "SELECT question, answer FROM queries"):
+                model.gold[question] = answer
+            (val,), _ = run(toy_store, cfg, "validate")
+            assert val.failed == 0
+    seeds = dict(rows(toy_store, "SELECT meta ->> 'querygen_seed', COUNT(*) FROM queries "
+                                 "WHERE origin IN ('generated', 'querygen-note') GROUP BY 1"))
+    assert seeds == {"2": 14, "5": 14}  # 4 factual + 6 reasoning + 4 summary units each
+    table6 = {r[0]: r[1:] for r in rows(toy_store, "SELECT querygen_seed, generated, passed, pending, skipped "
+                                                   "FROM v_query_validation WHERE corpus = 'toy' AND qtype = 'all'")}
+    assert set(table6) == {"2", "5"}
+    for seed, (generated, passed, pending, skipped) in table6.items():
+        assert generated + pending + skipped == 14 and 0 <= passed <= generated
+        per_status = dict(rows(toy_store, "SELECT status, COUNT(DISTINCT query_id) FROM v_generated_query "
+                                          "WHERE querygen_seed = :s GROUP BY status", s=seed))
+        assert per_status.get("accepted", 0) == passed and per_status.get("skipped", 0) == skipped
+
+
 def test_a_second_judge_revalidates_into_its_own_rows(toy_store):
     """Validating again with another judge (roles.judge) runs its LLM checks on the queries
     the first judge settled, keyed by its model: one v_query_validation row per judge; the

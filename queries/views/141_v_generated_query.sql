@@ -2,7 +2,8 @@
 -- query and judge: the type label of paper Table 6 ('factual', '2-hop' / '3-hop' for reasoning
 -- queries with known hops, 'reasoning' otherwise, 'summary'), the generator model, the
 -- reasoning strategy ('one_prompt' or 'stepwise'; factual and summary units are one prompt),
--- the judge (the model of its LLM checks; '' when none ran) and the status FOR THAT JUDGE:
+-- the querygen seed of its pass (querygen.seed as text; '' when not stored), the judge (the
+-- model of its LLM checks; '' when none ran) and the status FOR THAT JUDGE:
 -- 'skipped' for a note (a unit without a query; skip_reason = no_chain, chains_used, no_entity,
 -- invalid_reply, inconsistent, ...), else 'rejected' when a check by that judge or a
 -- mechanical one (model '') failed, 'accepted' when its LLM checks are all in (3 for
@@ -17,6 +18,7 @@ SELECT q.id AS query_id,
        COALESCE(q.generator_model, '') AS generator,
        CASE WHEN q.qtype = 'reasoning' THEN COALESCE(q.meta ->> 'strategy', 'one_prompt')
             ELSE 'one_prompt' END AS strategy,
+       COALESCE(q.meta ->> 'querygen_seed', '') AS querygen_seed,
        COALESCE(j.judge, '') AS judge,
        CASE WHEN q.origin = 'querygen-note' THEN 'skipped'
             WHEN j.judge IS NULL THEN q.status

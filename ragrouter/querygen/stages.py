@@ -131,7 +131,8 @@ class QueryGenStage(Stage):
                     ext = gen.external_id(utype, seed, model, s.strategy)
                     units.append(Unit(f"{corpus}:{utype}#{i}:{seed}:{ext.split(':', 3)[3]}",
                                       {"corpus_id": cid, "corpus": corpus, "utype": utype, "index": i,
-                                       "seed": seed, "type_seed": gen.order_seed(s.seed, corpus, utype),
+                                       "seed": seed, "querygen_seed": s.seed,
+                                       "type_seed": gen.order_seed(s.seed, corpus, utype),
                                        "model": model, "external_id": ext}))
         return units
 
@@ -277,7 +278,8 @@ class QueryGenStage(Stage):
                "qtype": plan.qtype, "hops": plan.hops, "question": out.question, "answer": out.answer,
                "supporting_doc_ids": plan.doc_ids or None, "supporting_chunk_ids": plan.chunk_ids or None,
                "status": out.status, "generator_model": p["model"], "seed": p["seed"],
-               "meta": {**out.meta, "unit_type": p["utype"], "unit_index": p["index"]}}
+               "meta": {**out.meta, "unit_type": p["utype"], "unit_index": p["index"],
+                        "querygen_seed": p.get("querygen_seed")}}
         qid = conn.execute(insert(models.Query).values(row).on_conflict_do_nothing(
             index_elements=["corpus_id", "external_id"]).returning(models.Query.id)).scalar()
         if qid is not None:
@@ -315,6 +317,14 @@ class QueryGenStage(Stage):
 
 
 # ---------------------------------------------------------------------- validate
+
+
+def evaluator(services) -> checks.Evaluator:
+    """The checks' judge as ``validate`` configures it (``querygen.*`` check settings, ``judge.temperature``)."""
+    s = gen.Settings.from_config(services.config)
+    return checks.Evaluator(services.gateway, temperature=s.check_temperature, max_tokens=s.check_max_tokens,
+                            judge_temperature=float(services.config.get("judge.temperature", 0.1)),
+                            attempts=s.attempts, overlap_gate=s.overlap_gate)
 
 
 def _model_for(check: str, judge_model: str) -> str:
