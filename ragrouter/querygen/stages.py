@@ -433,10 +433,7 @@ class ValidateStage(Stage):
                                  ["\n".join(texts[c] for c in g) for g in p["hop_chunk_ids"]])
 
     def _evaluator(self, services) -> checks.Evaluator:
-        s = gen.Settings.from_config(services.config)
-        return checks.Evaluator(services.gateway, temperature=s.check_temperature, max_tokens=s.check_max_tokens,
-                                judge_temperature=float(services.config.get("judge.temperature", 0.1)),
-                                attempts=s.attempts, overlap_gate=s.overlap_gate)
+        return evaluator(services)
 
     def compute(self, unit, services):
         name = unit.payload["check"]
