@@ -88,7 +88,7 @@ GROUNDED = Prompt(
 
 GROUNDED_CHAIN = Prompt(
     name="grounded_chain",
-    version="qcheck-grounded-chain-v2",
+    version="qcheck-grounded-chain-v3",
     # For reasoning queries (grounding and shortcut alike). With qcheck-grounded-v2's plain answer
     # the 1.5B judge still answered the bridge on 5 of 6 two-hop grounding failures in session 7
     # (benchmarks/README.md, #19): it stopped at the first hop. Writing the hops first, then the
@@ -97,12 +97,19 @@ GROUNDED_CHAIN = Prompt(
     # an answer that is only a step's entity can be told and asked again (GROUNDED_CHAIN_FOLLOW_UP):
     # with v1's free sentences the judge named the bridge right in its steps, then gave it as the
     # answer, on 19 of 25 two-hop grounding failures of session 8.
+    # v3: a description counts only where a text states it. Given only the bridge's own page, the
+    # v2 reader took any description for the page's subject (Kenneth Branagh's page, which never
+    # names Peter's Friends, answered "When was the director of the film Peter's Friends born?"):
+    # most of session 9's two-hop shortcut failures. On 16 of 2Wiki's own two-hop questions
+    # (benchmarks/bench_chain_reader.py, 1.5B judge) false shortcuts fell 7 → 3, grounding 8 → 7.
     system=(
         "Answer a question using only the texts. The question may describe someone or something instead "
         "of naming it (for example 'the director of the film X' or 'the year Y died'). First, for every "
-        "such description, write the description and who or what the texts say it is; then the answer to "
-        "what the question asks about them, in a few words. If the texts do not contain the answer, the "
-        f"answer is exactly: {REFUSAL} "
+        "such description, write the description and who or what the texts say it is. A description is "
+        "found only where a text states it: for 'the director of the film X', a text must name the film X "
+        "and who directed it; a text about someone does not show that a description means them. Then "
+        "write the answer to what the question asks about them, in a few words. If the texts do not say "
+        f"who or what a description is, or do not contain the answer, the answer is exactly: {REFUSAL} "
         'Reply with JSON only: {"steps": [{"description": "...", "is": "..."}], "answer": "..."}'
     ),
     user="{texts}\n\nQuestion: {question}\n\nReturn the JSON now.",
