@@ -102,8 +102,10 @@ def read_case(ev: checks.Evaluator, case: dict) -> dict:
 
 
 def rate(k: int, n: int) -> str:
+    if not n:
+        return "–"
     lo, hi = wilson_interval(k, n)
-    return f"{k}/{n} ({100 * k / n:.0f} %, {100 * lo:.0f}–{100 * hi:.0f} %)" if n else "–"
+    return f"{k}/{n} ({100 * k / n:.0f} %, 95 % Wilson {100 * lo:.0f}–{100 * hi:.0f} %)"
 
 
 def main() -> None:

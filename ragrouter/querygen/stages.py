@@ -279,7 +279,7 @@ class QueryGenStage(Stage):
                "supporting_doc_ids": plan.doc_ids or None, "supporting_chunk_ids": plan.chunk_ids or None,
                "status": out.status, "generator_model": p["model"], "seed": p["seed"],
                "meta": {**out.meta, "unit_type": p["utype"], "unit_index": p["index"],
-                        "querygen_seed": p.get("querygen_seed")}}
+                        "querygen_seed": p["querygen_seed"]}}
         qid = conn.execute(insert(models.Query).values(row).on_conflict_do_nothing(
             index_elements=["corpus_id", "external_id"]).returning(models.Query.id)).scalar()
         if qid is not None:
@@ -432,12 +432,9 @@ class ValidateStage(Stage):
                                  [texts[c] for c in p["chunk_ids"]],
                                  ["\n".join(texts[c] for c in g) for g in p["hop_chunk_ids"]])
 
-    def _evaluator(self, services) -> checks.Evaluator:
-        return evaluator(services)
-
     def compute(self, unit, services):
         name = unit.payload["check"]
-        ev = self._evaluator(services) if checks.CHECKS[name][1] else None
+        ev = evaluator(services) if checks.CHECKS[name][1] else None
         return checks.run_check(name, ev, self._query(unit, services))
 
     def write(self, conn, unit, result):
@@ -458,7 +455,7 @@ class ValidateStage(Stage):
     def estimate(self, conn, units, services):
         from ragrouter.querygen import prompts
 
-        ev = self._evaluator(services)
+        ev = evaluator(services)
         gw = services.gateway
         est = Estimate(stage=self.name, model=storeio.model_key(services.config, "judge"))
         for unit in units:
