@@ -474,4 +474,47 @@ class WorkLease(Base):
     updated_at: Mapped[dt.datetime] = _created()
 
 
+class DecisionCell(Base):
+    """The anytime-valid comparison of the paradigms of one cell (corpus × query type ×
+    generator, under one judge) that ``run --until-decided`` updates after every batch
+    (``ragrouter.decisions``): its state, the queries and runs it rests on and the bound."""
+
+    __tablename__ = "decision_cells"
+    __table_args__ = (UniqueConstraint("corpus_id", "qtype", "generator", "judge"),)
+
+    id: Mapped[int] = _id("decision_cells")
+    corpus_id: Mapped[int] = mapped_column(Integer, nullable=False, doc="Corpus of the cell.")
+    qtype: Mapped[str] = mapped_column(String(20), nullable=False, doc="Query type of the cell.")
+    generator: Mapped[str] = mapped_column(String(200), nullable=False, doc="Generator backend of the cell's runs.")
+    judge: Mapped[str] = mapped_column(String(200), nullable=False, doc="Judgment key the correct rates come from.")
+    state: Mapped[str] = mapped_column(String(20), nullable=False, doc="'decided', 'equivalent' or 'undecided'.")
+    winner: Mapped[str | None] = mapped_column(String(50), doc="Decided: the best paradigm; else the current leader.")
+    n_queries: Mapped[int] = mapped_column(Integer, nullable=False, doc="Queries of the sequence judged so far.")
+    n_runs: Mapped[int] = mapped_column(Integer, nullable=False, doc="Paradigm runs those queries took.")
+    bound: Mapped[float | None] = mapped_column(Double, doc="Decided: the smallest lower confidence bound of the winner's "
+                                                "lead over another paradigm; equivalent/undecided: the largest |difference| "
+                                                "the confidence sequences allow among the paradigms still run.")
+    alpha: Mapped[float] = mapped_column(Double, nullable=False, doc="Error level of the whole cell (all pairs together).")
+    margin: Mapped[float] = mapped_column(Double, nullable=False, doc="Equivalence margin on the difference in correct rates.")
+    stop_reason: Mapped[str | None] = mapped_column(Text, doc="Why the sequence stopped (decided, equivalent, budget, exhausted) or NULL while it goes on.")
+    detail: Mapped[dict | None] = mapped_column(JsonType, doc="Per-paradigm correct counts, per-pair discordant counts, e-values and intervals, active paradigms, seed.")
+    updated_at: Mapped[dt.datetime] = _created()
+
+
+class StageTiming(Base):
+    """Wall time one worker spent on one stage's units (what ``run --dry-run`` learns time per
+    unit from, for the stages whose time is not model calls)."""
+
+    __tablename__ = "stage_timings"
+    __table_args__ = (Index(None, "stage"),)
+
+    id: Mapped[int] = _id("stage_timings")
+    worker_run_id: Mapped[int | None] = mapped_column(Integer, doc="Worker run that did the units.")
+    stage: Mapped[str] = mapped_column(String(50), nullable=False, doc="Stage name.")
+    units: Mapped[int] = mapped_column(Integer, nullable=False, doc="Units completed.")
+    seconds: Mapped[float] = mapped_column(Double, nullable=False, doc="Wall seconds from the first unit to the last write.")
+    model_calls: Mapped[int] = mapped_column(Integer, nullable=False, default=0, doc="HTTP model requests those units made.")
+    created_at: Mapped[dt.datetime] = _created()
+
+
 TABLES = [t.name for t in Base.metadata.sorted_tables]
