@@ -29,6 +29,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     func,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -221,6 +222,9 @@ class Query(Base):
     generator_model: Mapped[str | None] = mapped_column(String(200), doc="Model that generated it (generated only).")
     seed: Mapped[int | None] = mapped_column(Integer, doc="Sampling seed of a generated query.")
     meta: Mapped[dict | None] = mapped_column(JsonType, doc="Loader/generator extras.")
+    unanswerable: Mapped[bool | None] = mapped_column(
+        Boolean, server_default=text("false"), default=False,
+        doc="True when the honest answer is a refusal (ingest key 'unanswerable'); NULL reads as false.")
     created_at: Mapped[dt.datetime] = _created()
 
 
