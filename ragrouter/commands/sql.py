@@ -2,8 +2,10 @@
 
 The statement goes to the database driver verbatim (no SQLAlchemy ``text()`` parsing, so
 ``':x'`` and DuckDB struct literals ``{'k': 1}`` work). Without ``--write`` it runs read-only:
-a DuckDB file is opened read-only (other readers and notebooks keep it open meanwhile) and a
-PostgreSQL transaction is ``READ ONLY`` and rolled back.
+a DuckDB file is opened read-only (other readers and notebooks keep it open meanwhile) with
+DuckDB's external access, extension auto-loading and configuration changes disabled, so no
+file is written or read beside the store; on PostgreSQL the string must be one query, sent as
+a prepared statement in a ``READ ONLY`` transaction that is rolled back (``_execute_pg_read_only``).
 """
 
 from __future__ import annotations
@@ -23,27 +25,112 @@ def _db_message(exc: BaseException) -> str:
     return first
 
 
+# What read-only ``sql`` runs on PostgreSQL: one query. Everything else — transaction control
+# (COMMIT, END, ROLLBACK, BEGIN, PREPARE TRANSACTION …), SET/RESET, DO, CALL, COPY, LOCK … —
+# is refused before it reaches the server.
+PG_READ_KEYWORDS = ("select", "with", "values", "table", "show", "explain")
+# The first words of PostgreSQL's commands (its SQL Commands reference); a string starting with
+# any other word is a syntax error the server reports (sent as it is, so a typo reads as one).
+PG_COMMAND_KEYWORDS = frozenset(
+    "abort alter analyze analyse begin call checkpoint close cluster comment commit copy create "
+    "deallocate declare delete discard do drop end execute explain fetch grant import insert listen "
+    "load lock merge move notify prepare reassign refresh reindex release reset revoke rollback "
+    "savepoint security select set show start table truncate unlisten update vacuum values with".split())
+
+
+def first_keyword(statement: str) -> str:
+    """The first word of a statement, past whitespace, comments (``--``, nested ``/* */``)
+    and opening parentheses; lower case ('' when there is none)."""
+    i, n = 0, len(statement)
+    while i < n:
+        ch = statement[i]
+        if ch.isspace() or ch == "(":
+            i += 1
+        elif statement.startswith("--", i):
+            j = statement.find("\n", i)
+            i = n if j < 0 else j + 1
+        elif statement.startswith("/*", i):
+            depth, i = 1, i + 2
+            while i < n and depth:
+                if statement.startswith("/*", i):
+                    depth, i = depth + 1, i + 2
+                elif statement.startswith("*/", i):
+                    depth, i = depth - 1, i + 2
+                else:
+                    i += 1
+        else:
+            break
+    j = i
+    while j < n and (statement[j].isalnum() or statement[j] == "_"):
+        j += 1
+    return statement[i:j].lower()
+
+
+class ReadOnlyRefused(ValueError):
+    """A read-only ``sql`` string that is not one query (PostgreSQL)."""
+
+
+def check_pg_read_only(statement: str) -> None:
+    word = first_keyword(statement)
+    if word in PG_COMMAND_KEYWORDS and word not in PG_READ_KEYWORDS:
+        raise ReadOnlyRefused(
+            f"sql without --write runs one query ({', '.join(w.upper() for w in PG_READ_KEYWORDS)}); "
+            f"{(word or statement[:20]).upper()!s} is refused (add --write to change the store)")
+
+
+def _execute_pg_read_only(engine, statement: str) -> tuple[list[str], list[tuple]]:
+    """One query in a READ ONLY transaction that is always rolled back, on a connection that
+    is discarded afterwards. Three locks on the door: the statement must start with a query
+    keyword; it is sent as a prepared statement, so the server refuses a second command in the
+    string (``select 1; commit; …``); and the transaction is read-only from its first statement
+    — what could end it early is refused above, and it is checked to be still open before the
+    rollback."""
+    check_pg_read_only(statement)
+    import psycopg
+
+    raw = engine.raw_connection()
+    try:
+        conn = raw.driver_connection
+        cursor = conn.cursor()
+        cursor.execute("SET TRANSACTION READ ONLY")
+        cursor.execute(statement, prepare=True)
+        if conn.info.transaction_status not in (psycopg.pq.TransactionStatus.INTRANS,
+                                                psycopg.pq.TransactionStatus.INERROR):
+            raise ReadOnlyRefused("the statement ended the read-only transaction; refused")
+        if cursor.description:
+            columns = [d[0] for d in cursor.description]
+            rows = [tuple(r) for r in cursor.fetchall()]
+        else:
+            columns, rows = [], []
+    finally:
+        try:
+            raw.rollback()
+        except Exception:  # noqa: BLE001 - the connection is discarded either way
+            pass
+        raw.invalidate()  # never back to the pool: nothing of this session is reused
+    return columns, rows
+
+
 def execute(engine, statement: str, write: bool) -> tuple[list[str], list[tuple]]:
     """Run one statement verbatim on the driver's own cursor; (columns, rows).
 
-    Read-only unless ``write``: a DuckDB engine of a reader is read-only already; on
-    PostgreSQL the transaction is READ ONLY and rolled back."""
-    raw = engine.raw_connection()
+    Read-only unless ``write``: a DuckDB engine of a reader is opened read-only and sandboxed
+    (:data:`ragrouter.db.engine.DUCKDB_SANDBOX`); on PostgreSQL see
+    :func:`_execute_pg_read_only`."""
     pg = engine.dialect.name == "postgresql"  # DuckDB's driver cursor autocommits each statement
+    if pg and not write:
+        return _execute_pg_read_only(engine, statement)
+    raw = engine.raw_connection()
     try:
         cursor = raw.cursor()
-        if not write and pg:
-            cursor.execute("SET TRANSACTION READ ONLY")
         cursor.execute(statement)
         if cursor.description:
             columns = [d[0] for d in cursor.description]
             rows = [tuple(r) for r in cursor.fetchall()]
         else:
             columns, rows = [], []
-        if pg and write:
+        if pg:
             raw.commit()
-        elif pg:
-            raw.rollback()
     except BaseException:
         try:
             if pg:
@@ -56,6 +143,23 @@ def execute(engine, statement: str, write: bool) -> tuple[list[str], list[tuple]
     return columns, rows
 
 
+def reader_engine(ctx: Ctx):
+    """The engine of read-only ``sql``: the store brought up to date by ``Ctx.engine``, then,
+    for a DuckDB file, reopened read-only in DuckDB's sandbox (one configuration per file and
+    process: the plain reader is closed first)."""
+    from ragrouter.db.engine import duckdb_path, forget, make_engine, resolve_url
+
+    engine = ctx.engine(read_only=True)
+    url = resolve_url(ctx.db_url)
+    if duckdb_path(url) is None:
+        return engine
+    if not getattr(engine, "ragrouter_read_only", False):
+        raise StoreError(f"store {duckdb_path(url)} is open for writing in this process; "
+                         "read-only sql needs it closed")
+    forget(engine)
+    return make_engine(url, read_only=True, create=False, sandbox=True)
+
+
 @click.command("sql")
 @click.argument("query", required=False)
 @click.option("-f", "--file", "file_", type=click.Path(dir_okay=False, path_type=Path),
@@ -63,7 +167,11 @@ def execute(engine, statement: str, write: bool) -> tuple[list[str], list[tuple]
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table",
               show_default=True, help="json = a JSON array of row objects.")
 @click.option("--write", is_flag=True, help="Allow statements that change the store (INSERT, DELETE, "
-              "DROP, ...) and commit them. Without it the store is opened read-only.")
+              "DROP, ...), transaction control and SET, and commit them; on DuckDB also files and "
+              "extensions (COPY ... TO, EXPORT DATABASE, ATTACH, read_csv, INSTALL/LOAD). Without it "
+              "the store is read-only: on PostgreSQL one query (SELECT, WITH, VALUES, TABLE, SHOW, "
+              "EXPLAIN) in a read-only transaction that is rolled back; on DuckDB the file is opened "
+              "read-only with file access, extension loading and SET disabled.")
 @pass_ctx
 def sql_command(ctx: Ctx, query: str | None, file_: Path | None, fmt: str, write: bool) -> None:
     """Run one SQL statement and print its rows (read-only unless --write).
@@ -88,18 +196,23 @@ def sql_command(ctx: Ctx, query: str | None, file_: Path | None, fmt: str, write
     statement = query.strip().rstrip(";").strip()
     if not statement:
         fail(f"{file_ or 'the SQL string'}: no SQL statement")
-    engine = ctx.engine(read_only=not write)
+    engine = ctx.engine() if write else reader_engine(ctx)
     where = f"{file_}: " if file_ else ""
     try:
         columns, rows = execute(engine, statement, write)
     except StoreError:
         raise
+    except ReadOnlyRefused as exc:
+        fail(f"{where}SQL error: {exc}")
     except Exception as exc:  # noqa: BLE001 - every database error becomes one line
         msg = _db_message(exc)
         hint = ""
         low = msg.lower()
-        if not write and ("read-only" in low or "read only" in low):
-            hint = " (sql is read-only; add --write to change the store)"
+        if not write and ("read-only" in low or "read only" in low or "disabled by configuration" in low
+                          or "configuration has been locked" in low or "external extensions is disabled" in low):
+            hint = " (sql is read-only; add --write to change the store or use files and extensions)"
+        elif not write and "multiple commands" in low:
+            hint = " (sql without --write runs one query; --write runs several statements)"
         fail(f"{where}SQL error: {msg}{hint}")
     if columns:
         click.echo(render_rows(columns, rows, fmt))

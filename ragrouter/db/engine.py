@@ -132,19 +132,29 @@ def _explain_open(exc: BaseException, url: str, read_only: bool) -> StoreError:
     return StoreError(f"cannot open store {_redact(url)}: {first}")
 
 
-_ENGINES: dict[tuple[str, bool], Engine] = {}
+_ENGINES: dict[tuple[str, bool | str], Engine] = {}
+
+# A sandboxed DuckDB reader (``sql`` without --write): no file written or read outside the
+# store (COPY … TO, EXPORT DATABASE, ATTACH, read_csv), no extension installed or loaded from
+# disk, and no SET that could undo any of it (DuckDB locks the configuration).
+DUCKDB_SANDBOX = {"enable_external_access": False, "autoload_known_extensions": False,
+                  "autoinstall_known_extensions": False, "lock_configuration": True}
 
 
-def make_engine(url: str | None = None, *, read_only: bool = False, create: bool = True) -> Engine:
+def make_engine(url: str | None = None, *, read_only: bool = False, create: bool = True,
+                sandbox: bool = False) -> Engine:
     """A (cached) engine for the store URL.
 
     ``read_only`` opens a DuckDB file read-only (any number of such processes share it);
+    ``sandbox`` (DuckDB, with ``read_only``) adds :data:`DUCKDB_SANDBOX` — a process must not
+    hold the same file in another mode at the same time (DuckDB refuses two configurations);
     ``create=False`` refuses a DuckDB file that does not exist (StoreMissingError). Connecting
     raises StoreLockedError when another process holds the file, StoreError otherwise."""
     url = resolve_url(url)
-    if (url, read_only) in _ENGINES:
-        return _ENGINES[(url, read_only)]
-    if read_only and (url, False) in _ENGINES:  # this process writes it already: share that engine
+    key: tuple[str, bool | str] = (url, "sandbox" if sandbox and read_only else read_only)
+    if key in _ENGINES:
+        return _ENGINES[key]
+    if read_only and (url, False) in _ENGINES and not sandbox:  # this process writes it already: share it
         return _ENGINES[(url, False)]
     url_eff = check_url(url)
     kwargs: dict = {"future": True}
@@ -170,6 +180,8 @@ def make_engine(url: str | None = None, *, read_only: bool = False, create: bool
         kwargs["poolclass"] = StaticPool
         if read_only:
             kwargs["connect_args"] = {"read_only": True}
+            if sandbox:
+                kwargs["connect_args"]["config"] = dict(DUCKDB_SANDBOX)
     else:
         kwargs["pool_pre_ping"] = True
     engine = create_engine(url_eff, **kwargs)
@@ -187,7 +199,7 @@ def make_engine(url: str | None = None, *, read_only: bool = False, create: bool
     except Exception as exc:  # noqa: BLE001 - duckdb raises IOException via DBAPIError
         engine.dispose()
         raise _explain_open(exc, url, read_only) from None
-    _ENGINES[(url, read_only)] = engine
+    _ENGINES[key] = engine
     return engine
 
 

@@ -1,0 +1,170 @@
+"""`sql` without --write is read-only whatever the string holds (issue #31, item 2).
+
+PostgreSQL: transaction control, SET and every other non-query is refused before it reaches
+the server, the query runs as a prepared statement (one command) in a READ ONLY transaction
+that is rolled back — the store's dump (rows, sequences, schema) is unchanged. DuckDB: the file
+is opened read-only in DuckDB's sandbox — no file written or read beside it, no extension
+installed or loaded, no SET — and the file stays byte-for-byte the same."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.test_store_cli import one_line, run_fast, seeded
+
+PG_ATTACKS = [
+    "select 1; commit; delete from corpora",
+    "rollback; drop table llm_calls cascade",
+    "begin read write; delete from documents; commit",
+    "select 1; end; create table evil (a int)",
+    "commit",
+    "END",
+    "abort; delete from corpora",
+    "/* a comment */ commit; delete from corpora",
+    "-- a comment\ncommit; delete from corpora",
+    "(commit)",
+    "start transaction read write; delete from corpora; commit",
+    "set default_transaction_read_only = off",
+    "set session characteristics as transaction read write",
+    "reset all",
+    "prepare transaction 'x'",
+    "savepoint s; release s; delete from corpora",
+    "do $$ begin delete from corpora; commit; end $$",
+    "copy corpora to '/tmp/ragrouter-readonly-copy.csv'",
+    "delete from corpora",
+    "with d as (delete from documents returning *) select count(*) from d",
+    "select * into evil from corpora",
+    "select nextval('corpora_id_seq')",
+    "select setval('corpora_id_seq', 1000)",
+    "select 1 from corpora for update",
+    "explain analyze delete from corpora",
+    "select set_config('default_transaction_read_only', 'off', false); delete from corpora",
+    "select 1; select 2",
+    "vacuum",
+    "lock table corpora",
+    "truncate unit_failures",
+    "checkpoint",
+    "discard all",
+    "listen x",
+    "notify x",
+    "call nothing()",
+    "selec 1; commit; delete from corpora",
+]
+# Queries the server runs in the read-only transaction: whatever they did is rolled back.
+PG_ROLLED_BACK = ["select lo_from_bytea(0, 'x') > 0 as made", "select pg_advisory_lock(42) is null as locked"]
+
+
+def _pg_dump(url: str) -> str:
+    """The whole database as SQL (schema, rows, sequence values) — the store unchanged = equal."""
+    from sqlalchemy.engine import make_url
+
+    from ragrouter.db.pgtemp import find_bindir
+
+    u = make_url(url)
+    out = subprocess.run([str(find_bindir() / "pg_dump"), "-h", u.host, "-p", str(u.port), "-U", u.username,
+                          "--no-owner", u.database], capture_output=True, text=True, check=True, cwd="/")
+    return "\n".join(line for line in out.stdout.splitlines()  # \restrict KEY: random per dump
+                     if not line.startswith(("\\restrict", "\\unrestrict")))
+
+
+def test_postgres_sql_without_write_commits_nothing(pg_url, tmp_path):
+    seeded(pg_url)
+    env = {"RAGROUTER_DB": pg_url}
+    before = _pg_dump(pg_url)
+    assert "some text" in before
+    for stmt in PG_ATTACKS:
+        out = run_fast("sql", "--", stmt, env=env)
+        line = one_line(out, 2, "SQL error")
+        assert "--write" in line or "read-only" in line or "syntax error" in line, (stmt, line)
+        assert _pg_dump(pg_url) == before, stmt
+    for stmt in PG_ROLLED_BACK:
+        out = run_fast("sql", "--", stmt, env=env)
+        assert out.returncode == 0, (stmt, out.stderr)
+        assert _pg_dump(pg_url) == before, stmt
+    # set_config in one call does not outlive it: the next call is as read-only as ever
+    assert run_fast("sql", "select set_config('default_transaction_read_only', 'off', false)",
+                    env=env).returncode == 0
+    one_line(run_fast("sql", "delete from corpora", env=env), 2, "--write")
+    assert not os.path.exists("/tmp/ragrouter-readonly-copy.csv")
+    assert _pg_dump(pg_url) == before
+    # queries still work: comments, parentheses, WITH, VALUES, SHOW, EXPLAIN, now() (pytz)
+    for stmt, expect in (("/* c */ -- x\n select name from corpora", "c"),
+                         ("(select count(*) from documents)", "1"),
+                         ("with x as (select 2 as n) select n from x", "2"),
+                         ("values (7)", "7"), ("show transaction_read_only", "on"),
+                         ("explain select * from corpora", "Seq Scan"),
+                         ("select extract(year from now()) > 2000 as ok", "True")):
+        out = run_fast("sql", stmt, "--format", "csv", env=env)
+        assert out.returncode == 0, (stmt, out.stderr)
+        assert expect in out.stdout, (stmt, out.stdout)
+    assert _pg_dump(pg_url) == before
+    # --write still writes
+    assert run_fast("sql", "--write", "delete from unit_failures", env=env).returncode == 0
+    assert _pg_dump(pg_url) != before
+
+
+def _files(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_duckdb_sql_without_write_writes_no_file_and_loads_nothing(tmp_path, monkeypatch):
+    store_dir = tmp_path / "store"
+    store_dir.mkdir()
+    url = f"duckdb:///{store_dir / 'store.duckdb'}"
+    seeded(url)
+    other = tmp_path / "other.csv"
+    other.write_text("a,b\n1,2\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.chdir(tmp_path)
+    env = {"RAGROUTER_DB": url, "HOME": str(home)}
+    before = _files(tmp_path)
+    attacks = [
+        f"COPY (select * from documents) TO '{tmp_path / 'ledger.csv'}'",
+        "COPY documents TO 'relative.parquet' (FORMAT parquet)",
+        f"EXPORT DATABASE '{tmp_path / 'exported'}'",
+        "INSTALL httpfs",
+        "LOAD httpfs",
+        "FORCE INSTALL json",
+        f"ATTACH '{tmp_path / 'new.duckdb'}' AS n",
+        "SET enable_external_access = true",
+        f"SET enable_external_access = true; COPY documents TO '{tmp_path / 'x.csv'}'",
+        "RESET enable_external_access",
+        "SET autoinstall_known_extensions = true",
+        f"select * from read_csv('{other}')",
+        f"select * from '{other}'",
+        "select * from glob('*')",
+        "delete from corpora",
+        "select 1; delete from documents",
+        "create table evil (a int)",
+        "drop table llm_calls",
+        "update unit_failures set attempts = 9",
+    ]
+    for stmt in attacks:
+        out = run_fast("sql", "--", stmt, env=env)
+        line = one_line(out, 2, "SQL error", "read-only")
+        assert _files(tmp_path) == before, (stmt, line)
+    for stmt, expect in (("select name from corpora", "c"), ("select year(now()) > 2000 as ok", "True"),
+                         ("select {'k': 1} as s", "k"), ("FROM documents SELECT external_id", "d1")):
+        out = run_fast("sql", stmt, "--format", "csv", env=env)
+        assert out.returncode == 0, (stmt, out.stderr)
+        assert expect in out.stdout
+    assert _files(tmp_path) == before
+    # --write documents what it allows: files beside the store
+    out = run_fast("sql", "--write", f"COPY (select 1 as a) TO '{tmp_path / 'ok.csv'}'", env=env)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "ok.csv").read_text().splitlines() == ["a", "1"]
+
+
+@pytest.mark.parametrize("stmt, word", [("commit", "commit"), ("/* x /* nested */ */ (( select", "select"),
+                                        ("-- only a comment", ""), ("  WITH x", "with"), ("Values(1)", "values")])
+def test_first_keyword_skips_comments_and_parentheses(stmt, word):
+    from ragrouter.commands.sql import first_keyword
+
+    assert first_keyword(stmt) == word
