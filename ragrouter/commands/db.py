@@ -33,16 +33,23 @@ def upgrade(ctx: Ctx, revision: str) -> None:
 
 @db_group.command("downgrade")
 @click.argument("revision")
-@click.option("--yes", is_flag=True, help="Drop tables that hold rows (without it such a downgrade "
-              "is refused, naming the tables and their row counts).")
+@click.option("--yes", is_flag=True, help="Drop tables that hold rows and columns that hold values "
+              "(without it such a downgrade is refused, naming them and their row / value counts).")
 @pass_ctx
 def downgrade(ctx: Ctx, revision: str, yes: bool) -> None:
     """Downgrade the store to REVISION ('base' drops every table).
 
-    A downgrade that would drop tables holding rows changes nothing unless --yes is given."""
+    A downgrade that would drop tables holding rows, or columns holding values, changes nothing
+    unless --yes is given. Below head, only the views whose tables and columns the revision
+    has are created.
+
+    \b
+    Example:
+      python cli.py db downgrade 0003 --yes"""
     engine = ctx.engine()
     lost = migrate.downgrade(engine, revision, allow_loss=yes)
-    gone = f"; dropped {', '.join(f'{t} ({n} rows)' for t, n in sorted(lost.items()))}" if lost else ""
+    gone = "; dropped " + ", ".join(f"{t} ({n} {'values' if '.' in t else 'rows'})"
+                                    for t, n in sorted(lost.items())) if lost else ""
     click.echo(f"store at revision {migrate.current_revision(engine) or 'base'} ({ctx.db_url}){gone}")
 
 

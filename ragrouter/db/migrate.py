@@ -89,24 +89,46 @@ def _has_table(conn: Connection, name: str) -> bool:
                              "AND table_name = :t"), {"s": schema, "t": name}).scalar_one() > 0
 
 
-def _record_views(conn: Connection) -> None:
+def _record_views(conn: Connection, names: list[str] | None = None) -> None:
     conn.execute(text(f"CREATE TABLE IF NOT EXISTS {VIEWS_TABLE} (name VARCHAR(200) PRIMARY KEY, "
                       "sql_sha256 VARCHAR(64) NOT NULL)"))
     conn.execute(text(f"DELETE FROM {VIEWS_TABLE}"))
     for name, digest in view_hashes().items():
+        if names is not None and name not in names:
+            continue
         conn.execute(text(f"INSERT INTO {VIEWS_TABLE} (name, sql_sha256) VALUES (:n, :h)"),
                      {"n": name, "h": digest})
 
 
-def create_views(conn: Connection) -> list[str]:
+def create_views(conn: Connection, *, only_where_tables_exist: bool = False) -> list[str]:
+    """Create every view of queries/views (in file order); the names created.
+
+    ``only_where_tables_exist`` (a store below head, after a downgrade): a view whose tables or
+    columns the store's revision lacks — or that builds on such a view — is skipped instead of
+    failing the migration; only the views created are recorded, so the store reads as
+    'views outdated' until it is back at head. On PostgreSQL each attempt runs in a savepoint;
+    DuckDB's binder refuses such a view before it changes anything (the transaction stays
+    usable)."""
     created = []
+    pg = conn.dialect.name == "postgresql"
     for path in view_files():
         sql = path.read_text()
         name = view_name(sql, path)
         conn.execute(text(f"DROP VIEW IF EXISTS {name}"))
-        conn.execute(text(sql))
+        if not only_where_tables_exist:
+            conn.execute(text(sql))
+            created.append(name)
+            continue
+        try:
+            if pg:
+                with conn.begin_nested():
+                    conn.execute(text(sql))
+            else:
+                conn.execute(text(sql))
+        except Exception:  # noqa: BLE001 - a table or column this revision does not have
+            continue
         created.append(name)
-    _record_views(conn)
+    _record_views(conn, created)
     return created
 
 
@@ -145,21 +167,57 @@ def _table_rows(conn: Connection) -> dict[str, int]:
     return {n: int(conn.execute(text(f'SELECT COUNT(*) FROM "{n}"')).scalar_one()) for n in names}
 
 
+def _columns(conn: Connection) -> dict[str, list[str]]:
+    """{table: its columns} of the store's base tables."""
+    schema = "main" if conn.dialect.name.startswith("duckdb") else "public"
+    out: dict[str, list[str]] = {}
+    for table, column in conn.execute(text(
+            "SELECT c.table_name, c.column_name FROM information_schema.columns c "
+            "JOIN information_schema.tables t ON t.table_schema = c.table_schema AND t.table_name = c.table_name "
+            "WHERE c.table_schema = :s AND t.table_type = 'BASE TABLE' ORDER BY c.table_name, c.ordinal_position"),
+            {"s": schema}):
+        out.setdefault(table, []).append(column)
+    return out
+
+
+def _column_values(conn: Connection, rows: dict[str, int]) -> dict[str, int]:
+    """{'table.column': values that are not NULL}, for every column of the tables with rows
+    (one scan per table)."""
+    out: dict[str, int] = {}
+    for table, columns in _columns(conn).items():
+        if not rows.get(table):
+            continue
+        counts = conn.execute(text("SELECT " + ", ".join(f'COUNT("{c}")' for c in columns)
+                                   + f' FROM "{table}"')).one()
+        out.update({f"{table}.{c}": int(n) for c, n in zip(columns, counts)})
+    return out
+
+
 class DataLossError(StoreError):
-    """A downgrade would drop tables that hold rows."""
+    """A downgrade would drop tables that hold rows, or columns that hold values."""
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
 
 
 def _migrate(engine: Engine, fn, revision: str, *, allow_loss: bool = True) -> dict[str, int]:
-    """Run an Alembic command in one transaction; the tables with rows it dropped.
+    """Run an Alembic command in one transaction; what it dropped that held data:
+    {table: rows} for dropped tables, {'table.column': values} for dropped columns of tables
+    that remain.
 
-    With ``allow_loss=False`` a migration that drops tables holding rows is rolled back
-    (DDL is transactional on DuckDB and PostgreSQL) and DataLossError names what would go."""
+    With ``allow_loss=False`` a migration that drops tables holding rows or columns holding
+    values (not NULL) is rolled back (DDL is transactional on DuckDB and PostgreSQL) and
+    DataLossError names what would go. Below head, views are created only where the
+    revision's tables and columns allow (:func:`create_views`)."""
     cfg = alembic_config()
     check_revision(engine)
+    downgrading = fn is command.downgrade
     with engine.connect() as conn:
         trans = conn.begin()
         try:
             before = _table_rows(conn)
+            values = _column_values(conn, before) if downgrading else {}
             drop_views(conn)
             cfg.attributes["connection"] = conn
             try:
@@ -167,15 +225,24 @@ def _migrate(engine: Engine, fn, revision: str, *, allow_loss: bool = True) -> d
             except CommandError as exc:
                 raise StoreError(f"cannot migrate to revision {revision!r}: {str(exc).splitlines()[0]} "
                                  f"(known: {', '.join(reversed(known_revisions()))}, head, base)") from None
-            after = set(_table_rows(conn))
+            after = _columns(conn)
             lost = {t: n for t, n in before.items() if t not in after and n > 0}
-            if lost and not allow_loss:
-                what = ", ".join(f"{t} ({n} row{'s' if n != 1 else ''})" for t, n in sorted(lost.items()))
-                raise DataLossError(f"downgrade to {revision} would drop {len(lost)} table(s) holding rows: "
-                                    f"{what}; nothing was changed; pass --yes to drop them")
+            lost_columns = {tc: n for tc, n in values.items() if n > 0 and tc.split(".", 1)[0] in after
+                            and tc.split(".", 1)[1] not in after[tc.split(".", 1)[0]]}
+            if (lost or lost_columns) and not allow_loss:
+                parts = []
+                if lost:
+                    parts.append(f"{len(lost)} table(s) holding rows: " + ", ".join(
+                        f"{t} ({_plural(n, 'row')})" for t, n in sorted(lost.items())))
+                if lost_columns:
+                    parts.append(f"{len(lost_columns)} column(s) holding values: " + ", ".join(
+                        f"{c} ({_plural(n, 'value')})" for c, n in sorted(lost_columns.items())))
+                raise DataLossError(f"downgrade to {revision} would drop {' and '.join(parts)}; "
+                                    "nothing was changed; pass --yes to drop them")
+            lost.update(lost_columns)
             rev = MigrationContext.configure(conn).get_current_revision()
             if rev is not None:
-                create_views(conn)
+                create_views(conn, only_where_tables_exist=rev != head_revision())
             else:
                 conn.execute(text(f"DROP TABLE IF EXISTS {VIEWS_TABLE}"))
         except BaseException:
