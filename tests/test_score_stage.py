@@ -11,13 +11,14 @@ from sqlalchemy import text
 
 from ragrouter.config import Config, ConfigError
 from ragrouter.evaluation import stages as ev_stages
-from ragrouter.evaluation.metrics import faithfulness, soft_coverage
+from ragrouter.evaluation.metrics import QA_SCORER, faithfulness, soft_coverage
 from ragrouter.evaluation.sentences import split_sentences
 from ragrouter.llm import encoder as encoder_mod
 from ragrouter.report.synthetic import insert_rows
 from ragrouter.stages.base import Scope
 from ragrouter.stages.runner import run_stage
 from ragrouter.stages.services import Services
+from tests.support import squad_v11
 
 T0 = dt.datetime(2026, 1, 1, 12, 0, 0)
 COUNTING = "minilm-counting"
@@ -128,7 +129,7 @@ def _scores(engine) -> dict[int, dict[str, float | None]]:
     with engine.connect() as conn:
         for rid, metric, scorer, value in conn.execute(text(
                 "SELECT run_id, metric, scorer, value FROM answer_scores ORDER BY run_id")).all():
-            assert scorer == f"bertscore:{COUNTING}:L6"
+            assert scorer == (QA_SCORER if metric in ("exact_match", "token_f1") else f"bertscore:{COUNTING}:L6")
             out.setdefault(int(rid), {})[metric] = value
     return out
 
@@ -187,6 +188,9 @@ def test_batched_score_stage_equals_each_run_alone_and_encodes_each_text_once(st
         f1 = float(reference.score([answer], [gold])[2][0]) if answer.strip() else 0.0
         assert got["semantic_f1"] == pytest.approx(f1, abs=1e-6), (qi, paradigm)
         assert got["coverage"] == pytest.approx(soft_coverage(answer, gold, real), abs=1e-6), (qi, paradigm)
+        # exact match and token F1 as the official SQuAD v1.1 script computes them
+        assert got["exact_match"] == float(squad_v11.exact_match_score(answer, gold)), (qi, paradigm)
+        assert got["token_f1"] == pytest.approx(squad_v11.f1_score(answer, gold), abs=1e-12), (qi, paradigm)
         if paradigm in ("naive", "graph"):
             hard, soft = faithfulness(answer, [chunk_text[c] for c in ids if c in chunk_text], real)
             assert got["faith_hard"] == hard, (qi, paradigm)
@@ -209,3 +213,35 @@ def test_sentence_cache_setting_must_be_positive(store):
         ev_stages.ScoreStage().prepare(Services(config, store), Scope(config=config))
     with pytest.raises(ConfigError, match="sentence_cache"):
         Config.load(env={"RAGROUTER__scoring__sentence_cache": "many"})
+
+
+def test_graph_faithfulness_is_measured_against_the_context_shown(store, counting):
+    """GraphRAG's generator saw triples and a few source sentences, not whole chunks (issue 30
+    item 5): its Faith-H/S are computed against the generation request's context (from the
+    ledger through run_calls), NaiveRAG's against its chunks; a graph run without a stored
+    request falls back to its chunks."""
+    from ragrouter.paradigms import prompts
+
+    rows = _rows()
+    shown = "Sourced facts:\n1. (melanoma | is | dangerous)\n   Melanoma is less common but more dangerous."
+    rows["llm_calls"] = [dict(id=1, request_hash="h" * 64, kind="chat", backend="gen", model="gen", stage="answer",
+                              phase="generation", messages=prompts.GENERATION.messages(context=shown, question="q"),
+                              prompt_tokens=10, completion_tokens=5, token_source="tiktoken", latency_s=0.1,
+                              attempts=1, created_at=T0)]
+    graph_run = 100 * 3 + 1  # query 1's graph run: retrieved chunks 2, 1 (and a missing 999)
+    rows["run_calls"] = [dict(run_id=graph_run, seq=0, llm_call_id=1, phase="generation", created_at=T0)]
+    insert_rows(store, rows)
+    config = Config.load(env={"RAGROUTER__scoring__encoder": COUNTING})
+    run_stage(ev_stages.ScoreStage(), Services(config, store), Scope(config=config), progress=False)
+    got = _scores(store)
+    real = encoder_mod.get_encoder()
+    answer = QUERIES[0][3]["graph"][0]
+    assert prompts.shown_context(prompts.GENERATION.messages(context=shown, question="q")) == shown
+    hard, soft = faithfulness(answer, [shown], real)
+    assert got[graph_run]["faith_hard"] == hard and got[graph_run]["faith_soft"] == pytest.approx(soft, abs=1e-6)
+    whole, whole_soft = faithfulness(answer, [CHUNKS[1], CHUNKS[0]], real)
+    assert (hard, round(soft, 6)) != (whole, round(whole_soft, 6))  # the rule changes the number here
+    other_graph = 100 * 3 + 3  # no stored request: its chunks
+    ans3 = QUERIES[2][3]["graph"][0]
+    h3, s3 = faithfulness(ans3, [CHUNKS[4], CHUNKS[0]], real)
+    assert got[other_graph]["faith_hard"] == h3 and got[other_graph]["faith_soft"] == pytest.approx(s3, abs=1e-6)

@@ -30,7 +30,9 @@ SELECT l.run_id,
        s.semantic_f1,
        s.coverage,
        s.faith_hard,
-       s.faith_soft
+       s.faith_soft,
+       s.exact_match,
+       s.token_f1
 FROM v_run_latest l
 JOIN v_judgment j ON j.run_id = l.run_id
 LEFT JOIN v_run_score s ON s.run_id = l.run_id

@@ -1,7 +1,8 @@
 -- The router dataset (contract with ragrouter.routers.dataset): one row per (accepted query,
 -- generator, judge) that has at least one judged paradigm run: ids, query type and text, the
 -- six corpus indicators (avg_distance = dist_mean), the oracle label, and per paradigm p
--- correct__p (0/1), tokens__p (total tokens consumed) and f1__p (semantic F1).
+-- correct__p (0/1), tokens__p (total tokens consumed), f1__p (semantic F1), and the standard QA
+-- metrics em__p (exact match) and token_f1__p (token F1, SQuAD v1.1 normalisation).
 -- SQL cannot pivot an unknown paradigm set portably, so the five default paradigms and
 -- iterative_naive are pivoted explicitly; a paradigm that did not run (or was not judged) is
 -- NULL. For any other paradigm set pivot v_router_outcomes in Python
@@ -39,7 +40,19 @@ SELECT o.query_id,
        w.f1__graph,
        w.f1__hybrid,
        w.f1__iterative,
-       w.f1__iterative_naive
+       w.f1__iterative_naive,
+       w.em__llm_only,
+       w.em__naive,
+       w.em__graph,
+       w.em__hybrid,
+       w.em__iterative,
+       w.em__iterative_naive,
+       w.token_f1__llm_only,
+       w.token_f1__naive,
+       w.token_f1__graph,
+       w.token_f1__hybrid,
+       w.token_f1__iterative,
+       w.token_f1__iterative_naive
 FROM (SELECT * FROM v_oracle_label WHERE label IS NOT NULL) o
 JOIN queries q ON q.id = o.query_id
 LEFT JOIN v_corpus_profile p ON p.corpus_id = o.corpus_id
@@ -62,7 +75,19 @@ JOIN (
            MAX(CASE WHEN paradigm = 'graph' THEN f1 END) AS f1__graph,
            MAX(CASE WHEN paradigm = 'hybrid' THEN f1 END) AS f1__hybrid,
            MAX(CASE WHEN paradigm = 'iterative' THEN f1 END) AS f1__iterative,
-           MAX(CASE WHEN paradigm = 'iterative_naive' THEN f1 END) AS f1__iterative_naive
+           MAX(CASE WHEN paradigm = 'iterative_naive' THEN f1 END) AS f1__iterative_naive,
+           MAX(CASE WHEN paradigm = 'llm_only' THEN em END) AS em__llm_only,
+           MAX(CASE WHEN paradigm = 'naive' THEN em END) AS em__naive,
+           MAX(CASE WHEN paradigm = 'graph' THEN em END) AS em__graph,
+           MAX(CASE WHEN paradigm = 'hybrid' THEN em END) AS em__hybrid,
+           MAX(CASE WHEN paradigm = 'iterative' THEN em END) AS em__iterative,
+           MAX(CASE WHEN paradigm = 'iterative_naive' THEN em END) AS em__iterative_naive,
+           MAX(CASE WHEN paradigm = 'llm_only' THEN token_f1 END) AS token_f1__llm_only,
+           MAX(CASE WHEN paradigm = 'naive' THEN token_f1 END) AS token_f1__naive,
+           MAX(CASE WHEN paradigm = 'graph' THEN token_f1 END) AS token_f1__graph,
+           MAX(CASE WHEN paradigm = 'hybrid' THEN token_f1 END) AS token_f1__hybrid,
+           MAX(CASE WHEN paradigm = 'iterative' THEN token_f1 END) AS token_f1__iterative,
+           MAX(CASE WHEN paradigm = 'iterative_naive' THEN token_f1 END) AS token_f1__iterative_naive
     FROM v_router_outcomes
     GROUP BY query_id, generator, judge
 ) AS w ON w.query_id = o.query_id AND w.generator = o.generator AND w.judge = o.judge

@@ -8,6 +8,11 @@
   (there is no baseline for a custom path).
 * :func:`soft_coverage` — eq. 13: mean over gold sentences of the best cosine to any answer
   sentence.
+* :func:`exact_match` / :func:`token_f1` — the standard extractive-QA metrics (SQuAD v1.1's
+  answer normalisation: lower case, punctuation and the articles a/an/the removed, whitespace
+  collapsed; token F1 over the normalised tokens' multiset), so results sit beside FlashRAG's
+  or a QA paper's. :func:`qa_scores` applies SQuAD v2.0's no-answer rule to a question marked
+  unanswerable: a refusal scores 1, any other answer 0.
 * :func:`faithfulness` — eqs. 14–15: for each answer sentence, the best cosine to any sentence
   of the retrieved context; *hard* = share of answer sentences whose best cosine ≥ τ (0.7),
   *soft* = mean of those maxima.
@@ -25,8 +30,10 @@ stage's path).
 
 from __future__ import annotations
 
+import re
+import string
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
@@ -45,9 +52,18 @@ __all__ = [
     "faithfulness",
     "faithfulness_batch",
     "FAITHFULNESS_TAU",
+    "normalize_answer",
+    "exact_match",
+    "token_f1",
+    "qa_scores",
+    "QA_SCORER",
 ]
 
 FAITHFULNESS_TAU = 0.7
+
+
+QA_SCORER = "squad-v1.1"
+"""``answer_scores.scorer`` of ``exact_match`` and ``token_f1``."""
 
 
 class SupportsEncode(Protocol):
@@ -455,3 +471,47 @@ def coverage_faithfulness_batch(
             best = _best_match(mat, index, a, c)
             faith.append((float(np.mean(best >= np.float32(tau))), float(best.mean())))
     return cov, faith
+
+
+# --------------------------------------------------------------------------- exact match, token F1
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCTUATION = frozenset(string.punctuation)
+
+
+def normalize_answer(s: str) -> str:
+    """SQuAD v1.1's normalisation: lower case, drop ASCII punctuation, drop the articles
+    a/an/the, collapse whitespace (in that order, as the official evaluation script)."""
+    s = "".join(ch for ch in s.lower() if ch not in _PUNCTUATION)
+    return " ".join(_ARTICLES.sub(" ", s).split())
+
+
+def exact_match(prediction: str, gold: str) -> float:
+    """1.0 when the normalised prediction equals the normalised gold answer, else 0.0."""
+    return float(normalize_answer(prediction) == normalize_answer(gold))
+
+
+def token_f1(prediction: str, gold: str) -> float:
+    """Token-level F1 of the normalised answers (multiset overlap; 0.0 when nothing is shared,
+    including when either side normalises to no token, as SQuAD v1.1)."""
+    pred, ref = normalize_answer(prediction).split(), normalize_answer(gold).split()
+    same = sum((Counter(pred) & Counter(ref)).values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pred), same / len(ref)
+    return 2 * precision * recall / (precision + recall)
+
+
+def qa_scores(prediction: str, gold: str, *, unanswerable: bool = False,
+              refused: bool | None = None) -> dict[str, float]:
+    """``{"exact_match", "token_f1"}`` of one answer. For a question marked unanswerable the
+    gold is "no answer" (SQuAD v2.0's rule): both are 1.0 when the answer is a refusal
+    (``refused``, default :func:`ragrouter.evaluation.judge.is_refusal`), else 0.0."""
+    if unanswerable:
+        if refused is None:
+            from ragrouter.evaluation.judge import is_refusal
+
+            refused = is_refusal(prediction)
+        v = 1.0 if refused else 0.0
+        return {"exact_match": v, "token_f1": v}
+    return {"exact_match": exact_match(prediction, gold), "token_f1": token_f1(prediction, gold)}

@@ -1,5 +1,5 @@
 """Evaluation stages: judge (LLM-as-a-judge, k samples) and score (semantic F1, coverage,
-faithfulness) over paradigm runs of accepted queries (paper §3.4, App. C)."""
+faithfulness, exact match and token F1) over paradigm runs of accepted queries (paper §3.4, App. C)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,10 @@ from ragrouter.stages.base import Estimate, Scope, Stage, Unit, register
 # Faithfulness is computed for NaiveRAG and GraphRAG only (paper App. C.1): hybrid and
 # iterative contexts mix sources and rounds, which biases the direct calculation.
 FAITHFULNESS_PARADIGMS = ("naive", "graph")
+# GraphRAG's generator sees triples and their source sentences, not whole chunks: its
+# faithfulness is measured against that context (the generation request's, from the ledger).
+# NaiveRAG's context is its whole chunks, so its chunk texts are the context shown.
+SHOWN_CONTEXT_PARADIGMS = ("graph",)
 
 
 def _run_filter(conn, scope: Scope) -> tuple[str, dict]:
@@ -152,18 +156,22 @@ class JudgeStage(Stage):
 
 class ScoreStage(Stage):
     name = "score"
-    description = "semantic F1 (BERTScore), soft coverage, faithfulness hard/soft per run"
+    description = "semantic F1 (BERTScore), soft coverage, faithfulness hard/soft, exact match and token F1 per run"
     BATCH = 32
 
     def _scorer_name(self, config) -> str:
         return f"bertscore:{config.get('scoring.encoder')}:L{int(config.get('scoring.bertscore_layers'))}"
 
     def _sql(self, conn, scope):
+        """A run is pending until it has its semantic F1 (this scorer) and its token F1 (SQuAD)."""
+        from ragrouter.evaluation.metrics import QA_SCORER
+
         cond, params = _run_filter(conn, scope)
         return ("FROM paradigm_runs r JOIN queries q ON q.id = r.query_id WHERE q.status = 'accepted'"
-                f"{cond} AND NOT EXISTS (SELECT 1 FROM answer_scores s WHERE s.run_id = r.id "
-                "AND s.metric = 'semantic_f1' AND s.scorer = :scorer)",
-                {"scorer": self._scorer_name(scope.config), **params})
+                f"{cond} AND (NOT EXISTS (SELECT 1 FROM answer_scores s WHERE s.run_id = r.id "
+                "AND s.metric = 'semantic_f1' AND s.scorer = :scorer) OR NOT EXISTS (SELECT 1 FROM answer_scores s "
+                "WHERE s.run_id = r.id AND s.metric = 'token_f1' AND s.scorer = :qa_scorer))",
+                {"scorer": self._scorer_name(scope.config), "qa_scorer": QA_SCORER, **params})
 
     def counts(self, conn, scope):
         cond, params = _run_filter(conn, scope)
@@ -177,7 +185,8 @@ class ScoreStage(Stage):
         # Runs of one query together (its gold answer and its paradigms' overlapping contexts
         # are then encoded once per unit), in a stable order every worker computes alike.
         where, params = self._sql(conn, scope)
-        rows = conn.execute(text(f"SELECT r.id, r.paradigm, r.answer, q.answer, r.retrieved_chunk_ids {where} "
+        rows = conn.execute(text(f"SELECT r.id, r.paradigm, r.answer, q.answer, r.retrieved_chunk_ids, "
+                                 f"COALESCE(q.unanswerable, FALSE) {where} "
                                  "ORDER BY r.query_id, r.id" + (f" LIMIT {int(scope.limit)}" if scope.limit else "")),
                             params).all()
         scorer = self._scorer_name(scope.config)
@@ -187,7 +196,7 @@ class ScoreStage(Stage):
             units.append(Unit(f"runs:{part[0][0]}-{part[-1][0]}:{scorer}",
                               {"scorer": scorer, "runs": [
                                   {"run_id": int(r[0]), "paradigm": r[1], "answer": r[2], "gold": r[3],
-                                   "chunk_ids": _json_list(r[4])} for r in part]}))
+                                   "chunk_ids": _json_list(r[4]), "unanswerable": bool(r[5])} for r in part]}))
         return units
 
     def prepare(self, services, scope):
@@ -215,26 +224,57 @@ class ScoreStage(Stage):
         golds = [r["gold"] for r in runs]
         f1 = sem.score(answers, golds)
         faith_idx = [i for i, r in enumerate(runs) if r["paradigm"] in FAITHFULNESS_PARADIGMS]
-        texts = memo.chunk_texts(services, {c for i in faith_idx for c in runs[i]["chunk_ids"]})
+        shown = _shown_contexts(services, [runs[i]["run_id"] for i in faith_idx
+                                           if runs[i]["paradigm"] in SHOWN_CONTEXT_PARADIGMS and runs[i]["chunk_ids"]])
+        texts = memo.chunk_texts(services, {c for i in faith_idx if runs[i]["run_id"] not in shown
+                                            for c in runs[i]["chunk_ids"]})
         contexts = [None] * len(runs)
         for i in faith_idx:
-            contexts[i] = [texts[c] for c in runs[i]["chunk_ids"] if c in texts]
+            rid = runs[i]["run_id"]
+            contexts[i] = [shown[rid]] if rid in shown else [texts[c] for c in runs[i]["chunk_ids"] if c in texts]
         cov, faith = metrics.coverage_faithfulness_batch(answers, golds, contexts, enc, tau=tau, cache=memo.vectors,
                                                          split=memo.split)
         out = []
         for i, r in enumerate(runs):
             hard, soft = faith[i] if faith[i] is not None else (None, None)
+            qa = metrics.qa_scores(r["answer"], r["gold"], unanswerable=bool(r.get("unanswerable")))
             out.append((r["run_id"], {"semantic_f1": f1[i], "coverage": cov[i],
-                                      "faith_hard": hard, "faith_soft": soft}))
+                                      "faith_hard": hard, "faith_soft": soft}, qa))
         return out
 
     def write(self, conn, unit, result):
+        from ragrouter.evaluation.metrics import QA_SCORER
+
         scorer = unit.payload["scorer"]
         rows = [{"run_id": rid, "metric": m, "scorer": scorer, "value": (None if v is None else float(v))}
-                for rid, scores in result for m, v in scores.items()]
+                for rid, scores, _ in result for m, v in scores.items()]
+        rows += [{"run_id": rid, "metric": m, "scorer": QA_SCORER, "value": float(v)}
+                 for rid, _, qa in result for m, v in qa.items()]
         stmt = insert(models.AnswerScore).values(rows)
         conn.execute(stmt.on_conflict_do_update(index_elements=["run_id", "metric", "scorer"],
                                                 set_={"value": stmt.excluded.value}))
+
+
+def _shown_contexts(services, run_ids) -> dict[int, str]:
+    """run id → the context its (last) generation request showed the model, for the runs whose
+    request is in the ledger (run_calls, phase 'generation')."""
+    import json
+
+    from ragrouter.paradigms.prompts import shown_context
+
+    if not run_ids:
+        return {}
+    with services.db_lock, services.engine.connect() as conn:
+        rows = conn.execute(text(
+            "SELECT rc.run_id, lc.messages FROM run_calls rc JOIN llm_calls lc ON lc.id = rc.llm_call_id "
+            f"WHERE rc.phase = 'generation' AND rc.run_id IN ({','.join(str(int(r)) for r in run_ids)}) "
+            "ORDER BY rc.run_id, rc.seq")).all()
+    out: dict[int, str] = {}
+    for rid, messages in rows:
+        ctx = shown_context(json.loads(messages) if isinstance(messages, str) else messages)
+        if ctx is not None:
+            out[int(rid)] = ctx
+    return out
 
 
 def gate_f1(services, answer: str, gold: str) -> float:

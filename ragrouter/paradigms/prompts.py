@@ -116,3 +116,20 @@ def self_eval_messages(question: str, answer: str, context: str | None) -> list[
     """Self-evaluation messages; the context is included from round 1 on (Algorithm 3, l. 27)."""
     block = f"\n\nContext:\n{context}" if context else ""
     return SELF_EVAL.messages(question=question, answer=answer, context_block=block)
+
+
+def shown_context(messages) -> str | None:
+    """The context a generation request showed the model (the ``{context}`` of
+    :data:`GENERATION`'s user message), or None when ``messages`` is not such a request. The
+    score stage measures GraphRAG's faithfulness against it: the triples and source sentences
+    the generator saw, not the whole chunks they came from."""
+    if not isinstance(messages, list):
+        return None
+    head, tail = "Context:\n", "\n\nQuestion: "
+    for m in messages:
+        content = m.get("content") if isinstance(m, dict) else None
+        if m.get("role") == "user" and isinstance(content, str) and content.startswith(head):
+            end = content.rfind(tail)
+            if end >= len(head) - 1:
+                return content[len(head):end]
+    return None

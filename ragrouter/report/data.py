@@ -78,12 +78,18 @@ def paradigm_order(names) -> list[str]:
     return [p for p in DEFAULT_PARADIGMS if p in names] + sorted(names - set(DEFAULT_PARADIGMS))
 
 
+OUTCOME_PREFIXES = ("correct", "tokens", "f1", "em", "token_f1")
+"""Per-paradigm columns of the store's router dataset: ``<prefix>__<paradigm>`` (the first three
+are the router library's contract; em / token_f1 ride along for analysis)."""
+
+
 def router_dataset(engine: Engine, judge: str | None = None, generator: str | None = None,
                    complete: bool = False) -> pd.DataFrame:
     """The router dataset (ragrouter.routers.dataset's shape) for whatever paradigms ran.
 
     Pivots ``v_router_outcomes`` so that every paradigm present gets ``correct__p``,
-    ``tokens__p`` and ``f1__p`` (paper order first), with the oracle label of
+    ``tokens__p`` and ``f1__p`` (paper order first) — and the standard QA metrics ``em__p`` and
+    ``token_f1__p`` (exact match, token F1; not required by the router library) — with the oracle label of
     ``v_oracle_label`` and the corpus indicators of ``v_corpus_profile``. ``judge`` /
     ``generator`` filter the rows (the router library wants one row per (query, generator), so
     pass a judge when several exist). A paradigm that did not run, was not judged or has no F1
@@ -98,7 +104,8 @@ def router_dataset(engine: Engine, judge: str | None = None, generator: str | No
         where.append("generator = :generator")
         params["generator"] = generator
     cond = (" WHERE " + " AND ".join(where)) if where else ""
-    outcomes = read_sql(engine, "SELECT query_id, generator, judge, paradigm, correct, tokens, f1 "
+    outcomes = read_sql(engine, "SELECT query_id, generator, judge, paradigm, correct, tokens, f1, "
+                                "em, token_f1 "
                                 "FROM v_router_outcomes" + cond, params)
     labels = read_sql(
         engine,
@@ -115,9 +122,9 @@ def router_dataset(engine: Engine, judge: str | None = None, generator: str | No
     paradigms = paradigm_order(outcomes["paradigm"].unique())
     keys = ["query_id", "generator", "judge"]
     # One row per (query, generator, judge, paradigm) in the view, so unstack cannot collide.
-    wide = outcomes.set_index(keys + ["paradigm"])[["correct", "tokens", "f1"]].unstack("paradigm")
+    wide = outcomes.set_index(keys + ["paradigm"])[list(OUTCOME_PREFIXES)].unstack("paradigm")
     flat = pd.DataFrame(index=wide.index)
-    for prefix in ("correct", "tokens", "f1"):
+    for prefix in OUTCOME_PREFIXES:
         for p in paradigms:
             flat[f"{prefix}__{p}"] = pd.to_numeric(wide[(prefix, p)], errors="coerce")
     # An undecided oracle label (NULL: correct paradigms without an F1 yet) is no training example.

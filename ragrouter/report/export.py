@@ -61,7 +61,8 @@ EXPORTS: dict[str, Export] = {
     "judgments": Export("SELECT * FROM judgments ORDER BY id", table="judgments",
                         description="Every LLM-as-a-judge sample (label per run, judge and sample)."),
     "answer_scores": Export("SELECT * FROM answer_scores ORDER BY id", table="answer_scores",
-                            description="Quality metrics per run: semantic F1, coverage, faithfulness (hard/soft)."),
+                            description="Quality metrics per run: semantic F1, coverage, faithfulness (hard/soft), "
+                                        "exact match and token F1 (scorer 'squad-v1.1')."),
     "oracle_labels": Export("SELECT * FROM v_oracle_label ORDER BY generator, judge, query_id",
                             description="The oracle label per (query, generator, judge) (view v_oracle_label: "
                                         "highest F1 among correct paradigms, then fewest tokens, then a fixed "
@@ -69,7 +70,8 @@ EXPORTS: dict[str, Export] = {
     "router_dataset": Export("", frame=lambda engine: router_dataset(engine),
                              description="The router dataset: one row per (query, generator, judge) with the "
                                          "corpus indicators, the oracle label and per paradigm p correct__p, "
-                                         "tokens__p (total with the amortised graph construction) and f1__p."),
+                                         "tokens__p (total with the amortised graph construction), f1__p, and "
+                                         "em__p / token_f1__p (exact match, token F1)."),
 }
 FORMATS = ("parquet",)
 BATCH_ROWS = 5000
@@ -277,7 +279,9 @@ def _field_doc(col: str) -> str:
         return VIEW_FIELDS[col]
     for prefix, what in (("correct__", "1 if the paradigm's run was judged correct, 0 if not"),
                          ("tokens__", "total tokens of the paradigm's run, graph construction amortised (eq. 20)"),
-                         ("f1__", "semantic F1 (BERTScore) of the paradigm's answer")):
+                         ("f1__", "semantic F1 (BERTScore) of the paradigm's answer"),
+                         ("em__", "exact match (SQuAD v1.1 normalisation) of the paradigm's answer"),
+                         ("token_f1__", "token F1 (SQuAD v1.1 normalisation) of the paradigm's answer")):
         if col.startswith(prefix):
             return f"{what} (paradigm {col[len(prefix):]})."
     return ""

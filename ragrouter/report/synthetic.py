@@ -186,6 +186,12 @@ def random_rows(
                                     value = round(rng.random(), 3)
                                 add("answer_scores", run_id=run["id"], metric=metric, scorer=scorer,
                                     value=value, created_at=created)
+                        side = random.Random(f"{seed}:qa:{run['id']}")  # own stream: the draws above stay as they were
+                        if side.random() < 0.9:
+                            em = float(side.random() < 0.3)
+                            for metric, value in (("exact_match", em), ("token_f1", 1.0 if em else round(side.random(), 3))):
+                                add("answer_scores", run_id=run["id"], metric=metric, scorer="squad-v1.1",
+                                    value=value, created_at=created)
 
     if with_router:
         accepted = [q for q in rows["queries"] if q["status"] == "accepted"]

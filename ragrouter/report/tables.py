@@ -209,18 +209,21 @@ def table_breakdown(bd: pd.DataFrame) -> str:
 
 
 def table_quality(q: pd.DataFrame) -> str:
-    """Table 15: mean semantic F1, coverage, faithfulness and LLM-judge correct %."""
+    """Table 15: mean semantic F1, coverage, faithfulness and LLM-judge correct %, with the
+    standard QA metrics exact match (EM) and token F1 (Tok-F1, SQuAD normalisation) beside Sem-F1."""
     if q.empty:
         return ""
-    headers = ["Corpus", "Generator", "Paradigm", "Judge", "N", "Sem-F1", "COV", "Faith-H", "Faith-S", "LLM-Cor%"]
+    headers = ["Corpus", "Generator", "Paradigm", "Judge", "N", "Sem-F1", "EM", "Tok-F1", "COV", "Faith-H",
+               "Faith-S", "LLM-Cor%"]
     rows = []
     order = {p: i for i, p in enumerate(paradigm_order(q["paradigm"].unique()))}
     q = q.assign(_o=q["paradigm"].map(order)).sort_values(["corpus", "generator", "_o", "judge"], na_position="last")
     for r in q.itertuples(index=False):
         rows.append([r.corpus, r.generator, r.paradigm, r.judge if not _missing(r.judge) else DASH,
-                     fmt_int(r.n_runs), fmt_score(r.semantic_f1), fmt_score(r.coverage),
+                     fmt_int(r.n_runs), fmt_score(r.semantic_f1), fmt_score(getattr(r, "exact_match", None)),
+                     fmt_score(getattr(r, "token_f1", None)), fmt_score(r.coverage),
                      fmt_score(r.faith_hard), fmt_score(r.faith_soft), fmt_pct(r.correct_pct)])
-    return md_table(headers, rows, ["l", "l", "l", "l"] + ["r"] * 6)
+    return md_table(headers, rows, ["l", "l", "l", "l"] + ["r"] * 8)
 
 
 def table_tokens(t: pd.DataFrame) -> str:
