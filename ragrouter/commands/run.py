@@ -41,21 +41,39 @@ def _paradigm_names() -> list[str]:
               "and at most) where backends have price_per_million; spend nothing.")
 @click.option("--workers", type=click.IntRange(min=1), help="Threads per stage (default: the backend's concurrency × worker.threads_per_slot for "
               "model stages).")
+@click.option("--json", "as_json", is_flag=True, help="With --dry-run: print the whole estimate as one JSON object "
+              "({stages: [{stage, model, calls, prompt_tokens, completion_tokens, usd, expected_wall_s, basis, …}], "
+              "expected_wall_s, usd}).")
+@click.option("--until-decided", is_flag=True, help="Answer and judge each cell's queries (corpus × query type × "
+              "generator) in a seeded random order, batch by batch across the paradigms still in the race, and "
+              "stop each cell once its best paradigm is decided at decisions.alpha (anytime-valid: looking after "
+              "every batch keeps the error level), the rest are within decisions.margin, or the budget is spent; "
+              "the earlier stages of --stage (default: all before answer) run first. The state of every cell is "
+              "kept in decision_cells; a later run continues the same sequence.")
+@click.option("--budget-usd", type=click.FloatRange(min=0), help="With --until-decided: stop starting batches once "
+              "this command has spent this many US $ (backends with price_per_million).")
+@click.option("--budget-tokens", type=click.IntRange(min=0), help="With --until-decided: stop starting batches once "
+              "this command has been billed this many tokens.")
+@click.option("--budget-hours", type=click.FloatRange(min=0), help="With --until-decided: stop starting batches "
+              "after this many hours.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @pass_ctx
 def run_command(ctx: Ctx, stages: tuple[str, ...], corpus: str | None, paradigms: tuple[str, ...],
                 models: tuple[str, ...], limit: int | None, dry_run_: bool = False, workers: int | None = None,
-                quiet: bool = False, **kw) -> None:
+                quiet: bool = False, **kw) -> None:  # the body is _callback (below)
     """Run stages; stop any time and run again: finished units are never redone.
 
     \b
     Examples:
       python cli.py run --stage chunk --stage embed --corpus medical
       python cli.py run --stage extract --corpus medical --limit 20 --dry-run
+      python cli.py run --dry-run --json --corpus medical
+      python cli.py run --until-decided --corpus medical --budget-hours 2
     """
 
 
-def _run(ctx: Ctx, stages, corpus, paradigms, models, limit, dry, workers, quiet) -> None:
+def _run(ctx: Ctx, stages, corpus, paradigms, models, limit, dry, workers, quiet, as_json=False,
+         until_decided=False, budget=None) -> None:
     available = registry.all_stages()
     names = list(stages) or list(available)
     unknown = [s for s in names if s not in available]
@@ -69,15 +87,12 @@ def _run(ctx: Ctx, stages, corpus, paradigms, models, limit, dry, workers, quiet
     selected = [available[n] for n in available if n in names]
     try:
         if dry:
-            rows = [(e.stage, e.model, e.calls, e.cached_calls, e.calls - e.cached_calls, e.prompt_tokens,
-                     e.completion_tokens, e.completion_cap, e.basis or "-") for e in dry_run(selected, services, scope)]
-            cols, rows, note = dry_run_usd_rows(config, rows)
-            click.echo(render_rows(cols, rows, "table"))
-            if note:
-                click.echo(note)
-            click.echo("(stages whose inputs do not exist yet are estimated once their inputs exist)")
+            _print_dry_run(config, dry_run(selected, services, scope), services, as_json)
             return
         failed = 0
+        if until_decided:
+            selected = [s for s in selected if s.name not in ("answer", "judge", "score")
+                        and list(available).index(s.name) < list(available).index("answer")]
         for stage in selected:
             rep = run_stage(stage, services, scope, workers=workers, progress=not quiet)
             failed += rep.failed
@@ -89,6 +104,8 @@ def _run(ctx: Ctx, stages, corpus, paradigms, models, limit, dry, workers, quiet
                 skipped = stage.skipped(conn, scope)
             if skipped:
                 click.echo(f"  skipped {sum(skipped.values())} unit(s) without a result: {format_skipped(skipped)}")
+        if until_decided:
+            _decide(services, scope, budget, quiet)
         if "gateway" in services.__dict__:  # a stage used a model: what this run spent
             st = services.gateway.stats()
             click.echo(f"model calls: {st.get('http_requests', 0)} HTTP requests, {st.get('cache_hits', 0)} cache "
@@ -100,9 +117,63 @@ def _run(ctx: Ctx, stages, corpus, paradigms, models, limit, dry, workers, quiet
                           "sql \"select stage, unit_key, error from unit_failures\"); run again to retry them")
 
 
+def _print_dry_run(config, estimates, services, as_json: bool) -> None:
+    import json
+
+    from ragrouter.stages.timing import wall_estimates
+
+    timed = wall_estimates(config, estimates, services)
+    if as_json:
+        click.echo(json.dumps(timed, default=str))
+        return
+    rows = [(e.stage, e.model, e.calls, e.cached_calls, e.calls - e.cached_calls, e.prompt_tokens,
+             e.completion_tokens, e.completion_cap, e.basis or "-") for e in estimates]
+    cols, rows, note = dry_run_usd_rows(config, rows)
+    walls = {(r["stage"], r["model"]): r for r in timed["stages"]}
+    cols = list(cols) + ["expected_wall", "time_basis"]
+    rows = [tuple(r) + (_hms(walls.get((r[0], r[1]), {}).get("expected_wall_s")),
+                        walls.get((r[0], r[1]), {}).get("time_basis", "-")) for r in rows]
+    click.echo(render_rows(cols, rows, "table"))
+    click.echo(f"expected wall time: {_hms(timed['expected_wall_s'])} in all"
+               + (f"; US $ {timed['usd']:.4f}" if timed.get("usd") is not None else ""))
+    for line in timed.get("advice", []):
+        click.echo(line)
+    if note:
+        click.echo(note)
+    click.echo("(stages whose inputs do not exist yet are estimated once their inputs exist)")
+
+
+def _hms(seconds) -> str:
+    if seconds is None:
+        return "-"
+    s = int(round(float(seconds)))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else (f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s")
+
+
+def _decide(services, scope, budget, quiet: bool) -> None:
+    from ragrouter.decisions.driver import until_decided
+
+    cells = until_decided(services, scope, budget, progress=not quiet, echo=click.echo)
+    cols = ["corpus", "qtype", "generator", "state", "leader", "N", "runs", "bound", "stop"]
+    rows = [(c.corpus, c.qtype, c.generator, c.state.state, c.state.leader or "-", c.state.n_queries, c.runs,
+             "-" if c.state.bound is None else f"{c.state.bound:+.3f}", c.stop_reason or "-") for c in cells]
+    click.echo(render_rows(cols, rows, "table"))
+
+
 # click passes --dry-run as dry_run; keep the body out of the decorated function for clarity.
-def _callback(ctx, stages, corpus, paradigms, models, limit, dry_run, workers, quiet):  # noqa: PLR0913
-    _run(ctx, stages, corpus, paradigms, models, limit, dry_run, workers, quiet)
+def _callback(ctx, stages, corpus, paradigms, models, limit, dry_run, workers, quiet, as_json=False,  # noqa: PLR0913
+              until_decided=False, budget_usd=None, budget_tokens=None, budget_hours=None):
+    from ragrouter.decisions.driver import Budget
+
+    if (budget_usd is not None or budget_tokens is not None or budget_hours is not None) and not until_decided:
+        fail("--budget-usd, --budget-tokens and --budget-hours go with --until-decided")
+    if as_json and not dry_run:
+        fail("--json goes with --dry-run")
+    if until_decided and dry_run:
+        fail("--until-decided and --dry-run do not go together (a dry run of the whole cells: run --dry-run "
+             "--stage answer --stage judge; how many queries a decision needs: plan)")
+    _run(ctx, stages, corpus, paradigms, models, limit, dry_run, workers, quiet, as_json, until_decided,
+         Budget(budget_usd, budget_tokens, budget_hours))
 
 
 run_command.callback = pass_ctx(_callback)

@@ -28,6 +28,8 @@ def _run_filter(conn, scope: Scope) -> tuple[str, dict]:
         params["cid"] = cid
     if scope.paradigms:
         cond += " AND r.paradigm IN (" + ",".join(f"'{p}'" for p in scope.paradigms if p.isidentifier()) + ")"
+    if scope.query_ids is not None:
+        cond += " AND q.id IN (" + (",".join(str(int(i)) for i in scope.query_ids) or "NULL") + ")"
     return cond, params
 
 
@@ -45,6 +47,11 @@ class JudgeStage(Stage):
     def _judge(self, config) -> str:
         """The judgment key: backend, prompt version and gate (judge.judge_key)."""
         return jd.judge_key(str(config.role("judge")), config)
+
+    def _judge_model(self, config) -> str:
+        """The model the judge backend serves (the backend is the judge role, not the judgment
+        key: that key adds the prompt version and gate to the backend's name)."""
+        return str(config.backend(str(config.role("judge")))["model"])
 
     def _samples(self, config) -> int:
         return max(1, int(config.get("judge.samples", 1)))
@@ -106,7 +113,7 @@ class JudgeStage(Stage):
 
     def estimate(self, conn, units, services):
         gw = services.gateway
-        est = Estimate(stage=self.name, model=str(services.config.backend(self._judge(services.config))["model"]))
+        est = Estimate(stage=self.name, model=self._judge_model(services.config))
         for unit in units:
             p = unit.payload
             if jd.is_refusal(p["answer"]):
@@ -139,7 +146,7 @@ class JudgeStage(Stage):
         k = self._samples(cfg)
         exp = expectations(services)
         share, _basis = exp.judge_call_share()  # refusals and repeated answers cost no call
-        est = Estimate(stage=self.name, model=str(cfg.backend(self._judge(cfg).split("/")[0])["model"]))
+        est = Estimate(stage=self.name, model=self._judge_model(cfg))
         for unit in future:
             p = unit.payload
             cap = int(cfg.get("paradigms.llm_only.max_tokens", cfg.get("generation.max_tokens"))) \

@@ -119,6 +119,8 @@ class AnswerStage(Stage):
         cond, params = "", {}
         if scope.corpus:
             cond, params = " AND q.corpus_id = :c", {"c": storeio.corpus_ids(conn, scope.corpus)[0][0]}
+        if scope.query_ids is not None:
+            cond += " AND q.id IN (" + (",".join(str(int(i)) for i in scope.query_ids) or "NULL") + ")"
         return conn.execute(text(f"SELECT q.id, q.corpus_id, q.question FROM queries q WHERE q.status = 'accepted'"
                                  f"{cond} ORDER BY q.corpus_id, q.id"), params).all()
 
@@ -179,8 +181,11 @@ class AnswerStage(Stage):
 
         ctx, index = self._context(unit, services)
         p = unit.payload
-        return paradigms.run(p["paradigm"], p["question"], ctx, index, services.gateway, p["generator"],
-                             services.config)
+        result = paradigms.run(p["paradigm"], p["question"], ctx, index, services.gateway, p["generator"],
+                               services.config)
+        # the graph (extraction variant) the run could read: v_run_latest charges its construction
+        result.trace.setdefault("extractor", storeio.extractor_key(services.config))
+        return result
 
     def write(self, conn, unit, result):
         p = unit.payload

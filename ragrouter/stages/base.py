@@ -26,6 +26,8 @@ class Scope:
     models: list[str] = field(default_factory=list)
     config: Any = None
     """The loaded Config (stages key their units by model names and hyperparameters)."""
+    query_ids: list[int] | None = None
+    """Only these queries (answer, judge and score stages): a batch of ``run --until-decided``."""
 
 
 @dataclass
@@ -48,6 +50,7 @@ class Estimate:
     completion_tokens: int = 0
     completion_cap: int = 0  # the sum of the max_tokens caps: the upper bound of completion_tokens
     basis: str = ""          # what the expected completion rests on: history:<n>, prior or cap
+    units: int = 0           # pending units of the stage (on its first row): the time of stages without model calls
 
     def add_chat(self, gateway, role: str, messages: list[dict], **kwargs) -> None:
         """Count one chat call: free when the ledger already holds it, else its tokens

@@ -91,6 +91,8 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
         report.seconds = time.monotonic() - started
         return report
     services.record_stage(stage.name)  # this process, its config and its stages: what the store's runs expect
+    gw = services.__dict__.get("gateway")
+    calls_before = gw.stats().get("http_requests", 0) if gw is not None else 0
     stage.prepare(services, scope)
     threads = workers or stage_threads(stage, services)
     workers = threads
@@ -239,7 +241,21 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
     progress_file.update(engine, stage.name, done=report.done, failed=report.failed, pending=report.pending,
                     force=True)
     report.seconds = time.monotonic() - started
+    _record_timing(services, stage.name, report, calls_before)
     return report
+
+
+def _record_timing(services: Services, stage: str, report: StageReport, calls_before: int) -> None:
+    """One ``stage_timings`` row: the wall seconds this worker spent on the units it finished
+    and the model requests they made (what dry runs learn time from)."""
+    if report.done <= 0:
+        return
+    gateway = services.__dict__.get("gateway")
+    calls = (gateway.stats().get("http_requests", 0) - calls_before) if gateway is not None else 0
+    with services.db_lock, services.engine.begin() as conn:
+        conn.execute(models.StageTiming.__table__.insert().values(
+            worker_run_id=services.worker_run_id, stage=stage, units=int(report.done),
+            seconds=float(report.seconds), model_calls=int(max(0, calls))))
 
 
 def _wait_for_others(leases, fill, running) -> bool:
@@ -288,6 +304,7 @@ def dry_run(stages: list[Stage], services: Services, scope: Scope) -> list[Estim
 
     services.cache.pop(("dry-run-expectations",), None)  # read the store as it is now
     estimates: list[Estimate] = []
+    future_runs = 0
     with active(expectations(services)):  # replies as expected, beside their caps
         for stage in stages:
             with services.db_lock, services.engine.connect() as conn:
@@ -297,7 +314,13 @@ def dry_run(stages: list[Stage], services: Services, scope: Scope) -> list[Estim
             fresh = getattr(stage, "estimate_fresh", None)
             if callable(fresh):
                 found = _merge(found + list(fresh(services, scope)))
-            estimates.extend(found or [Estimate(stage=stage.name, model="-")])
+            found = found or [Estimate(stage=stage.name, model="-")]
+            # units of work (the time of stages without model calls): scoring also scores
+            # the runs the answer stage is about to make
+            found[0].units = len(units) + (future_runs if stage.name == "score" else 0)
+            if stage.name == "answer":
+                future_runs = len(units)
+            estimates.extend(found)
     return estimates
 
 

@@ -1,0 +1,215 @@
+"""``run --until-decided``: answer and judge a cell's queries batch by batch until its best
+paradigm is known (``ragrouter.decisions.sequential``), the rest are equivalent, or the budget
+is spent.
+
+A cell is (corpus, query type, generator) under the configured judge. Its accepted queries
+are put in a **seeded random order** (sha256 of the seed, the corpus and the query's id:
+the same order in every run, whatever was answered before), cut into batches of
+``decisions.batch``. The state of a cell is always recomputed by replaying the batches whose
+outcomes the store holds, so a stopped run continues the same sequence: the next run answers
+the first batch that is incomplete for the paradigms still in the race, and every model call
+already paid for is a ledger hit. After each look the cell's row in ``decision_cells`` is
+upserted (state, leader, N, runs, bound, per-pair detail).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+
+from sqlalchemy import func, text
+from sqlalchemy.dialects.postgresql import insert
+
+from ragrouter.db import models
+from ragrouter.decisions.sequential import DECIDED, EQUIVALENT, CellState, Settings, evaluate
+from ragrouter.stages.base import Scope, ScopeError
+
+
+@dataclass
+class Budget:
+    """What ``--until-decided`` may spend in this command (None: no limit)."""
+
+    usd: float | None = None
+    tokens: int | None = None
+    hours: float | None = None
+
+    def exhausted(self, spent_usd: float, spent_tokens: int, elapsed_s: float) -> str | None:
+        if self.usd is not None and spent_usd >= self.usd:
+            return f"budget: US ${spent_usd:.4f} of {self.usd}"
+        if self.tokens is not None and spent_tokens >= self.tokens:
+            return f"budget: {spent_tokens} tokens of {self.tokens}"
+        if self.hours is not None and elapsed_s >= self.hours * 3600:
+            return f"budget: {elapsed_s / 3600:.2f} h of {self.hours}"
+        return None
+
+
+@dataclass
+class Cell:
+    corpus_id: int
+    corpus: str
+    qtype: str
+    generator: str
+    queries: list[int]                 # accepted query ids in the cell's seeded order
+    state: CellState | None = None
+    stop_reason: str | None = None
+    runs: int = 0
+    pending: list[tuple[list[int], list[str]]] = field(default_factory=list)  # next batch: (queries, paradigms)
+
+
+def seeded_order(seed: int, corpus: str, ids: list[tuple[int, str]]) -> list[int]:
+    """Query ids in the cell's seeded random order: by sha256(seed, corpus, external id)."""
+    def key(row):
+        qid, ext = row
+        return hashlib.sha256(f"{seed}\x1f{corpus}\x1f{ext or qid}".encode()).hexdigest()
+    return [int(r[0]) for r in sorted(ids, key=key)]
+
+
+def cells_of(conn, scope: Scope, settings: Settings) -> list[Cell]:
+    from ragrouter.corpus import storeio
+
+    cfg = scope.config
+    generators = list(scope.models) or cfg.generators()
+    out = []
+    for cid, name in storeio.corpus_ids(conn, scope.corpus):
+        rows = conn.execute(text("SELECT id, external_id, qtype FROM queries WHERE corpus_id = :c "
+                                 "AND status = 'accepted'"), {"c": cid}).all()
+        by_type: dict[str, list] = {}
+        for qid, ext, qtype in rows:
+            by_type.setdefault(str(qtype), []).append((int(qid), ext))
+        for qtype in sorted(by_type):
+            order = seeded_order(settings.seed, name, by_type[qtype])
+            out.extend(Cell(cid, name, qtype, g, order) for g in generators)
+    if not out:
+        raise ScopeError("no accepted queries to decide on" + (f" in corpus '{scope.corpus}'" if scope.corpus else "")
+                         + " (ingest questions, or run querygen and validate first)")
+    return out
+
+
+def outcomes(conn, cell: Cell, judge: str) -> dict[tuple[int, str], int]:
+    """(query, paradigm) → 1/0 for the cell's current runs judged by ``judge``."""
+    rows = conn.execute(text("SELECT query_id, paradigm, correct FROM v_run_judged WHERE corpus_id = :c "
+                             "AND qtype = :t AND generator = :g AND judge = :j"),
+                        {"c": cell.corpus_id, "t": cell.qtype, "g": cell.generator, "j": judge}).all()
+    return {(int(q), str(p)): int(c) for q, p, c in rows}
+
+
+def replay(cell: Cell, paradigms: list[str], seen: dict[tuple[int, str], int], settings: Settings) -> None:
+    """Rebuild the cell's state from the complete batches, and name the next batch to run."""
+    looks: list[dict[str, dict]] = []
+    state = evaluate(paradigms, [], settings)
+    cell.pending = []
+    for start in range(0, len(cell.queries), settings.batch):
+        batch = cell.queries[start:start + settings.batch]
+        active = state.active
+        missing = [p for p in active if any((q, p) not in seen for q in batch)]
+        if missing:
+            cell.pending = [(batch, active)]
+            break
+        looks.append({p: {q: seen[(q, p)] for q in batch} for p in active})
+        state = evaluate(paradigms, looks, settings)
+        if state.state in (DECIDED, EQUIVALENT):
+            break
+    cell.state = state
+    cell.runs = sum(len(look[p]) for look in looks for p in look)
+    if state.state == DECIDED:
+        cell.stop_reason = "decided"
+    elif state.state == EQUIVALENT:
+        cell.stop_reason = "equivalent"
+    elif not cell.pending:
+        cell.stop_reason = "exhausted: every query of the cell is answered and judged"
+
+
+def save(conn, cell: Cell, judge: str, settings: Settings) -> None:
+    st = cell.state
+    row = {"corpus_id": cell.corpus_id, "qtype": cell.qtype, "generator": cell.generator, "judge": judge,
+           "state": st.state, "winner": st.leader, "n_queries": st.n_queries, "n_runs": cell.runs,
+           "bound": st.bound, "alpha": settings.alpha, "margin": settings.margin, "stop_reason": cell.stop_reason,
+           "detail": {**st.detail(), "seed": settings.seed, "batch": settings.batch, "prior": settings.prior,
+                      "drop_alpha": settings.drop_alpha, "queries_in_cell": len(cell.queries)}}
+    stmt = insert(models.DecisionCell).values(**row)
+    conn.execute(stmt.on_conflict_do_update(
+        index_elements=["corpus_id", "qtype", "generator", "judge"],
+        set_={**{k: stmt.excluded[k] for k in row if k not in ("corpus_id", "qtype", "generator", "judge")},
+              "updated_at": func.now()}))
+
+
+def until_decided(services, scope: Scope, budget: Budget, *, progress: bool = True, echo=print) -> list[Cell]:
+    """Run the cells of ``scope`` until each is decided, equivalent, out of queries or the
+    budget is spent; returns the cells as they stand."""
+    from ragrouter.evaluation import judge as jd
+    from ragrouter.llm.pricing import estimate_usd
+    from ragrouter.stages import registry
+    from ragrouter.stages.runner import run_stage
+
+    cfg = scope.config
+    settings = Settings.from_config(cfg)
+    judge = jd.judge_key(str(cfg.role("judge")), cfg)
+    paradigms = list(scope.paradigms) or list(cfg.get("paradigms.enabled"))
+    stages = registry.all_stages()
+    started = time.monotonic()
+    spent_tokens, spent_usd = 0, 0.0
+    with services.db_lock, services.engine.connect() as conn:
+        cells = cells_of(conn, scope, settings)
+    failed = 0
+    while True:
+        with services.db_lock, services.engine.connect() as conn:
+            for cell in cells:
+                if cell.stop_reason is None or cell.stop_reason.startswith("budget"):
+                    replay(cell, paradigms, outcomes(conn, cell, judge), settings)
+        with services.db_lock, services.engine.begin() as conn:
+            for cell in cells:
+                save(conn, cell, judge, settings)
+        todo = [c for c in cells if c.stop_reason is None and c.pending]
+        if not todo:
+            return cells
+        reason = budget.exhausted(spent_usd, spent_tokens, time.monotonic() - started)
+        if reason:
+            with services.db_lock, services.engine.begin() as conn:
+                for cell in todo:
+                    cell.stop_reason = reason
+                    save(conn, cell, judge, settings)
+            return cells
+        progressed = False
+        for cell in todo:
+            batch, active = cell.pending[0]
+            sub = Scope(corpus=cell.corpus, paradigms=active, models=[cell.generator], config=cfg,
+                        query_ids=batch)
+            before = services.gateway.stats()
+            for name in ("answer", "judge"):
+                rep = run_stage(stages[name], services, sub, progress=False)
+                failed += rep.failed
+                progressed |= rep.done > 0
+                for err in rep.errors[:3]:
+                    echo(f"  failed {err}")
+            after = services.gateway.stats()
+            tokens = after["billed_tokens"] - before["billed_tokens"]
+            spent_tokens += tokens
+            spent_usd += _usd(cfg, after, before, estimate_usd)
+            if progress:
+                st = cell.state
+                echo(f"{cell.corpus}/{cell.qtype}/{cell.generator}: batch of {len(batch)} queries × "
+                     f"{len(active)} paradigms ({tokens} tokens); before it: {st.state}, leader {st.leader}, "
+                     f"N = {st.n_queries}")
+        if not progressed:  # every unit of the batches failed: stop rather than loop
+            with services.db_lock, services.engine.begin() as conn:
+                for cell in todo:
+                    cell.stop_reason = f"failed: {failed} unit(s) failed (see unit_failures); run again to retry"
+                    save(conn, cell, judge, settings)
+            return cells
+
+
+def _usd(cfg, after: dict, before: dict, estimate_usd) -> float:
+    """US $ of the tokens billed between two gateway snapshots, at the generator and judge
+    prices (per-model split is not kept by the counters: the dearer of the two is charged)."""
+    prompt = after["billed_prompt_tokens"] - before["billed_prompt_tokens"]
+    completion = after["billed_completion_tokens"] - before["billed_completion_tokens"]
+    prices = []
+    for backend in list(cfg.generators()) + [str(cfg.role("judge"))]:
+        try:
+            usd = estimate_usd(cfg, str(cfg.backend(backend)["model"]), prompt, completion)
+        except Exception:  # noqa: BLE001 - an unpriced backend costs nothing here
+            usd = None
+        if usd is not None:
+            prices.append(usd)
+    return max(prices) if prices else 0.0

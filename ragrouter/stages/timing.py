@@ -1,0 +1,186 @@
+"""Time in every estimate: how long the pending work of a dry run will take.
+
+A model call's latency is modelled as ``overhead_s + prompt / prompt_tps + completion /
+gen_tps`` (seconds; tokens as the dry run counts and expects them), and a stage's wall time as
+the sum of its calls' latencies divided by the calls in flight (``parallel``), never below what
+the backend's rate limits allow (``requests_per_minute``, ``tokens_per_minute``).
+
+Where the numbers come from, per model, said in every row's ``time_basis``:
+
+* ``history:<n>`` — this store's own calls of the model (``llm_calls.latency_s`` against their
+  prompt and completion tokens, a non-negative least-squares fit over its last calls) once it
+  has ``dry_run.timing.history_min`` of them; the calls in flight are this store's too: the
+  summed latency of a stage's calls over the stage's measured wall time (``stage_timings``);
+* ``prior:<key>`` — ``dry_run.timing.priors``: measured for the embedded local models on a
+  2-core machine (benchmarks/README.md, "Time in every estimate"), **stated** (not measured)
+  for remote endpoints (key ``openai``: any OpenAI-compatible backend), where the calls in
+  flight default to the backend's ``concurrency``.
+
+Stages that make no model call (chunk, metrics, score) take ``units × seconds per unit``: this
+store's ``stage_timings`` of the stage, else ``dry_run.timing.unit_seconds``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from contextlib import nullcontext
+
+import numpy as np
+from sqlalchemy import text
+
+HISTORY_ROWS = 5000
+
+
+def _nnls(latency, prompt, completion) -> tuple[float, float, float]:
+    """(overhead_s, s per prompt token, s per completion token) ≥ 0 fitted to the calls."""
+    from scipy.optimize import nnls
+
+    a = np.column_stack([np.ones(len(latency)), prompt, completion]).astype(float)
+    coef, _ = nnls(a, np.asarray(latency, dtype=float))
+    return float(coef[0]), float(coef[1]), float(coef[2])
+
+
+class Timing:
+    """The latency and parallelism model of one store and config (read once per dry run)."""
+
+    def __init__(self, engine, config, lock=None):
+        sec = dict(config.section("dry_run").get("timing") or {})
+        self.config = config
+        self.history_min = max(2, int(sec.get("history_min", 20)))
+        self.priors = {str(k): dict(v or {}) for k, v in dict(sec.get("priors") or {}).items()}
+        self.unit_prior = {str(k): float(v) for k, v in dict(sec.get("unit_seconds") or {}).items() if v is not None}
+        self._fits: dict[str, tuple[float, float, float, int]] = {}
+        self._parallel: dict[str, float] = {}
+        self._unit: dict[str, tuple[float, int]] = {}
+        with (lock or nullcontext()), engine.connect() as conn:
+            rows = conn.execute(text(
+                "SELECT model, latency_s, prompt_tokens, completion_tokens FROM llm_calls "
+                "WHERE latency_s > 0 ORDER BY id DESC LIMIT :n"), {"n": HISTORY_ROWS * 4}).all()
+            by_model: dict[str, list] = defaultdict(list)
+            for model, lat, pt, ct in rows:
+                if len(by_model[str(model)]) < HISTORY_ROWS:
+                    by_model[str(model)].append((float(lat), int(pt or 0), int(ct or 0)))
+            for model, calls in by_model.items():
+                if len(calls) >= self.history_min:
+                    lat, pt, ct = (np.array(c) for c in zip(*calls))
+                    self._fits[model] = (*_nnls(lat, pt, ct), len(calls))
+            # calls in flight per stage: summed latency of the calls a worker made in a stage over
+            # the wall time that worker spent on the stage
+            for stage, busy, wall in conn.execute(text(
+                    "SELECT t.stage, SUM(c.lat), SUM(t.seconds) FROM stage_timings t JOIN ("
+                    "SELECT worker_run_id, stage, SUM(latency_s) AS lat FROM llm_calls GROUP BY worker_run_id, stage"
+                    ") c ON c.worker_run_id = t.worker_run_id AND c.stage = t.stage "
+                    "WHERE t.model_calls > 0 AND t.seconds > 0 GROUP BY t.stage")).all():
+                if wall and busy:
+                    self._parallel[str(stage)] = max(1.0, float(busy) / float(wall))
+            for stage, secs, units in conn.execute(text(
+                    "SELECT stage, SUM(seconds), SUM(units) FROM stage_timings WHERE model_calls = 0 AND units > 0 "
+                    "GROUP BY stage")).all():
+                self._unit[str(stage)] = (float(secs) / max(1, int(units)), int(units))
+
+    # ------------------------------------------------------------------ backends
+    def backend_of(self, model: str) -> dict:
+        """The config's backend serving ``model`` (a role's backend first)."""
+        backends = self.config.section("backends")
+        bound = set(self.config.generators())
+        for role in ("extractor", "judge", "query_generator", "embedder"):
+            try:
+                bound.add(str(self.config.role(role)))
+            except Exception:  # noqa: BLE001 - an unset role
+                pass
+        matches = [n for n, b in backends.items() if isinstance(b, dict) and str(b.get("model")) == str(model)]
+        matches.sort(key=lambda n: (n not in bound, n))
+        return {"name": matches[0], **backends[matches[0]]} if matches else {"name": None, "model": model}
+
+    def _prior(self, backend: dict) -> tuple[dict, str]:
+        model, kind = str(backend.get("model")), str(backend.get("kind") or "openai")
+        if model in self.priors:
+            return self.priors[model], f"prior:{model}"
+        key = "local" if kind in ("local", "local-encoder") else "openai"
+        return self.priors.get(key, {}), f"prior:{key}" if key == "local" else "stated:openai"
+
+    def call_seconds(self, model: str, calls: int, prompt: int, completion: int) -> tuple[float, str]:
+        """Summed latency of ``calls`` calls of ``model`` with these tokens, and its basis."""
+        fit = self._fits.get(str(model))
+        if fit is not None:
+            a, b, c, n = fit
+            return calls * a + prompt * b + completion * c, f"history:{n}"
+        prior, basis = self._prior(self.backend_of(model))
+
+        def per(tps):
+            return 0.0 if not tps else 1.0 / float(tps)
+        return (calls * float(prior.get("overhead_s") or 0.0) + prompt * per(prior.get("prompt_tps"))
+                + completion * per(prior.get("gen_tps"))), basis
+
+    def parallel(self, stage: str, model: str) -> tuple[float, str]:
+        backend = self.backend_of(model)
+        conc = max(1, int(backend.get("concurrency") or 1))
+        if backend.get("kind") == "local" and backend.get("n_parallel"):
+            conc = min(conc, int(backend["n_parallel"]))
+        if stage in self._parallel:
+            return min(float(conc), self._parallel[stage]), "history"
+        prior, _ = self._prior(backend)
+        par = prior.get("parallel")
+        return (float(conc) if par is None else min(float(conc), float(par))), "prior"
+
+    def stage_seconds(self, estimate) -> tuple[float, str]:
+        """Expected wall seconds of one dry-run row (a stage's calls of one model)."""
+        calls = max(0, int(estimate.calls) - int(estimate.cached_calls))
+        if calls == 0:
+            return 0.0, "cached" if estimate.calls else "-"
+        busy, basis = self.call_seconds(estimate.model, calls, int(estimate.prompt_tokens),
+                                        int(estimate.completion_tokens))
+        par, par_basis = self.parallel(estimate.stage, estimate.model)
+        wall = busy / par
+        backend = self.backend_of(estimate.model)
+        limits = []
+        rpm, tpm = backend.get("requests_per_minute"), backend.get("tokens_per_minute")
+        if rpm:
+            limits.append(calls * 60.0 / float(rpm))
+        if tpm:
+            limits.append((estimate.prompt_tokens + estimate.completion_cap) * 60.0 / float(tpm))
+        if limits and max(limits) > wall:
+            return max(limits), f"{basis},rate-limit"
+        return wall, f"{basis},parallel:{par:.2g}({par_basis})"
+
+    def unit_seconds(self, stage: str, units: int) -> tuple[float, str]:
+        if units <= 0:
+            return 0.0, "-"
+        if stage in self._unit and self._unit[stage][1] >= 5:
+            per, n = self._unit[stage]
+            return units * per, f"history:{n} units"
+        if stage in self.unit_prior:
+            return units * self.unit_prior[stage], "prior"
+        return 0.0, "unknown"
+
+
+def wall_estimates(config, estimates, services) -> dict:
+    """The dry run as one object: per (stage, model) row its calls, tokens, US $ and
+    ``expected_wall_s`` with ``time_basis``; totals; and advice (``profile: local``) when the
+    local backends would take longer than ``dry_run.advise_hours``."""
+    from ragrouter.llm.pricing import estimate_usd
+
+    timing = Timing(services.engine, config, services.db_lock)
+    rows, total, usd_total, local_s = [], 0.0, None, 0.0
+    for e in estimates:
+        if e.model == "-":
+            secs, basis = timing.unit_seconds(e.stage, int(getattr(e, "units", 0)))
+        else:
+            secs, basis = timing.stage_seconds(e)
+            if timing.backend_of(e.model).get("kind") in ("local", "local-encoder"):
+                local_s += secs
+        usd = None if e.model == "-" else estimate_usd(config, e.model, e.prompt_tokens, e.completion_tokens)
+        if usd is not None:
+            usd_total = (usd_total or 0.0) + usd
+        total += secs
+        rows.append({"stage": e.stage, "model": e.model, "units": int(getattr(e, "units", 0)), "calls": e.calls,
+                     "cached_calls": e.cached_calls, "prompt_tokens": e.prompt_tokens,
+                     "completion_tokens": e.completion_tokens, "completion_cap": e.completion_cap, "usd": usd,
+                     "expected_wall_s": round(secs, 1), "basis": e.basis or "-", "time_basis": basis})
+    advice = []
+    hours = float(config.get("dry_run.advise_hours", 3) or 3)
+    if local_s > hours * 3600 and config.get("profile", None) != "local":
+        advice.append(f"the local backends would take about {local_s / 3600:.1f} h: `profile: local` in your config "
+                      "(configs/profiles/local.yaml) sets the demo's context budget and caps for CPU models "
+                      "(docs/FIDELITY.md lists them beside the paper's values)")
+    return {"stages": rows, "expected_wall_s": round(total, 1), "usd": usd_total, "advice": advice}

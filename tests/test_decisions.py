@@ -1,0 +1,283 @@
+"""Decisions a user can afford (issue 29): the anytime-valid sequential rule, ``run
+--until-decided`` on the fake endpoint, and time in every dry-run estimate."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.stats import betabinom, binom
+from sqlalchemy import text
+
+from ragrouter.decisions import sequential as sq
+from ragrouter.evaluation import judge as jd
+from ragrouter.paradigms import prompts
+from tests.fake_openai import FakeOpenAI
+from tests.test_stages_answer import fake_config
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+# ---------------------------------------------------------------------------------------------
+# The rule
+
+
+def test_evalue_is_the_beta_binomial_over_the_fair_coin():
+    for s, n, a in [(0, 0, 1.0), (7, 10, 4.0), (3, 20, 2.5), (50, 60, 1.0)]:
+        ref = betabinom.pmf(s, n, a, a) / binom.pmf(s, n, 0.5) if n else 1.0
+        assert math.isclose(float(np.exp(sq.log_evalue(s, n, a))), ref, rel_tol=1e-9)
+
+
+def test_mixture_interval_is_the_set_whose_ratio_stays_under_the_threshold():
+    level = 0.01
+    for k, n in [(0, 10), (5, 20), (20, 20), (37, 100)]:
+        lo, hi = (float(x) for x in sq.mixture_interval(k, n, level))
+        grid = np.linspace(1e-6, 1 - 1e-6, 20001)
+        with np.errstate(divide="ignore", over="ignore"):
+            ratio = np.exp(sq.betaln(k + 1, n - k + 1) - sq.betaln(1, 1)) / (grid ** k * (1 - grid) ** (n - k))
+        inside = grid[ratio < 1 / level]
+        assert abs(inside.min() - lo) < 2e-4 and abs(inside.max() - hi) < 2e-4
+    assert [float(x) for x in sq.mixture_interval(0, 0, level)] == [0.0, 1.0]
+
+
+def _looks(rates, n_batches, batch, seed, rho=0.5):
+    from benchmarks.bench_sequential import outcomes
+
+    rng = np.random.default_rng(seed)
+    x = outcomes(rates, 1, n_batches * batch, rho, rng)[0]
+    names = [f"p{i}" for i in range(len(rates))]
+    return names, x, [{p: {i: int(x[i, k]) for i in range(b * batch, (b + 1) * batch)} for k, p in enumerate(names)}
+                      for b in range(n_batches)]
+
+
+def test_the_store_replay_and_the_benchmark_simulation_take_the_same_decisions():
+    """evaluate() (dict looks, the product path) and bench_sequential.sequential() (arrays)
+    drive the same step(): same state, same queries used, same paradigm named."""
+    from benchmarks.bench_sequential import sequential
+
+    settings = sq.Settings()
+    for seed, rates in enumerate([[0.2, 0.6, 0.55, 0.8, 0.5], [0.4] * 5, [0.1, 0.9, 0.3, 0.3, 0.85]]):
+        names, x, looks = _looks(rates, 40, settings.batch, seed)
+        cell = sq.evaluate(names, looks, settings)
+        # the simulation continues past a dropped paradigm's queries without them, as the store does
+        sim = sequential(x[None], settings, np.random.default_rng(0))
+        assert cell.n_queries == int(sim["queries"][0])
+        assert {0: sq.UNDECIDED, 1: sq.DECIDED, 2: sq.EQUIVALENT, 3: sq.UNDECIDED}[int(sim["state"][0])] == cell.state
+        if cell.state == sq.DECIDED:
+            assert names[int(sim["named"][0])] == cell.leader
+
+
+def test_a_planted_winner_is_decided_and_equal_paradigms_are_not():
+    settings = sq.Settings()
+    names, _, looks = _looks([0.3, 0.35, 0.8, 0.4, 0.3], 30, settings.batch, seed=3)
+    cell = sq.evaluate(names, looks, settings)
+    assert cell.state == sq.DECIDED and cell.leader == "p2" and cell.n_queries < 300
+    assert cell.bound is not None and cell.bound > 0  # the lead over the rivals it rests on
+    assert all(d["level"] in ("alpha", "drop_alpha") for d in cell.dropped.values())
+    # equal rates: over 100 seeded sequences of 300 queries the rule calls a winner at most α of the time
+    called = 0
+    for seed in range(100):
+        names, _, looks = _looks([0.5] * 5, 30, settings.batch, seed=100 + seed)
+        called += sq.evaluate(names, looks, settings).state == sq.DECIDED
+    assert called <= 5
+
+
+def test_settings_come_from_the_config_and_bad_values_are_named():
+    from ragrouter.config import Config
+
+    cfg = Config.load(env={})
+    s = sq.Settings.from_config(cfg)
+    assert (s.alpha, s.batch, s.drop_alpha) == (0.05, 10, 0.1)
+    bad = Config({**cfg.data, "decisions": {**cfg.data["decisions"], "alpha": 1.5}}, source="<t>")
+    with pytest.raises(ValueError, match="alpha must lie in"):
+        sq.Settings.from_config(bad)
+
+
+# ---------------------------------------------------------------------------------------------
+# run --until-decided on the fake endpoint
+
+
+def _u(*parts) -> float:
+    return int(hashlib.sha256("|".join(parts).encode()).hexdigest()[:8], 16) / 16 ** 8
+
+
+def planted(naive_rate: float, llm_rate: float, correlated: bool):
+    """Generation answers say which paradigm wrote them; the judge marks a question's answer
+    correct from a hash of the question: NaiveRAG on a share naive_rate, LLM-only on llm_rate
+    (nested when ``correlated``, independent hashes otherwise)."""
+    def respond(req):
+        system, user = req["messages"][0]["content"], req["messages"][-1]["content"]
+        if system == jd.SYSTEM:
+            question = user.split("Question: ", 1)[1].split("\n\nGold answer:", 1)[0]
+            answer = user.split("Answer to grade: ", 1)[1]
+            if answer.startswith("CTX"):
+                ok = _u(question) < naive_rate
+            else:
+                ok = _u(question if correlated else question + "#llm") < llm_rate
+            return {"label": "correct" if ok else "incorrect", "reason": "scripted"}
+        question = user.rsplit("Question:", 1)[-1].strip().split("\n")[0]
+        tag = "NOCTX" if system == prompts.PROMPTS["direct"].system else "CTX"
+        return f"{tag} {question[:80]}"
+    return respond
+
+
+def _store_with_questions(engine, n: int) -> None:
+    from ragrouter.db.engine import write_lock
+    from ragrouter.ingest import store as ingest_store
+    from ragrouter.ingest.records import Dataset, Document, Question
+
+    docs = [Document(f"d{i}", "", f"Fact {i}: the value of item {i} is {i * 7}.") for i in range(6)]
+    qs = [Question(f"q{i}", f"What is the value of item {i}?", str(i * 7), "factual") for i in range(n)]
+    with write_lock(engine), engine.begin() as conn:
+        ingest_store.write_dataset(conn, "toy", "test", Dataset(documents=docs, questions=qs), [])
+
+
+def _decide(engine, cfg):
+    from ragrouter.decisions.driver import Budget, until_decided
+    from ragrouter.stages import registry
+    from ragrouter.stages.base import Scope
+    from ragrouter.stages.runner import run_stage
+    from ragrouter.stages.services import Services
+
+    services = Services(cfg, engine)
+    try:
+        scope = Scope(corpus="toy", config=cfg)
+        for name in ("chunk", "embed"):
+            run_stage(registry.all_stages()[name], services, scope, progress=False)
+        return until_decided(services, scope, Budget(), progress=False)
+    finally:
+        services.finish()
+
+
+def _cfg(srv):
+    cfg = fake_config(srv)
+    cfg.data["paradigms"]["enabled"] = ["llm_only", "naive"]
+    return cfg
+
+
+def test_until_decided_stops_a_planted_cell_early_and_a_rerun_repeats_no_call(store):
+    _store_with_questions(store, 120)
+    with FakeOpenAI(responder=planted(0.8, 0.5, correlated=True), embedding_dim=16) as srv:
+        cfg = _cfg(srv)
+        (cell,) = _decide(store, cfg)
+        requests = srv.stats()["total"]
+        assert cell.state.state == sq.DECIDED and cell.state.leader == "naive", cell.state
+        assert cell.state.n_queries < 120 and cell.stop_reason == "decided"
+        with store.connect() as conn:
+            row = conn.execute(text("SELECT state, winner, n_queries, n_runs, bound FROM decision_cells")).one()
+            answered = conn.execute(text("SELECT COUNT(DISTINCT query_id) FROM paradigm_runs")).scalar()
+            ledger = conn.execute(text("SELECT COUNT(*), COUNT(DISTINCT request_hash) FROM llm_calls")).one()
+        assert row[0] == "decided" and row[1] == "naive" and row[2] == cell.state.n_queries and row[4] > 0
+        assert answered == cell.state.n_queries < 120  # the rest stay pending
+        assert ledger[0] == ledger[1]
+        (again,) = _decide(store, cfg)
+        assert srv.stats()["total"] == requests  # no request made twice
+        assert again.state.state == sq.DECIDED and again.state.n_queries == cell.state.n_queries
+
+
+def test_until_decided_without_a_difference_never_says_decided(store):
+    _store_with_questions(store, 60)
+    with FakeOpenAI(responder=planted(0.6, 0.6, correlated=False), embedding_dim=16) as srv:
+        (cell,) = _decide(store, _cfg(srv))
+    assert cell.state.state in (sq.UNDECIDED, sq.EQUIVALENT)
+    assert cell.state.n_queries == 60 and cell.stop_reason.startswith("exhausted")
+
+
+def test_an_interrupted_sequence_continues_where_it_stopped(store):
+    """A budget stops the first command after its first batch; the second continues the same
+    seeded sequence and ends in the state one uninterrupted command reaches."""
+    from ragrouter.decisions.driver import Budget, until_decided
+    from ragrouter.stages import registry
+    from ragrouter.stages.base import Scope
+    from ragrouter.stages.runner import run_stage
+    from ragrouter.stages.services import Services
+
+    _store_with_questions(store, 120)
+    with FakeOpenAI(responder=planted(0.8, 0.5, correlated=True), embedding_dim=16) as srv:
+        cfg = _cfg(srv)
+        services = Services(cfg, store)
+        try:
+            scope = Scope(corpus="toy", config=cfg)
+            for name in ("chunk", "embed"):
+                run_stage(registry.all_stages()[name], services, scope, progress=False)
+            (first,) = until_decided(services, scope, Budget(tokens=1), progress=False)
+        finally:
+            services.finish()
+        assert first.stop_reason.startswith("budget") and first.state.n_queries == 10
+        (second,) = _decide(store, cfg)
+    assert second.state.state == sq.DECIDED and second.state.leader == "naive"
+    with store.connect() as conn:
+        ledger = conn.execute(text("SELECT COUNT(*), COUNT(DISTINCT request_hash) FROM llm_calls")).one()
+    assert ledger[0] == ledger[1]
+
+
+# ---------------------------------------------------------------------------------------------
+# Time in every estimate
+
+
+def test_dry_run_after_answer_estimates_judging(store):
+    """The judge estimate after the answer stage names the judge's model (it passed the
+    judgment key where a backend name goes)."""
+    from ragrouter.stages import registry
+    from ragrouter.stages.base import Scope
+    from ragrouter.stages.runner import dry_run
+    from ragrouter.stages.services import Services
+    from tests.test_stages_answer import ingest, responder, run
+
+    ingest(store)
+    with FakeOpenAI(responder=responder, embedding_dim=16) as srv:
+        cfg = fake_config(srv)
+        run(store, cfg, "chunk", "extract", "embed", "answer")
+        services = Services(cfg, store)
+        try:
+            (est,) = dry_run([registry.all_stages()["judge"]], services, Scope(corpus="toy", config=cfg))
+        finally:
+            services.finish()
+    assert est.model == "fake-model" and est.calls == 30 and est.prompt_tokens > 0
+
+
+def test_expected_wall_time_matches_a_run_with_set_latency_and_concurrency(store):
+    """Against the fake endpoint with 0.15 s per request and 2 request slots: a first corpus
+    gives the store its history; the dry run of a second corpus then expects each model stage's
+    wall time within ±30 % of what the run takes."""
+    from benchmarks.bench_dry_run import _ingest
+    from ragrouter.stages import registry
+    from ragrouter.stages.base import Scope
+    from ragrouter.stages.runner import dry_run, run_stage
+    from ragrouter.stages.services import Services
+    from ragrouter.stages.timing import wall_estimates
+    from tests.test_trust import judging_responder
+
+    pipeline = ["chunk", "extract", "embed", "answer", "judge"]
+    with FakeOpenAI(responder=judging_responder, embedding_dim=16, latency_s=0.15) as srv:
+        cfg = fake_config(srv)
+        for b in cfg.data["backends"].values():
+            b["concurrency"] = 2
+        cfg.data["dry_run"]["timing"]["history_min"] = 5
+        for corpus, reword in (("toy", ""), ("toy-b", "In other words: ")):
+            _ingest(store, corpus, reword)
+            services = Services(cfg, store)
+            try:
+                scope = Scope(corpus=corpus, config=cfg)
+                timed = wall_estimates(cfg, dry_run([registry.all_stages()[n] for n in pipeline], services, scope),
+                                       services)
+                took = {}
+                for n in pipeline:
+                    t0 = time.monotonic()
+                    run_stage(registry.all_stages()[n], services, scope, progress=False)
+                    took[n] = time.monotonic() - t0
+            finally:
+                services.finish()
+    expected = {}
+    for r in timed["stages"]:
+        expected[r["stage"]] = expected.get(r["stage"], 0.0) + r["expected_wall_s"]
+        if r["stage"] in ("extract", "answer", "judge") and r["model"] == "fake-model":
+            assert r["time_basis"].startswith("history:"), r
+    for n in ("extract", "answer", "judge"):
+        assert 0.7 * took[n] <= expected[n] <= 1.3 * took[n], (n, expected[n], took[n])
+    assert math.isclose(timed["expected_wall_s"], sum(r["expected_wall_s"] for r in timed["stages"]), abs_tol=0.5)
