@@ -26,6 +26,7 @@ from ragrouter.commands.export import export_command  # noqa: E402
 from ragrouter.commands.ingest import ingest_command  # noqa: E402
 from ragrouter.commands.judge import judge_group  # noqa: E402
 from ragrouter.commands.models import models_group  # noqa: E402
+from ragrouter.commands.plan import plan_command  # noqa: E402
 from ragrouter.commands.report import report_command  # noqa: E402
 from ragrouter.commands.routers import mlflow_ui_command, routers_group  # noqa: E402
 from ragrouter.commands.run import run_command  # noqa: E402
@@ -74,6 +75,7 @@ cli.add_command(db_group)
 cli.add_command(ingest_command)
 cli.add_command(corpus_group)
 cli.add_command(run_command)
+cli.add_command(plan_command)
 cli.add_command(demo_command)
 cli.add_command(ask_command)
 cli.add_command(judge_group)

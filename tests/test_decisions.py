@@ -281,3 +281,49 @@ def test_expected_wall_time_matches_a_run_with_set_latency_and_concurrency(store
     for n in ("extract", "answer", "judge"):
         assert 0.7 * took[n] <= expected[n] <= 1.3 * took[n], (n, expected[n], took[n])
     assert math.isclose(timed["expected_wall_s"], sum(r["expected_wall_s"] for r in timed["stages"]), abs_tol=0.5)
+
+
+# ---------------------------------------------------------------------------------------------
+# plan
+
+
+def test_mcnemar_sample_size_gives_the_stated_power():
+    """At Connor's n the exact McNemar test (the report's) rejects about 80 % of the time."""
+    from ragrouter.decisions.plan import mcnemar_n
+    from ragrouter.evaluation.stats import mcnemar_exact
+
+    delta, psi = 0.10, 0.30
+    n = mcnemar_n(delta, psi)
+    assert n == 234  # (1.96·√0.3 + 0.8416·√0.29)² / 0.01
+    rng = np.random.default_rng(7)
+    p10, p01 = (psi + delta) / 2, (psi - delta) / 2
+    hits = 0
+    for _ in range(400):
+        u = rng.random(n)
+        a = (u < p10) | (u >= p10 + p01) & (u < 0.5 + p10)
+        b = (u >= p10) & (u < p10 + p01) | (u >= p10 + p01) & (u < 0.5 + p10)
+        hits += mcnemar_exact(a.astype(float), b.astype(float)).pvalue < 0.05
+    assert 0.72 <= hits / 400 <= 0.88
+    assert mcnemar_n(0.2, 0.05) == mcnemar_n(0.2, 0.2)  # ψ is never below the gap
+
+
+def test_plan_reads_the_pilot_and_prices_the_pending_queries(store):
+    from ragrouter.decisions.plan import plan
+    from ragrouter.stages.base import Scope
+    from ragrouter.stages.services import Services
+
+    _store_with_questions(store, 120)
+    with FakeOpenAI(responder=planted(0.8, 0.5, correlated=True), embedding_dim=16) as srv:
+        cfg = _cfg(srv)
+        (cell,) = _decide(store, cfg)
+        services = Services(cfg, store)
+        try:
+            (row,) = plan(services, Scope(corpus="toy", config=cfg))
+        finally:
+            services.finish()
+    answered = cell.state.n_queries
+    assert row["discordance_basis"].startswith(f"pilot: naive vs llm_only on {answered} queries")
+    assert math.isclose(row["discordance"], cell.state.pairs[0]["a_only"] / answered + cell.state.pairs[0]["b_only"]
+                        / answered)
+    assert row["n_needed"] > 0 and row["cost_basis"] == f"dry run of {120 - answered} pending queries"
+    assert row["calls"] > 0 and row["tokens"] > 0 and row["wall_s"] > 0
