@@ -112,6 +112,10 @@ def main(argv: list[str] | None = None, prog_name: str = "cli.py") -> int:
         common.echo_err("interrupted")
         return 130
     except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, exit 1
+        fs = common.file_system_error(exc)
+        if fs is not None:  # a folder missing or read-only, a disk full: the user's to fix, exit 2
+            common.echo_err(f"error: {fs}")
+            return common.EXIT_USER
         if os.environ.get("RAGROUTER_DEBUG"):
             traceback.print_exc()
         first = (str(exc).strip().splitlines() or [""])[0]

@@ -56,6 +56,65 @@ _THRESHOLD = Union[StrictFloat, StrictInt, dict[str, Union[StrictFloat, StrictIn
 WIDE_TYPES.update({"retrieval.min_similarity": _THRESHOLD, "retrieval.entity_min_similarity": _THRESHOLD,
                    "dry_run.iterative_rounds": Union[StrictFloat, StrictInt]})
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (PyYAML keeps the last
+    in silence, so a duplicated setting would be ignored without a word)."""
+
+
+class DuplicateKeyError(yaml.YAMLError):
+    def __init__(self, key: str, line: int, first: int) -> None:
+        super().__init__(f"line {line}: duplicate key '{key}' (first given at line {first})")
+        self.key, self.line, self.first = key, line, first
+
+
+def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict = {}
+    loader.flatten_mapping(node)
+    for key_node, _value in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            hash(key)
+        except TypeError:
+            continue  # the base constructor reports an unhashable key
+        if key in seen:
+            raise DuplicateKeyError(str(key), key_node.start_mark.line + 1, seen[key])
+        seen[key] = key_node.start_mark.line + 1
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping)
+
+
+def load_yaml(text: str):
+    """``yaml.safe_load`` that refuses duplicate keys (DuplicateKeyError names both lines)."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+
+
+# Ranges of numeric settings, by the setting's own name wherever it appears (backends and
+# sections alike; not inside extra_body/headers, which go to the provider as they are):
+# (lowest, highest, whether the lowest itself is allowed); None = unbounded. null always
+# means "the code's default" and passes.
+RANGES: dict[str, tuple[float | None, float | None, bool]] = {
+    "concurrency": (1, None, True), "retries": (0, None, True), "timeout_s": (0, None, False),
+    "batch_size": (1, None, True), "n_ctx": (1, None, True), "n_parallel": (1, None, True),
+    "threads": (1, None, True), "requests_per_minute": (0, None, False), "tokens_per_minute": (0, None, False),
+    "temperature": (0, 2, True), "eval_temperature": (0, 2, True), "check_temperature": (0, 2, True),
+    "top_p": (0, 1, False), "max_tokens": (1, None, True), "check_max_tokens": (1, None, True),
+    "max_completion_tokens": (1, None, True), "threads_per_slot": (1, None, True),
+    "lease_seconds": (0, None, False), "folds": (2, None, True), "samples": (1, None, True),
+    "token_budget": (1, None, True), "top_k": (1, None, True), "window": (1, None, True),
+    "overlap": (0, None, True), "seed_entities": (1, None, True), "entity_top_k": (1, None, True),
+    "max_triples": (1, None, True), "ppr_alpha": (0, 1, False), "max_rounds": (0, None, True),
+}
+_OPAQUE = ("extra_body", "headers", "price_per_million")
+
+
+def _range_text(lo, hi, lo_ok: bool) -> str:
+    if hi is None:
+        return f"{'>=' if lo_ok else '>'} {lo}"
+    return f"between {lo} and {hi}" if lo_ok else f"> {lo} and <= {hi}"
+
+
 _TYPE_NAMES = {StrictBool: "true or false", StrictInt: "an integer", StrictStr: "a string",
                list: "a list", dict: "a mapping"}
 
@@ -194,7 +253,9 @@ class Config:
                 continue
             parts = [p for p in key[len(ENV_PREFIX):].split("__") if p]
             try:
-                value = yaml.safe_load(raw)
+                value = load_yaml(raw)
+            except DuplicateKeyError as exc:
+                raise ConfigError(f"environment {key}: {exc}") from None
             except yaml.YAMLError as exc:
                 raise ConfigError(f"environment {key}: not a YAML value ({exc.__class__.__name__})") from None
             node = data
@@ -224,8 +285,16 @@ class Config:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             raise ConfigError(f"{path}: config file not found") from None
+        except IsADirectoryError:
+            raise ConfigError(f"{path}: is a directory, not a config file") from None
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read the config file ({exc.strerror})") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{path}: not UTF-8 text (byte offset {exc.start})") from None
         try:
-            data = yaml.safe_load(text) or {}
+            data = load_yaml(text) or {}
+        except DuplicateKeyError as exc:
+            raise ConfigError(f"{path} {exc}") from None
         except yaml.YAMLError as exc:
             raise ConfigError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
         if not isinstance(data, dict):
@@ -313,32 +382,82 @@ class Config:
                               f"(got {shown})") from None
 
     def validate(self) -> None:
+        """Backends, roles and the range of every numeric setting (:data:`RANGES`), each bad
+        value named with where it came from (file and line, or the environment variable)."""
         backends = self.data.get("backends") or {}
         if not isinstance(backends, dict):
-            raise ConfigError(f"{self.source}: 'backends' must be a mapping")
+            raise ConfigError(f"{self.where('backends')}: 'backends' must be a mapping")
         for name, spec in backends.items():
-            where = f"{self.source}: backends.{name}"
+            where = f"{self.where(f'backends.{name}')}: backends.{name}"
             if not isinstance(spec, dict):
                 raise ConfigError(f"{where} must be a mapping")
             kind = spec.get("kind")
             if kind not in BACKEND_KINDS:
-                raise ConfigError(f"{where}.kind must be one of {', '.join(BACKEND_KINDS)} (got {kind!r})")
+                raise ConfigError(f"{self.where(f'backends.{name}.kind')}: backends.{name}.kind must be one of "
+                                  f"{', '.join(BACKEND_KINDS)} (got {kind!r})")
             if not spec.get("model"):
                 raise ConfigError(f"{where}.model is missing")
             if "api_key" in spec:
-                raise ConfigError(f"{where}.api_key: never put a key in the config; set api_key_env "
-                                  "to the name of the environment variable that holds it")
-            if kind == "openai" and not spec.get("base_url"):
-                raise ConfigError(f"{where}.base_url is missing")
-            for key in ("concurrency", "retries"):
-                if key in spec and (not isinstance(spec[key], int) or spec[key] < 0):
-                    raise ConfigError(f"{where}.{key} must be a non-negative integer")
+                raise ConfigError(f"{self.where(f'backends.{name}.api_key')}: backends.{name}.api_key: never put "
+                                  "a key in the config; set api_key_env to the name of the environment variable "
+                                  "that holds it")
+            if kind == "openai":
+                self._check_base_url(name, spec.get("base_url"))
+            for key in ("extra_body", "headers"):
+                if spec.get(key) is not None and not isinstance(spec[key], dict):
+                    raise ConfigError(f"{self.where(f'backends.{name}.{key}')}: backends.{name}.{key} must be a "
+                                      f"mapping (got {spec[key]!r})")
+            self._check_prices(name, spec)
+        self._check_ranges(self.data, "")
         roles = self.data.get("roles") or {}
         for role, value in roles.items():
             if role not in ROLES:
-                raise ConfigError(f"{self.source}: roles.{role} is not a role ({', '.join(ROLES)})")
+                raise ConfigError(f"{self.where(f'roles.{role}')}: roles.{role} is not a role ({', '.join(ROLES)})")
             names = value if isinstance(value, list) else [value]
             for name in names:
                 if name not in backends:
-                    raise ConfigError(f"{self.source}: roles.{role} names backend '{name}', "
+                    raise ConfigError(f"{self.where(f'roles.{role}')}: roles.{role} names backend '{name}', "
                                       "which is not defined under 'backends'")
+        window, overlap = self.get("chunking.window", None), self.get("chunking.overlap", None)
+        if isinstance(window, int) and isinstance(overlap, int) and overlap >= window:
+            raise ConfigError(f"{self.where('chunking.overlap')}: setting 'chunking.overlap' must be smaller than "
+                              f"chunking.window ({window}) (got {overlap})")
+
+    def _check_base_url(self, name: str, url: Any) -> None:
+        from urllib.parse import urlsplit
+
+        where = f"{self.where(f'backends.{name}.base_url')}: backends.{name}.base_url"
+        if not url:
+            raise ConfigError(f"{where} is missing")
+        try:
+            parts = urlsplit(str(url))
+            parts.port  # noqa: B018 - a malformed port raises here
+        except ValueError as exc:
+            raise ConfigError(f"{where} is not a URL ({exc}): {url!r}") from None
+        if not isinstance(url, str) or parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"{where} must be an http:// or https:// URL with a host (got {url!r})")
+
+    def _check_prices(self, name: str, spec: dict) -> None:
+        from ragrouter.llm.pricing import PriceError, parse_prices  # no import circle: pricing needs no config
+
+        try:
+            parse_prices(name, spec, self.where(f"backends.{name}.price_per_million"))
+        except PriceError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def _check_ranges(self, node: Any, prefix: str) -> None:
+        if not isinstance(node, dict):
+            return
+        for key, value in node.items():
+            dotted = f"{prefix}.{key}" if prefix else str(key)
+            if isinstance(value, dict):
+                if key not in _OPAQUE:
+                    self._check_ranges(value, dotted)
+                continue
+            bounds = RANGES.get(str(key))
+            if bounds is None or value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            lo, hi, lo_ok = bounds
+            if (lo is not None and (value < lo or (value == lo and not lo_ok))) or (hi is not None and value > hi):
+                raise ConfigError(f"{self.where(dotted)}: setting '{dotted}' must be {_range_text(lo, hi, lo_ok)} "
+                                  f"(got {value!r})")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
+import os
 import sys
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -105,6 +107,37 @@ class FailedUnits(click.ClickException):
 
 def fail(message: str) -> None:
     raise UserError(message)
+
+
+# File-system errors a user acts on (a folder missing or read-only, a disk full): one line, exit 2.
+FS_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOENT,
+             errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG, errno.EEXIST, errno.ENOTEMPTY, errno.EMLINK}
+_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+# The same errors as a database driver words them (DuckDB's IOException, psycopg's errors).
+_FS_TEXT = ("no space left on device", "disk quota exceeded", "file too large", "read-only file system",
+            "permission denied", "could not write file", "not a directory", "no such file or directory")
+_FULL_HINT = "; free some space (or choose another folder) and run the command again — what was committed is kept"
+
+
+def file_system_error(exc: BaseException, where: str | None = None) -> str | None:
+    """One line for a file-system error (``where``: what was being written, e.g. the report
+    folder), or None when ``exc`` is something else."""
+    if isinstance(exc, OSError) and exc.errno in FS_ERRNOS:
+        what = exc.strerror or os.strerror(exc.errno)
+        names = " -> ".join(str(n) for n in (exc.filename, exc.filename2) if n is not None)
+        prefix = f"{where}: " if where else ""
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return f"{prefix}{names or 'a path'}: {what}"
+        return f"{prefix}cannot write{' ' + names if names else ''}: {what}" + (_FULL_HINT if exc.errno in _FULL else "")
+    if isinstance(exc, OSError):
+        return None
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    first = text.splitlines()[0] if text else ""
+    low = first.lower()
+    if any(t in low for t in _FS_TEXT):
+        full = any(t in low for t in _FS_TEXT[:3])
+        return (f"{where}: " if where else "") + first + (_FULL_HINT if full else "")
+    return None
 
 
 def _jsonable(value: Any) -> Any:

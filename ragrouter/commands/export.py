@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ragrouter.commands.common import Ctx, fail, pass_ctx
+from ragrouter.commands.common import Ctx, fail, file_system_error, pass_ctx
 from ragrouter.db import migrate
 
 
@@ -44,6 +44,11 @@ def export_command(ctx: Ctx, out_dir: Path, fmt: str, with_trace: bool, only: tu
     except ExportError as exc:
         fail(str(exc))
     except OSError as exc:
-        fail(f"{out_dir}: {exc.strerror or exc}")
+        fail(file_system_error(exc, where=f"export {out_dir}") or f"{out_dir}: {exc.strerror or exc}")
+    except Exception as exc:  # noqa: BLE001 - DuckDB's COPY words a full disk as its own IOException
+        line = file_system_error(exc, where=f"export {out_dir}")
+        if line is None:
+            raise
+        fail(line)
     for name, n in counts.items():
         click.echo(f"{out_dir / (name + '.parquet')}: {n} rows")

@@ -59,6 +59,16 @@ def ingest_command(ctx: Ctx, corpus: str, fmt: str, update: bool, verbatim_quest
         ../shared/data/medical/medical.json ../shared/data/medical/medical_questions.json
       python cli.py ingest --corpus mine --format jsonl docs.jsonl questions.jsonl
     """
+    if not corpus.strip():
+        fail(f"--corpus {corpus!r}: a corpus name cannot be blank")
+    if corpus != corpus.strip() or any(not ch.isprintable() for ch in corpus):
+        fail(f"--corpus {corpus!r}: a corpus name has no leading or trailing spaces and no control characters")
+    if len(corpus) > 200:
+        fail(f"--corpus: the name is {len(corpus)} characters long; the store holds at most 200")
+    try:
+        corpus.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        fail(f"--corpus: the name holds an unpaired surrogate at character {exc.start} (not valid Unicode)")
     dataset = loaders.load(fmt, list(paths), qualify_questions=not verbatim_questions)
     names = ", ".join(map(str, paths))
     repeats = loaders.repeated_questions(dataset)

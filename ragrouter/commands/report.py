@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ragrouter.commands.common import Ctx, pass_ctx
+from ragrouter.commands.common import Ctx, fail, file_system_error, pass_ctx
 from ragrouter.config import ConfigError
 from ragrouter.db import migrate
 
@@ -47,7 +47,14 @@ def report_command(ctx: Ctx, out_dir: Path, judge: str | None) -> None:
         preferred_only = True
     else:
         preferred_only = False
-    report = build_report(engine, out_dir, judge=judge, store_label=_safe_url(ctx.db_url), config=_config_or_none(ctx))
+    try:
+        report = build_report(engine, out_dir, judge=judge, store_label=_safe_url(ctx.db_url),
+                              config=_config_or_none(ctx))
+    except OSError as exc:  # --out missing, read-only, a file, or the disk full: one line
+        line = file_system_error(exc, where=f"report --out {out_dir}")
+        if line is None:
+            raise
+        fail(line)
     if not preferred_only and report.judge != judge:
         click.echo(f"note: judge {judge!r} has judged nothing; figures use {report.judge!r}", err=True)
     click.echo(f"report: {report.markdown}")

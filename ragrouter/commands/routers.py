@@ -176,10 +176,15 @@ def mlflow_ui_command(ctx: Ctx, host: str, port: int) -> None:
     from ragrouter import routing
     from ragrouter.routers import tracking
 
+    stopping: list[int] = []
+
     def _stop(signum, frame):
+        if stopping:  # already stopping: a second SIGTERM must not cut the clean-up short
+            return
+        stopping.append(signum)
         raise KeyboardInterrupt
 
-    old = {s: signal.signal(s, _stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+    old = {s: signal.signal(s, _stop) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
     proc = None
     try:
         uri = routing.tracking_uri(ctx.config)

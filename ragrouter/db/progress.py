@@ -74,13 +74,16 @@ def update(engine, stage: str, *, done: int = 0, failed: int = 0, pending: int =
     with _LOCK:
         state = _STATE.get(db)
         if state is None:
+            from ragrouter.db.engine import command_line
+
             state = _STATE[db] = {"pid": os.getpid(), "started_at": _now(),
-                                  "command": " ".join(os.path.basename(a) if i == 0 else a
-                                                      for i, a in enumerate(sys.argv))[:300],
+                                  "command": command_line()[:300],  # passwords redacted
                                   "stages": {}, "_t": 0.0}
             atexit.register(_remove, path)
         state["stage"] = stage
-        state["stages"][stage] = {"done": int(done), "failed": int(failed), "pending": int(pending)}
+        began = (state["stages"].get(stage) or {}).get("started", time.time())  # for status' ETA
+        state["stages"][stage] = {"done": int(done), "failed": int(failed), "pending": int(pending),
+                                  "started": float(began)}
         now = time.monotonic()
         if not force and now - state["_t"] < _MIN_INTERVAL_S:
             return
@@ -100,13 +103,57 @@ def _alive(pid: int) -> bool:
     return True
 
 
+_WARNED: set[str] = set()
+
+
+def _malformed(data) -> str | None:
+    """What is wrong with a progress file's content (None: it has the shape update() writes)."""
+    if not isinstance(data, dict):
+        return "not a JSON object"
+    if not isinstance(data.get("pid"), int) or isinstance(data.get("pid"), bool):
+        return "'pid' is not an integer"
+    for key in ("started_at", "updated_at", "command", "stage"):
+        if key in data and not isinstance(data[key], str):
+            return f"'{key}' is not a string"
+    stages = data.get("stages", {})
+    if not isinstance(stages, dict):
+        return "'stages' is not a mapping"
+    for name, counts in stages.items():
+        if not isinstance(counts, dict) or not all(
+                isinstance(counts.get(k, 0), int) and not isinstance(counts.get(k, 0), bool)
+                for k in ("done", "failed", "pending")):
+            return f"stage {name!r} is not a mapping of done/failed/pending counts"
+    return None
+
+
+def eta_seconds(counts: dict, now: float | None = None) -> float | None:
+    """Seconds left for a stage of a progress file at the pace it has kept since it started
+    (None until a unit is done, or without a start time)."""
+    started, done = counts.get("started"), int(counts.get("done", 0) or 0)
+    if not isinstance(started, (int, float)) or done <= 0:
+        return None
+    left = int(counts.get("pending", 0) or 0) - done - int(counts.get("failed", 0) or 0)
+    elapsed = max(0.0, (time.time() if now is None else now) - float(started))
+    return max(0.0, left * elapsed / done)
+
+
 def read(db_path: str | Path) -> dict | None:
-    """The progress of the live worker on ``db_path``, or None."""
+    """The progress of the live worker on ``db_path``, or None. A file that is not what
+    :func:`update` writes is ignored, with one warning on stderr (once per file and process)."""
     path = progress_path(db_path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except FileNotFoundError:
         return None
-    if not isinstance(data, dict) or not isinstance(data.get("pid"), int) or not _alive(data["pid"]):
+    except (OSError, ValueError) as exc:
+        problem = f"unreadable ({exc.__class__.__name__})"
+    else:
+        problem = _malformed(data)
+    if problem:
+        if str(path) not in _WARNED:
+            _WARNED.add(str(path))
+            print(f"warning: progress file {path} is malformed ({problem}); ignored", file=sys.stderr)
+        return None
+    if not _alive(data["pid"]):
         return None
     return data

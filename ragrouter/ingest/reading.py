@@ -58,6 +58,20 @@ def _json_loads(text: str) -> Any:
     return json.loads(text, object_pairs_hook=_pairs, parse_constant=_NonFinite)
 
 
+def _surrogate_at(text: str) -> int | None:
+    """Where a string holds a lone surrogate (not valid Unicode, no store can hold it), or None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
+
+
+# The longest id the stores hold (documents/queries.external_id are VARCHAR(300); PostgreSQL
+# refuses a longer one, DuckDB would keep it): one limit on both.
+MAX_ID_CHARS = 300
+
+
 def _check_value(value: Any, path: str = "", depth: int = 0) -> str | None:
     """The first problem of a decoded record that the stores would reject or JSON does not allow."""
     if depth > MAX_DEPTH:
@@ -80,6 +94,10 @@ def _check_value(value: Any, path: str = "", depth: int = 0) -> str | None:
         nul = value.find("\x00")
         if nul >= 0:
             return f"NUL character (\\u0000) at character {nul}{here} (PostgreSQL cannot store it)"
+        bad = _surrogate_at(value)
+        if bad is not None:
+            return f"key {path!r} holds an unpaired surrogate at character {bad} (not valid Unicode)" if path else \
+                f"an unpaired surrogate at character {bad} (not valid Unicode)"
         return None
     if isinstance(value, dict):
         if isinstance(value, _DupKeys):
@@ -87,6 +105,10 @@ def _check_value(value: Any, path: str = "", depth: int = 0) -> str | None:
         for key, item in value.items():
             if "\x00" in key:
                 return f"NUL character (\\u0000) in a key{here}"
+            bad = _surrogate_at(key)
+            if bad is not None:
+                return (f"a key{here} holds an unpaired surrogate at character {bad} "
+                        f"({key.encode('utf-8', 'backslashreplace').decode('ascii', 'replace')[:60]!r}; not valid Unicode)")
             problem = _check_value(item, f"{path}.{key}" if path else key, depth + 1)
             if problem:
                 return problem
@@ -361,6 +383,9 @@ class _Rec:
         rid = str(value)
         if not rid.strip():
             raise self.error(f"key {key!r} (the id) is empty")
+        if len(rid) > MAX_ID_CHARS:
+            raise self.error(f"key {key!r} (the id) is {len(rid)} characters long; the stores hold at most "
+                             f"{MAX_ID_CHARS} (starts {rid[:40]!r})")
         self.rid = rid
         return rid
 

@@ -45,6 +45,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -466,25 +467,37 @@ def start_ui(
         log_path = db.parent / "mlflow-ui.log" if db is not None else Path(tempfile.mkstemp(prefix="mlflow-ui-", suffix=".log")[1])
     log_path = Path(log_path)
     log = open(log_path, "ab")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    log.close()
-    proc.log_path = str(log_path)  # type: ignore[attr-defined]
-    url = f"http://{host}:{port}"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            tail = log_path.read_text(errors="replace")[-2000:]
-            stop_ui(proc)
-            raise RuntimeError(f"mlflow server exited with status {proc.returncode} (log {log_path}):\n{tail}")
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
-                if r.status == 200:
-                    return proc, url
-        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-            pass
-        time.sleep(0.5)
-    stop_ui(proc)
-    raise TimeoutError(f"mlflow server did not answer on {url} within {timeout:.0f} s (log {log_path})")
+    # No signal may land between the fork and `proc` being known (the server would be orphaned):
+    # SIGTERM/SIGHUP/SIGINT are held while Popen runs, and unblocked again in the child.
+    held = {signal.SIGTERM, signal.SIGHUP, signal.SIGINT}
+    main = threading.current_thread() is threading.main_thread()
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, held) if main else None
+    try:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                preexec_fn=(lambda: signal.pthread_sigmask(signal.SIG_UNBLOCK, held)) if main else None)
+    finally:
+        if old_mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)  # a held SIGTERM is delivered here
+        log.close()
+    try:
+        proc.log_path = str(log_path)  # type: ignore[attr-defined]
+        url = f"http://{host}:{port}"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                tail = log_path.read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"mlflow server exited with status {proc.returncode} (log {log_path}):\n{tail}")
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
+                    if r.status == 200:
+                        return proc, url
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+                pass
+            time.sleep(0.5)
+        raise TimeoutError(f"mlflow server did not answer on {url} within {timeout:.0f} s (log {log_path})")
+    except BaseException:  # SIGTERM / Ctrl-C while it starts (15-40 s), or it failed: stop its whole group
+        stop_ui(proc)
+        raise
 
 
 def _proc_table() -> dict[int, tuple[int, int]]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 import threading
 from functools import cached_property
 
@@ -16,7 +15,7 @@ from sqlalchemy.engine import Engine
 
 from ragrouter.config import Config
 from ragrouter.db import models
-from ragrouter.db.engine import write_lock
+from ragrouter.db.engine import command_line, write_lock
 
 
 class Services:
@@ -25,7 +24,7 @@ class Services:
     def __init__(self, config: Config, engine: Engine, command: str | None = None) -> None:
         self.config = config
         self.engine = engine
-        self.command = command or " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv))
+        self.command = command or command_line()  # passwords in --db redacted
         self._lock = threading.RLock()
         self.cache: dict = {}
 
