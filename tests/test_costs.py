@@ -141,3 +141,51 @@ def test_corpus_profile_describes_what_was_processed(costs_store):
     assert (prof.n_documents_processed, prof.n_chunks_processed, prof.processed_tokens) == (1, 2, 100)
     assert (prof.n_chunks_extracted, prof.n_chunks_embedded) == (2, 0)
     assert (prof.n_queries, prof.n_queries_answered) == (4, 3)
+
+
+def _latest(store):
+    return read_sql(store, "SELECT * FROM v_run_latest").set_index("run_id")
+
+
+def test_an_iterative_run_that_never_retrieved_carries_no_construction(costs_store):
+    """Issue 30 item 5: eq. 20 charges the construction to runs that read the graph; an iterative
+    run that answered in round 0 (iterations = 0) never did."""
+    store = costs_store
+    with store.begin() as conn:
+        conn.execute(text("UPDATE paradigm_runs SET iterations = 0 WHERE paradigm = 'iterative' AND query_id = 1"))
+    latest = _latest(store)
+    it = latest[latest["paradigm"] == "iterative"].sort_values("query_id")
+    assert it["reads_graph"].tolist() == [0, 1, 1]
+    assert it["build_tokens"].tolist() == pytest.approx([0.0, 320.0, 320.0])
+    assert it["total_tokens"].tolist() == pytest.approx([310.0, 630.0, 630.0])
+    assert it["extractor"].isna().tolist() == [True, False, False]
+    tok = read_sql(store, "SELECT * FROM v_token_breakdown").set_index("paradigm")
+    assert tok.loc["iterative", "total"] == pytest.approx(3 * 310 + 2 * 320)
+    assert tok.loc["iterative", "n_reads_graph"] == 2
+
+
+def test_construction_comes_from_the_extraction_variant_the_run_read(costs_store):
+    """Each extraction variant is its own graph with its own cost (e1: calls 1 + 2 = 960 tokens;
+    e2: call 1 = 600, the shared cache hit counted for each variant that needed it); a run is
+    charged the variant it read (trace.extractor), else the corpus's default variant (the one
+    with the most extracted chunks, e1). A second extractor no longer adds to the first one's
+    share (it had been summed: 099_v_graph_build.sql)."""
+    store = costs_store
+    build = read_sql(store, "SELECT * FROM v_graph_build WHERE corpus = 'c1'").set_index("extractor")
+    assert build.loc["e1", "graph_build_tokens"] == 960 and build.loc["e2", "graph_build_tokens"] == 600
+    assert build["is_default"].to_dict() == {"e1": 1, "e2": 0}
+    assert read_sql(store, "SELECT extractor, is_default, graph_build_tokens FROM v_graph_build "
+                           "WHERE corpus = 'c2'").values.tolist() == [[None, 1, 0]]
+    with store.begin() as conn:
+        conn.execute(text("UPDATE paradigm_runs SET trace = CAST(:t AS JSON) WHERE paradigm = 'hybrid'"),
+                     {"t": '{"extractor": "e2"}'})
+    latest = _latest(store)
+    hybrid = latest[latest["paradigm"] == "hybrid"]
+    assert set(hybrid["extractor"]) == {"e2"}
+    assert hybrid["build_tokens"].tolist() == pytest.approx([200.0] * 3)  # 600 / 3 answered queries
+    graph = latest[latest["paradigm"] == "graph"]
+    assert set(graph["extractor"]) == {"e1"} and graph["build_tokens"].tolist() == pytest.approx([320.0] * 3)
+    tok = read_sql(store, "SELECT * FROM v_token_breakdown").set_index("paradigm")
+    assert tok.loc["hybrid", "graph_build_tokens"] == 600 and tok.loc["graph", "graph_build_tokens"] == 960
+    assert tok.loc["naive", "graph_build_tokens"] == 0  # a paradigm that never read the graph
+    assert tok.loc["hybrid", "total"] == pytest.approx(3 * 646 + 600)

@@ -391,24 +391,29 @@ def test_mlp_on_a_demo_sized_dataset_trains_without_early_stopping(n):
 # one definition of each metric; the query text as router input
 
 
-def test_macro_f1_uses_the_full_label_space():
-    """A fold where some classes never occur still averages over every class (0 for them)."""
+def test_macro_f1_averages_over_the_classes_present():
+    """Issue 30: the routing metric averages over the classes present in the fold (true or
+    predicted), so the oracle (R.A 100 %) reads 100 %, not 37.5 %; a predicted class that never
+    occurs still counts 0; the label space still rejects unknown classes."""
     classes = ["llm_only", "naive", "graph", "hybrid", "iterative", CANNOT_ANSWER]
     y_true = ["naive", "naive", "graph", "graph", "graph"]
     y_pred = ["naive", "graph", "graph", "graph", "naive"]
-    got = macro_f1(y_true, y_pred, labels=classes)
-    assert got == pytest.approx(f1_score(y_true, y_pred, labels=classes, average="macro", zero_division=0))
-    assert got == pytest.approx((0.5 + 2 / 3) / 6)  # not / 2, the classes present
+    got = macro_f1(y_true, y_pred, labels=classes, present_only=True)
+    assert got == pytest.approx(f1_score(y_true, y_pred, average="macro", zero_division=0))
+    assert got == pytest.approx((0.5 + 2 / 3) / 2)
+    assert macro_f1(y_true, y_true, labels=classes, present_only=True) == 1.0  # the oracle
+    assert macro_f1(y_true, ["hybrid"] * 5, labels=classes, present_only=True) == 0.0
+    assert macro_f1(y_true, y_pred, labels=classes) == pytest.approx((0.5 + 2 / 3) / 6)  # the full-space variant
     with pytest.raises(ValueError, match="label space"):
-        macro_f1(["x"], ["naive"], labels=classes)
+        macro_f1(["x"], ["naive"], labels=classes, present_only=True)
 
 
-def test_fold_macro_f1_equals_sklearn_on_all_classes(planted, planted_features):
+def test_fold_macro_f1_equals_sklearn_on_the_classes_present(planted, planted_features):
     res = cross_validate(planted.iloc[:400].reset_index(drop=True), "lr", "qc",
                          features=planted_features.subset(np.arange(400)), n_splits=4)
     p = res.predictions
     for k, part in p.groupby("fold"):
-        ref = f1_score(part["true_label"], part["predicted"], labels=res.classes, average="macro", zero_division=0)
+        ref = f1_score(part["true_label"], part["predicted"], average="macro", zero_division=0)
         assert res.fold_metrics.loc[res.fold_metrics["fold"] == k, "macro_f1"].item() == pytest.approx(ref, abs=1e-12)
     assert len(res.classes) == 6
     # probabilities are stored unrounded: MRR recomputed from them is the fold's MRR exactly

@@ -9,8 +9,12 @@
 --   inference_tokens = ret_in + ret_out + gen_in + gen_out of the run (per-query cost);
 --   reads_graph      = 1 for graph, hybrid and an iterative run whose base retriever is the graph
 --                      (paradigm_runs.config ->> 'base_retriever'; iterative defaults to graph and
---                      iterative_naive to naive when the key is absent);
---   build_in_tokens / build_out_tokens = the corpus's graph construction (v_graph_build)
+--                      iterative_naive to naive when the key is absent) AND that retrieved at all
+--                      (iterations > 0: a run that answered in round 0 never read the graph);
+--   extractor        = the extraction variant (graph) the run read: trace ->> 'extractor' (the
+--                      answer stage records it), else the corpus's default variant (v_graph_build
+--                      .is_default); NULL for runs that do not read the graph;
+--   build_in_tokens / build_out_tokens = that variant's graph construction (v_graph_build)
 --                      amortised per answered query, for runs that read the graph, else 0;
 --   build_tokens     = build_in_tokens + build_out_tokens;
 --   total_tokens     = inference_tokens + build_tokens (DOUBLE: the amortised share is a fraction).
@@ -39,6 +43,7 @@ SELECT r.id AS run_id,
        r.gen_out_tokens,
        r.ret_in_tokens + r.ret_out_tokens + r.gen_in_tokens + r.gen_out_tokens AS inference_tokens,
        r.reads_graph,
+       CASE WHEN r.reads_graph = 1 THEN COALESCE(r.trace_extractor, d.extractor) END AS extractor,
        CASE WHEN r.reads_graph = 1 THEN COALESCE(b.build_in_per_query, 0.0) ELSE 0.0 END AS build_in_tokens,
        CASE WHEN r.reads_graph = 1 THEN COALESCE(b.build_out_per_query, 0.0) ELSE 0.0 END AS build_out_tokens,
        CASE WHEN r.reads_graph = 1 THEN COALESCE(b.build_per_query, 0.0) ELSE 0.0 END AS build_tokens,
@@ -52,8 +57,9 @@ SELECT r.id AS run_id,
 FROM (
     SELECT id, query_id, paradigm, generator, config_hash, context_tokens, iterations,
            ret_in_tokens, ret_out_tokens, gen_in_tokens, gen_out_tokens, latency_s, created_at,
+           trace ->> 'extractor' AS trace_extractor,
            CASE WHEN paradigm IN ('graph', 'hybrid') THEN 1
-                WHEN paradigm LIKE 'iterative%'
+                WHEN paradigm LIKE 'iterative%' AND iterations > 0
                      AND COALESCE(config ->> 'base_retriever',
                                   CASE WHEN paradigm = 'iterative' THEN 'graph' ELSE 'naive' END) = 'graph'
                 THEN 1
@@ -65,5 +71,6 @@ FROM (
 ) AS r
 JOIN queries q ON q.id = r.query_id
 JOIN corpora c ON c.id = q.corpus_id
-LEFT JOIN v_graph_build b ON b.corpus_id = q.corpus_id
+LEFT JOIN (SELECT corpus_id, extractor FROM v_graph_build WHERE is_default = 1) AS d ON d.corpus_id = q.corpus_id
+LEFT JOIN v_graph_build b ON b.corpus_id = q.corpus_id AND b.extractor = COALESCE(r.trace_extractor, d.extractor)
 WHERE r.rk <= 1

@@ -5,8 +5,9 @@
 -- Ret-In / Ret-Out include the amortised one-time graph construction (T_corpus in, T_triplets
 -- out; v_graph_build), so ret_in = ret_in_inference + build_in and total = total_inference + build.
 -- The inference-only figures are their own columns (ret_in_inference, ret_out_inference,
--- total_inference, avg_inference_tokens). graph_build_tokens = the corpus's whole construction,
--- graph_build_per_query = its share per answered query; n_reads_graph = runs that carry it.
+-- total_inference, avg_inference_tokens). graph_build_tokens = the whole construction of the
+-- extraction variant(s) this group's graph-reading runs read (0 for a group that never read the
+-- graph), graph_build_per_query = its share per answered query; n_reads_graph = runs that carry it.
 -- n_empty_context = runs whose retrieval put nothing into the context (v_run_latest).
 CREATE VIEW v_token_breakdown AS
 SELECT t.corpus, t.paradigm, t.generator,
@@ -22,8 +23,8 @@ SELECT t.corpus, t.paradigm, t.generator,
        t.avg_inference_tokens,
        t.n_reads_graph,
        t.n_empty_context,
-       COALESCE(g.graph_build_tokens, 0) AS graph_build_tokens,
-       CASE WHEN g.n_queries_answered > 0 THEN g.build_per_query END AS graph_build_per_query
+       CAST(COALESCE(g.graph_build_tokens, 0) AS BIGINT) AS graph_build_tokens,
+       g.graph_build_per_query
 FROM (
     SELECT corpus_id, corpus, paradigm, generator,
            CAST(COUNT(*) AS INTEGER) AS n,
@@ -43,4 +44,12 @@ FROM (
     WHERE query_status = 'accepted'
     GROUP BY corpus_id, corpus, paradigm, generator
 ) AS t
-LEFT JOIN v_graph_build g ON g.corpus_id = t.corpus_id
+LEFT JOIN (
+    SELECT u.corpus_id, u.paradigm, u.generator,
+           SUM(b.graph_build_tokens) AS graph_build_tokens,
+           SUM(CASE WHEN b.n_queries_answered > 0 THEN b.build_per_query END) AS graph_build_per_query
+    FROM (SELECT DISTINCT corpus_id, paradigm, generator, extractor
+          FROM v_run_latest WHERE query_status = 'accepted' AND reads_graph = 1) AS u
+    JOIN v_graph_build b ON b.corpus_id = u.corpus_id AND b.extractor = u.extractor
+    GROUP BY u.corpus_id, u.paradigm, u.generator
+) AS g ON g.corpus_id = t.corpus_id AND g.paradigm = t.paradigm AND g.generator = t.generator

@@ -4,7 +4,7 @@
 -- Headline (fractions in [0, 1], tokens per query): the FOLD MEAN of each metric over the
 -- stored per-fold rows of router_fold_metrics (written by `routers train` from the same
 -- values it logs to MLflow) with its population std over folds (<metric>_std):
--- routing_accuracy, macro_f1 (over the full label space), mrr (unrounded probabilities),
+-- routing_accuracy, macro_f1 (over the classes present in the fold), mrr (unrounded probabilities),
 -- correct_rate (cannot_answer → the training fold's fallback), avg_tokens, abstain_rate;
 -- aiq only when a λ sweep ran. These are set on the row of the judge whose labels trained
 -- the router (and on imported datasets, judge NULL); NULL elsewhere.

@@ -451,7 +451,7 @@ class RouterFoldMetric(Base):
     n_test: Mapped[int] = mapped_column(Integer, nullable=False, doc="Test rows of the fold.")
     fallback: Mapped[str | None] = mapped_column(String(50), doc="Paradigm run for 'cannot_answer' (training fold's most frequent label).")
     routing_accuracy: Mapped[float | None] = mapped_column(Double, doc="Share of test rows predicted = label.")
-    macro_f1: Mapped[float | None] = mapped_column(Double, doc="Macro-F1 over the full label space.")
+    macro_f1: Mapped[float | None] = mapped_column(Double, doc="Macro-F1 over the classes present in the fold (true or predicted).")
     mrr: Mapped[float | None] = mapped_column(Double, doc="Mean reciprocal rank of the label (unrounded probabilities).")
     correct_rate: Mapped[float | None] = mapped_column(Double, doc="Share of test rows whose routed paradigm is correct.")
     avg_tokens: Mapped[float | None] = mapped_column(Double, doc="Mean tokens of the routed paradigm.")

@@ -351,6 +351,7 @@ def router_tests(engine: Engine) -> pd.DataFrame:
     predicted queries: vs. the best fixed paradigm and vs. the oracle (exact McNemar on correct),
     and tokens vs. the best fixed paradigm (seeded paired bootstrap of the mean difference)."""
     from ragrouter.evaluation import stats
+    from ragrouter.routers.dataset import best_fixed
 
     routed = read_sql(engine, "SELECT router, features, encoder, generator, judge, query_id, correct, tokens "
                               "FROM v_router_routed WHERE dataset = 'store' AND judge IS NOT NULL "
@@ -372,7 +373,7 @@ def router_tests(engine: Engine) -> pd.DataFrame:
         wide_c = o.pivot_table(index="query_id", columns="paradigm", values="correct", aggfunc="first").reindex(qids)
         wide_t = o.pivot_table(index="query_id", columns="paradigm", values="tokens", aggfunc="first").reindex(qids)
         rates = wide_c.mean(axis=0)
-        best = str(rates.sort_values(ascending=False, kind="stable").index[0])
+        best = best_fixed(rates.to_dict(), wide_t.mean(axis=0).to_dict())  # ties: fewest tokens, as the oracle
         r_c = part.set_index("query_id")["correct"].reindex(qids).astype(float).to_numpy()
         r_t = part.set_index("query_id")["tokens"].reindex(qids).astype(float).to_numpy()
         vs_fixed = stats.mcnemar_exact(r_c, wide_c[best].to_numpy(float))

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from ragrouter.routers.base import Router
-from ragrouter.routers.dataset import CANNOT_ANSWER
+from ragrouter.routers.dataset import CANNOT_ANSWER, best_fixed
 from ragrouter.routers.features import Features
 
 
@@ -29,7 +29,8 @@ class RandomRouter(Router):
 class BestFixedRouter(Router):
     """Always the globally most frequent *optimal paradigm* of the training labels (paper §4.1):
     ``cannot_answer`` is not a paradigm, so it is chosen only when no training label is a
-    paradigm. Probabilities are the training label frequencies, with the chosen class lifted to
+    paradigm; ties go to the fewest mean tokens, then the paper's order
+    (:func:`ragrouter.routers.dataset.best_fixed`). Probabilities are the training label frequencies, with the chosen class lifted to
     the top so that it is the arg-max (and the remaining classes keep their frequency order)."""
 
     name = "best_fixed"
@@ -40,7 +41,11 @@ class BestFixedRouter(Router):
         counts = np.array([(y == c).sum() for c in self.classes_], dtype=float)
         paradigm = self.classes_ != CANNOT_ANSWER
         if paradigm.any():
-            best = int(np.flatnonzero(paradigm)[np.argmax(counts[paradigm])])
+            names = [str(c) for c in self.classes_[paradigm]]
+            tokens = {p: float(meta[f"tokens__{p}"].mean()) for p in names
+                      if meta is not None and f"tokens__{p}" in meta.columns}
+            choice = best_fixed(dict(zip(names, counts[paradigm])), tokens)  # ties: fewest tokens
+            best = int(np.flatnonzero(self.classes_ == choice)[0])
         else:
             best = int(np.argmax(counts))
         counts[best] = counts.max() + 1.0

@@ -135,6 +135,22 @@ def paradigm_rank(name: str) -> tuple[int, str]:
     return (PARADIGM_ORDER.index(name) if name in PARADIGM_ORDER else 100, name)
 
 
+def best_fixed(rates: dict[str, float], tokens: dict[str, float] | None = None) -> str:
+    """The best fixed paradigm — the ONE rule, used by the Best-fixed router (``rates`` = its
+    training labels' frequencies) and the report's paired tests (``rates`` = correct rates):
+    the highest rate; ties like the oracle's: the fewest mean ``tokens`` (NaN or absent counts
+    as the most), then the fixed :data:`PARADIGM_ORDER`. A tie is exact equality of rates."""
+    if not rates:
+        raise ValueError("best_fixed: no paradigm")
+    tokens = tokens or {}
+
+    def cost(p: str) -> float:
+        t = tokens.get(p)
+        return np.inf if t is None or (isinstance(t, float) and np.isnan(t)) else float(t)
+
+    return min(rates, key=lambda p: (-float(rates[p]), cost(p), paradigm_rank(p)))
+
+
 def oracle_labels(df: pd.DataFrame, paradigms: Sequence[str] | None = None) -> np.ndarray:
     """The oracle label per row — the ONE rule, equal to the ``v_oracle_label`` view (a property
     test proves it on random stores with many ties and NULLs):
