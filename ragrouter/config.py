@@ -31,6 +31,7 @@ from ragrouter.paths import REPO_ROOT
 
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "default.yaml"
 ENV_PREFIX = "RAGROUTER__"
+PROFILES_DIR = REPO_ROOT / "configs" / "profiles"  # `profile: NAME` merges PROFILES_DIR/NAME.yaml under the user's file
 ROLES = ("generators", "extractor", "judge", "query_generator", "embedder")
 BACKEND_KINDS = ("local", "local-encoder", "openai")
 
@@ -245,8 +246,18 @@ class Config:
         path = Path(path or env.get("RAGROUTER_CONFIG") or DEFAULT_CONFIG)
         data = cls._read(DEFAULT_CONFIG)
         origins = {k: f"{DEFAULT_CONFIG} line {n}" for k, n in cls._lines(DEFAULT_CONFIG).items()}
-        if path.resolve() != DEFAULT_CONFIG.resolve():
-            data = _deep_merge(data, cls._read(path))
+        user = cls._read(path) if path.resolve() != DEFAULT_CONFIG.resolve() else {}
+        profile = env.get(f"{ENV_PREFIX}profile") or user.get("profile")
+        if profile:  # a named profile sits between the defaults and the user's file
+            prof_path = PROFILES_DIR / f"{profile}.yaml"
+            if not prof_path.is_file():
+                known = ", ".join(sorted(p.stem for p in PROFILES_DIR.glob("*.yaml")))
+                raise ConfigError(f"{path if user.get('profile') else 'environment ' + ENV_PREFIX + 'profile'}: "
+                                  f"unknown profile '{profile}' (profiles: {known})")
+            data = _deep_merge(data, cls._read(prof_path))
+            origins.update({k: f"{prof_path} line {n}" for k, n in cls._lines(prof_path).items()})
+        if user:
+            data = _deep_merge(data, user)
             origins.update({k: f"{path} line {n}" for k, n in cls._lines(path).items()})
         for key, raw in sorted(env.items()):
             if not key.startswith(ENV_PREFIX):

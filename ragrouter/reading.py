@@ -83,3 +83,13 @@ def corpus_index(conn: Connection, corpus_id: int, corpus: str, config):
     from ragrouter.stages.answer import load_index
 
     return load_index(conn, corpus_id, corpus, config)
+
+
+def decision_cells(engine: Engine) -> list[dict]:
+    """Every cell's sequential decision (``run --until-decided``): corpus, query type,
+    generator, judge, state, leader, N, runs, bound, stop reason."""
+    with engine.connect() as conn:
+        return [dict(r) for r in conn.execute(text(
+            "SELECT c.name AS corpus, d.qtype, d.generator, d.judge, d.state, d.winner, d.n_queries, d.n_runs, "
+            "d.bound, d.alpha, d.margin, d.stop_reason FROM decision_cells d JOIN corpora c ON c.id = d.corpus_id "
+            "ORDER BY c.name, d.qtype, d.generator, d.judge")).mappings()]

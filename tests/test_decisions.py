@@ -92,7 +92,7 @@ def test_settings_come_from_the_config_and_bad_values_are_named():
 
     cfg = Config.load(env={})
     s = sq.Settings.from_config(cfg)
-    assert (s.alpha, s.batch, s.drop_alpha) == (0.05, 10, 0.1)
+    assert (s.alpha, s.batch, s.drop_alpha) == (0.05, 10, 0.2)
     bad = Config({**cfg.data, "decisions": {**cfg.data["decisions"], "alpha": 1.5}}, source="<t>")
     with pytest.raises(ValueError, match="alpha must lie in"):
         sq.Settings.from_config(bad)
@@ -327,3 +327,58 @@ def test_plan_reads_the_pilot_and_prices_the_pending_queries(store):
                         / answered)
     assert row["n_needed"] > 0 and row["cost_basis"] == f"dry run of {120 - answered} pending queries"
     assert row["calls"] > 0 and row["tokens"] > 0 and row["wall_s"] > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Settings that fit the backend
+
+
+def test_the_local_profile_sits_between_the_defaults_and_the_users_file(tmp_path):
+    from ragrouter.config import Config, ConfigError
+    from ragrouter.corpus import extract as ex
+    from ragrouter.corpus import storeio
+
+    paper = Config.load(env={})
+    assert paper.get("retrieval.token_budget") == 8000 and paper.get("extraction.max_triples", None) is None
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("profile: local\nretrieval:\n  token_budget: 1200\n")
+    cfg = Config.load(mine, env={})
+    assert cfg.get("retrieval.token_budget") == 1200  # the user's file wins over the profile
+    assert cfg.get("generation.max_tokens") == 150 and cfg.get("extraction.max_triples") == 40
+    assert cfg.where("generation.max_tokens").endswith("configs/profiles/local.yaml line 13")
+    assert Config.load(env={"RAGROUTER__profile": "local"}).get("paradigms.iterative.max_rounds") == 2
+    # a capped extraction asks for at most N triples and is its own graph
+    assert ex.schema(40)["properties"]["triples"]["maxItems"] == 40 and "maxItems" not in ex.schema(None)[
+        "properties"]["triples"]
+    assert storeio.extractor_key(cfg).endswith("|mt1024|t40") and "|t" not in storeio.extractor_key(paper)
+    mine.write_text("profile: gpu\n")
+    with pytest.raises(ConfigError, match=r"mine.yaml: unknown profile 'gpu' \(profiles: local\)"):
+        Config.load(mine, env={})
+
+
+def test_dry_run_suggests_the_local_profile_when_local_work_takes_hours():
+    from types import SimpleNamespace
+
+    from ragrouter.config import Config
+    from ragrouter.stages.base import Estimate
+    from ragrouter.stages.timing import wall_estimates
+
+    class _Engine:  # an empty store: every figure from the priors
+        def connect(self):
+            from sqlalchemy import create_engine
+
+            from ragrouter.db import migrate
+            eng = create_engine("duckdb:///:memory:")
+            migrate.upgrade(eng)
+            return eng.connect()
+
+    cfg = Config.load(env={})
+    big = Estimate(stage="answer", model="qwen2.5-coder-0.5b", calls=5000, prompt_tokens=5000 * 8000,
+                   completion_tokens=5000 * 200, completion_cap=5000 * 1000)
+    out = wall_estimates(cfg, [big], SimpleNamespace(engine=_Engine(), db_lock=None))
+    (row,) = out["stages"]
+    # 5000 × (0.3 s + 8000/95 + 200/28) over 2 slots
+    assert math.isclose(row["expected_wall_s"], 5000 * (0.3 + 8000 / 95 + 200 / 28) / 2, rel_tol=1e-3)
+    assert row["time_basis"].startswith("prior:qwen2.5-coder-0.5b") and "profile: local" in out["advice"][0]
+    local = Config.load(env={"RAGROUTER__profile": "local"})
+    assert wall_estimates(local, [big], SimpleNamespace(engine=_Engine(), db_lock=None))["advice"] == []

@@ -164,7 +164,12 @@ def test_status_shows_a_running_workers_progress(duck_store):
         assert f"a run is in progress on {path}: process {worker.pid}" in st.stdout
         assert "judge" in st.stdout and "10" in st.stdout
         js = json.loads(run_cli("status", "--json", env=env).stdout)["running"]
-        assert js["pid"] == worker.pid and js["stages"]["judge"] == {"done": 3, "failed": 1, "pending": 10}
+        judge = js["stages"]["judge"]
+        assert js["pid"] == worker.pid and {k: judge[k] for k in ("done", "failed", "pending")} == \
+            {"done": 3, "failed": 1, "pending": 10}
+        # the ETA at the stage's pace so far: 6 units left after 3 done
+        eta = json.loads(run_cli("status", "--json", env=env).stdout)["eta_s"]["judge"]
+        assert eta is not None and eta >= 0 and "eta" in st.stdout
         line = one_line(run_cli("sql", "select 1", env=env), 2, "a run is in progress since",
                         js["started_at"])
         assert "kill" not in line

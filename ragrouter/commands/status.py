@@ -94,7 +94,10 @@ def collect(engine, scope: Scope, from_store: bool = False) -> dict:
     for row in tokens:
         for key in ("calls", "prompt_tokens", "completion_tokens", "total_tokens"):
             row[key] = int(row[key] or 0)
-    out = {"stages": stages, "tokens": tokens, "expectations": "store" if from_store else "config"}
+    from ragrouter.reading import decision_cells
+
+    out = {"stages": stages, "tokens": tokens, "expectations": "store" if from_store else "config",
+           "decisions": decision_cells(engine)}
     money = _money(engine, scope.config)
     if money is not None:
         out["money"] = money
@@ -168,16 +171,28 @@ def status_command(ctx: Ctx, corpus: str | None, as_json: bool) -> None:
     click.echo(render_rows(cols, [tuple(t[c] for c in cols) for t in data["tokens"]], "table"))
     if "money" in data:
         _echo_money(data["money"])
+    if data.get("decisions"):
+        click.echo()
+        cols = ["corpus", "qtype", "generator", "state", "leader", "N", "runs", "bound", "stop"]
+        click.echo(render_rows(cols, [(d["corpus"], d["qtype"], d["generator"], d["state"], d["winner"] or "-",
+                                       d["n_queries"], d["n_runs"], "-" if d["bound"] is None else f"{d['bound']:+.3f}",
+                                       d["stop_reason"] or "going on") for d in data["decisions"]], "table"))
+        click.echo("(run --until-decided: decided = the best paradigm at the cell's alpha; the leader of an "
+                   "undecided cell is no decision)")
 
 
 def show_progress(run: dict, path: str, as_json: bool) -> None:
     """A running worker's progress, from the file it keeps beside the DuckDB store."""
+    stages = run.get("stages") or {}
+    etas = {name: progress.eta_seconds(s) for name, s in stages.items()}
     if as_json:
-        click.echo(json.dumps({"running": run}))
+        click.echo(json.dumps({"running": run, "eta_s": etas}))
         return
+    from ragrouter.commands.run import _hms
+
     click.echo(f"a run is in progress on {path}: process {run.get('pid')}, since {run.get('started_at')} "
                f"(updated {run.get('updated_at')}): {run.get('command', '')}")
-    rows = [(name, s.get("pending", 0), s.get("done", 0), s.get("failed", 0))
-            for name, s in (run.get("stages") or {}).items()]
-    click.echo(render_rows(["stage", "pending", "done", "failed"], rows, "table"))
+    rows = [(name, s.get("pending", 0), s.get("done", 0), s.get("failed", 0),
+             _hms(etas[name]) if etas[name] is not None else "-") for name, s in stages.items()]
+    click.echo(render_rows(["stage", "pending", "done", "failed", "eta (at its pace so far)"], rows, "table"))
     click.echo("(the full status, with tokens, once the run has finished; on PostgreSQL at any time)")

@@ -34,6 +34,18 @@ SCHEMA = {
     "required": ["triples"],
 }
 
+
+
+def schema(max_triples: int | None = None) -> dict:
+    """The reply's JSON schema; ``max_triples`` caps the array (``maxItems``: a grammar-
+    constrained server such as llama.cpp then closes the reply after that many triples instead
+    of repeating itself up to ``max_tokens``). None: no cap (the paper sets none)."""
+    if not max_triples:
+        return SCHEMA
+    out = {**SCHEMA, "properties": {"triples": {**SCHEMA["properties"]["triples"], "maxItems": int(max_triples)}}}
+    return out
+
+
 _WS = re.compile(r"\s+")
 _EDGE = re.compile(r"^[\s\"'`“”‘’()\[\]{}.,;:!?*_-]+|[\s\"'`“”‘’()\[\]{}.,;:!?*_-]+$")
 _PRONOUNS = {"it", "they", "them", "he", "she", "this", "that", "these", "those", "we", "you", "i",

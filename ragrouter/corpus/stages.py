@@ -130,7 +130,8 @@ class ExtractStage(Stage):
     def _call_kwargs(self, services):
         cfg = services.config
         return dict(temperature=float(cfg.get("extraction.temperature")),
-                    max_tokens=int(cfg.get("extraction.max_tokens")), json_schema=ex.SCHEMA,
+                    max_tokens=int(cfg.get("extraction.max_tokens")),
+                    json_schema=ex.schema(cfg.get("extraction.max_triples", None)),
                     stage="extract", phase="construction",
                     timeout_s=stage_timeout(cfg, "extraction.timeout_s"))
 

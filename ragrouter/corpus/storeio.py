@@ -21,7 +21,9 @@ def extractor_key(config) -> str:
     another ``extraction.max_tokens`` holds other triples, so it is another graph)."""
     from ragrouter.corpus.extract import PROMPT_VERSION
 
-    return f"{model_key(config, 'extractor')}|{PROMPT_VERSION}|mt{int(config.get('extraction.max_tokens'))}"
+    key = f"{model_key(config, 'extractor')}|{PROMPT_VERSION}|mt{int(config.get('extraction.max_tokens'))}"
+    cap = config.get("extraction.max_triples", None)
+    return f"{key}|t{int(cap)}" if cap else key  # a capped reply holds other triples: another graph
 
 
 def load_vectors(conn: Connection, owner_kind: str, ids: list[int] | None, embedder: str,
