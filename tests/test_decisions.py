@@ -382,3 +382,21 @@ def test_dry_run_suggests_the_local_profile_when_local_work_takes_hours():
     assert row["time_basis"].startswith("prior:qwen2.5-coder-0.5b") and "profile: local" in out["advice"][0]
     local = Config.load(env={"RAGROUTER__profile": "local"})
     assert wall_estimates(local, [big], SimpleNamespace(engine=_Engine(), db_lock=None))["advice"] == []
+
+
+def test_the_reports_best_row_says_the_sequential_state(store, tmp_path):
+    from ragrouter.report import build
+    from ragrouter.report.tables import decision_label
+
+    _store_with_questions(store, 120)
+    with FakeOpenAI(responder=planted(0.8, 0.5, correlated=True), embedding_dim=16) as srv:
+        cfg = _cfg(srv)
+        (cell,) = _decide(store, cfg)
+    rep = build.build_report(store, tmp_path / "r", config=cfg, with_figures=False)
+    md = rep.markdown.read_text()
+    label = decision_label({"state": "decided", "winner": "naive", "n_queries": cell.state.n_queries,
+                            "bound": cell.state.bound, "margin": 0.05})
+    assert label.startswith(f"naive (decided, N={cell.state.n_queries}, lead ≥ +")
+    assert "Best (McNemar; sequential where decided by run --until-decided)" in md and label in md
+    assert decision_label({"state": "undecided", "winner": "graph", "n_queries": 40, "bound": 0.3,
+                           "margin": 0.05}) == "undecided (N=40; leader graph)"

@@ -180,7 +180,7 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
             "Generated queries only; Gen. = validated (accepted + rejected), Pass = accepted.")
     per_query = read_sql(engine, "SELECT query_id, corpus, generator, judge, paradigm, qtype, correct FROM v_run_judged")
     section("Accuracy by query type (Table 2)", "accuracy_by_type",
-            tables.table_accuracy(frames["accuracy_by_type"], per_query), judged=True)
+            tables.table_accuracy(frames["accuracy_by_type"], per_query, _decisions(engine)), judged=True)
     section("Judgment breakdown (Table 13)", "judgment_breakdown", tables.table_breakdown(frames["judgment_breakdown"]),
             "Cor = correct, Inc = incorrect, No-A = incomplete (refusals and partial answers).", judged=True)
     section("Generation quality (Table 15)", "quality", tables.table_quality(frames["quality"]),
@@ -395,3 +395,10 @@ def router_tests(engine: Engine) -> pd.DataFrame:
                      "tokens_diff": tok.estimate, "tokens_diff_low": tok.low, "tokens_diff_high": tok.high,
                      "p_tokens": tok.pvalue})
     return pd.DataFrame(rows, columns=cols)
+
+
+def _decisions(engine) -> dict:
+    """(corpus, qtype, generator, judge) → the cell's row of ``decision_cells``."""
+    from ragrouter.reading import decision_cells
+
+    return {(d["corpus"], d["qtype"], d["generator"], d["judge"]): d for d in decision_cells(engine)}

@@ -133,14 +133,27 @@ def _significance(per_query: pd.DataFrame | None, generator, judge, corpus, qtyp
     return stats.best_of(outcomes)
 
 
-def table_accuracy(acc: pd.DataFrame, per_query: pd.DataFrame | None = None) -> str:
+def decision_label(d: dict) -> str:
+    """A ``decision_cells`` row as the Best row says it: a decision only when decided."""
+    if d["state"] == "decided":
+        return f"{d['winner']} (decided, N={d['n_queries']}, lead ≥ {d['bound'] * 100:+.1f} pts)" \
+            if d.get("bound") is not None else f"{d['winner']} (decided, N={d['n_queries']})"
+    if d["state"] == "equivalent":
+        return f"equivalent within ±{d['margin'] * 100:.0f} pts (N={d['n_queries']})"
+    return f"undecided (N={d['n_queries']}; leader {d['winner'] or '-'})"
+
+
+def table_accuracy(acc: pd.DataFrame, per_query: pd.DataFrame | None = None, decisions: dict | None = None) -> str:
     """Table 2: % correct per query type and overall, with the 95 % Wilson interval and N of
     every cell, and average tokens (with the amortised graph construction; inference only in its
     own column), per paradigm and corpus; one block per (generator, judge).
 
     ``per_query`` (rows of ``v_run_judged``) enables the significance row: a column's leader is
     bold and named in the last row only where exact McNemar against the runner-up gives p < 0.05;
-    otherwise the row says "n.s." (with p)."""
+    otherwise the row says "n.s." (with p). Where ``run --until-decided`` ran a cell
+    (``decisions``: (corpus, qtype, generator, judge) → its ``decision_cells`` row), the row
+    gives that anytime-valid state instead: its outcomes were looked at after every batch, and
+    a fixed-N McNemar on them would not hold its level."""
     out = []
     for (generator, judge), part in _blocks(acc, ["generator", "judge"]):
         corpora = sorted(part["corpus"].unique())
@@ -161,7 +174,9 @@ def table_accuracy(acc: pd.DataFrame, per_query: pd.DataFrame | None = None) -> 
                 for q in qtypes:
                     r = cell.get((c, p, q))
                     b = best[(c, q)]
-                    m = "**" if b is not None and b.significant and b.leader == p else ""
+                    d = (decisions or {}).get((c, q, generator, judge))
+                    m = "**" if (d["state"] == "decided" and d["winner"] == p if d is not None else
+                                 b is not None and b.significant and b.leader == p) else ""
                     row.append(f"{m}{fmt_ci(r.correct_pct, r.ci_low, r.ci_high, r.n)}{m}" if r is not None else DASH)
                 tot = cell.get((c, p, "all"))
                 row.append(fmt_tokens(tot.avg_tokens, div) if tot is not None else DASH)
@@ -169,9 +184,14 @@ def table_accuracy(acc: pd.DataFrame, per_query: pd.DataFrame | None = None) -> 
                 row.append(fmt_tokens(inf, div))
             rows.append(row)
         if per_query is not None:
-            row = ["Best (McNemar)"]
+            seq = any((c, q, generator, judge) in (decisions or {}) for c in corpora for q in qtypes)
+            row = ["Best (McNemar; sequential where decided by run --until-decided)" if seq else "Best (McNemar)"]
             for c in corpora:
-                row += [best[(c, q)].label() if best[(c, q)] is not None else DASH for q in qtypes] + ["", ""]
+                for q in qtypes:
+                    d = (decisions or {}).get((c, q, generator, judge))
+                    row.append(decision_label(d) if d is not None else
+                               best[(c, q)].label() if best[(c, q)] is not None else DASH)
+                row += ["", ""]
             rows.append(row)
         unit = {"": "tokens", "k": "thousands of tokens", "M": "millions of tokens"}[suffix]
         out.append(f"**Generator `{generator}`, judge `{judge}`** (% correct [95 % Wilson interval] n = judged runs; "
@@ -356,13 +376,15 @@ def table_routers(scores: pd.DataFrame) -> str:
              fmt_int(r.n), pm(r.routing_accuracy, r.routing_accuracy_std),
              ci(r.routing_accuracy_ci_low, r.routing_accuracy_ci_high), pm(r.macro_f1, r.macro_f1_std),
              pm(r.mrr, r.mrr_std, 1.0, 3), pm(r.correct_rate, r.correct_rate_std),
+             fmt_pct(None if _missing(getattr(r, "pooled_correct_rate", None)) else 100 * r.pooled_correct_rate),
              ci(r.correct_rate_ci_low, r.correct_rate_ci_high), pm(r.avg_tokens, r.avg_tokens_std, 1.0, 0)]
             for r in s.itertuples(index=False)]
-    return ("Fold mean ± std over the CV folds (the numbers of MLflow and `routers compare`); 95 % CI: "
-            "Wilson interval over the N pooled CV predictions.\n\n"
-            + md_table(["Router", "Features", "Encoder", "Generator", "Dataset", "Judge", "N", "R.A %",
-                        "R.A 95 % CI", "F1 %", "MRR", "C.R %", "C.R 95 % CI", "Tokens"], rows,
-                       ["l"] * 6 + ["r"] * 8))
+    return ("Fold mean ± std over the CV folds (the numbers of MLflow and `routers compare`); pooled: the share "
+            "over all N CV predictions, with its 95 % Wilson interval.\n\n"
+            + md_table(["Router", "Features", "Encoder", "Generator", "Dataset", "Judge", "N", "R.A % (fold mean)",
+                        "R.A pooled 95 % CI", "F1 % (fold mean)", "MRR (fold mean)", "C.R % (fold mean)",
+                        "C.R % (pooled)", "C.R pooled 95 % CI", "Tokens (fold mean)"], rows,
+                       ["l"] * 6 + ["r"] * 9))
 
 
 def table_router_tests(t: pd.DataFrame) -> str:
@@ -378,7 +400,27 @@ def table_router_tests(t: pd.DataFrame) -> str:
                      fmt_pct(r.oracle_rate), f"{r.vs_oracle} (p={r.p_vs_oracle:.3g})",
                      f"{fmt_tokens(r.tokens_diff, div)} [{fmt_tokens(r.tokens_diff_low, div)}, "
                      f"{fmt_tokens(r.tokens_diff_high, div)}]"
-                     + ("" if _missing(r.p_tokens) else (" p<0.001" if r.p_tokens == 0 else f" p={r.p_tokens:.3g}"))])
-    return md_table(["Router", "Features", "Encoder", "Generator", "Judge", "N", "C.R %", "Best fixed C.R %",
-                     "vs. best fixed", "Oracle C.R %", "vs. oracle", unit_header("Δ tokens vs. best fixed", suffix)],
-                    rows, ["l"] * 5 + ["r"] * 7)
+                     + ("" if _missing(r.p_tokens) else (" p<0.001" if r.p_tokens == 0 else f" p={r.p_tokens:.3g}")),
+                     fmt_pct(getattr(r, "routing_accuracy", None)),
+                     f"{getattr(r, 'majority_label', DASH)} {fmt_pct(getattr(r, 'majority_accuracy', None))}",
+                     f"{getattr(r, 'vs_majority', DASH)} (p={getattr(r, 'p_vs_majority', float('nan')):.3g})"])
+    return md_table(["Router", "Features", "Encoder", "Generator", "Judge", "N", "C.R % (pooled)",
+                     "Best fixed C.R % (pooled)", "vs. best fixed", "Oracle C.R % (pooled)", "vs. oracle",
+                     unit_header("Δ tokens vs. best fixed", suffix), "R.A % (pooled)", "Majority-class R.A %",
+                     "vs. majority"],
+                    rows, ["l"] * 5 + ["r"] * 10)
+
+
+def majority_warning(t: pd.DataFrame) -> str:
+    """One line naming the routers that do not beat the majority-class baseline on routing
+    accuracy (exact McNemar, p ≥ 0.05, or worse): they may have learnt only the majority label."""
+    if t.empty or "vs_majority" not in t.columns:
+        return ""
+    weak = t[t["vs_majority"] != "better"]
+    if weak.empty:
+        return "Every router beats the majority-class baseline on routing accuracy (p < 0.05).\n"
+    names = ", ".join(f"`{r.router}` ({r.features}, {r.encoder}; R.A {fmt_pct(r.routing_accuracy)} vs. "
+                      f"always `{r.majority_label}` {fmt_pct(r.majority_accuracy)}, {r.vs_majority})"
+                      for r in weak.itertuples(index=False))
+    return (f"**Not better than the majority-class baseline** (always the most frequent label; exact McNemar on "
+            f"routing hits): {names}. Such a router may have learnt only the majority label.\n")
