@@ -92,7 +92,7 @@ def test_settings_come_from_the_config_and_bad_values_are_named():
 
     cfg = Config.load(env={})
     s = sq.Settings.from_config(cfg)
-    assert (s.alpha, s.batch, s.drop_alpha) == (0.05, 10, 0.2)
+    assert (s.alpha, s.batch, s.drop_alpha) == (0.05, 10, 0.3)
     bad = Config({**cfg.data, "decisions": {**cfg.data["decisions"], "alpha": 1.5}}, source="<t>")
     with pytest.raises(ValueError, match="alpha must lie in"):
         sq.Settings.from_config(bad)
@@ -377,8 +377,9 @@ def test_dry_run_suggests_the_local_profile_when_local_work_takes_hours():
                    completion_tokens=5000 * 200, completion_cap=5000 * 1000)
     out = wall_estimates(cfg, [big], SimpleNamespace(engine=_Engine(), db_lock=None))
     (row,) = out["stages"]
-    # 5000 × (0.3 s + 8000/95 + 200/28) over 2 slots
-    assert math.isclose(row["expected_wall_s"], 5000 * (0.3 + 8000 / 95 + 200 / 28) / 2, rel_tol=1e-3)
+    prior = cfg.section("dry_run")["timing"]["priors"]["qwen2.5-coder-0.5b"]
+    per_call = prior["overhead_s"] + 8000 / prior["prompt_tps"] + 200 / prior["gen_tps"]
+    assert math.isclose(row["expected_wall_s"], 5000 * per_call / prior["parallel"], rel_tol=1e-3)
     assert row["time_basis"].startswith("prior:qwen2.5-coder-0.5b") and "profile: local" in out["advice"][0]
     local = Config.load(env={"RAGROUTER__profile": "local"})
     assert wall_estimates(local, [big], SimpleNamespace(engine=_Engine(), db_lock=None))["advice"] == []

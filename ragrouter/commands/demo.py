@@ -17,6 +17,7 @@ from ragrouter.stages import registry
 from ragrouter.stages.base import Scope
 from ragrouter.stages import expect
 from ragrouter.stages.runner import dry_run, run_stage
+from ragrouter.stages.timing import wall_estimates
 from ragrouter.stages.services import Services
 
 PIPELINE = ["chunk", "extract", "embed", "metrics", "answer", "judge", "score"]
@@ -80,6 +81,30 @@ def _dry_run_report(rows: list[dict], out: Path) -> None:
                    f"tokens ({r(row['ratio_tokens'])})")
 
 
+def _time_report(timed: dict, took: dict[str, float], out: Path) -> None:
+    """Print, and write to ``out/dry_run_time.csv``, the dry run's expected wall time per stage
+    beside the stage's measured wall time (a re-run expects and takes ~0 s)."""
+    import csv
+
+    expected: dict[str, float] = {}
+    basis: dict[str, set] = {}
+    for row in timed["stages"]:
+        expected[row["stage"]] = expected.get(row["stage"], 0.0) + float(row["expected_wall_s"])
+        basis.setdefault(row["stage"], set()).add(row["time_basis"])
+    rows = [{"stage": n, "expected_wall_s": round(expected.get(n, 0.0), 1), "wall_s": round(s, 1),
+             "ratio": (expected.get(n, 0.0) / s) if s >= 1 else None,
+             "time_basis": ";".join(sorted(basis.get(n, {"-"})))} for n, s in took.items()]
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "dry_run_time.csv").open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]) if rows else ["stage"])
+        w.writeheader()
+        w.writerows(rows)
+    for r in rows:
+        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
+        click.echo(f"dry run vs took    {r['stage']:8s} expected {r['expected_wall_s']} s, took {r['wall_s']} s "
+                   f"({ratio}; {r['time_basis']})")
+
+
 @click.command("demo")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder with medical.json and medical_questions.json (default: ../shared/data/medical).")
@@ -125,13 +150,17 @@ def demo_command(ctx: Ctx, data_dir: Path | None, out: Path, quiet: bool) -> Non
     try:
         # What `run --dry-run` says the pipeline will cost, kept to be set beside what it billed.
         estimates = dry_run([stages[n] for n in PIPELINE], services, scope)
+        timed = wall_estimates(config, estimates, services)
         with engine.connect() as conn:
             mark = expect.ledger_mark(conn)
+        took = {}
         for name in PIPELINE:
             r = run_stage(stages[name], services, scope, progress=not quiet)
+            took[name] = r.seconds
             click.echo(f"{name:8s} {r.done} done, {r.failed} failed of {r.pending} pending ({r.seconds:.1f}s)")
         with engine.connect() as conn:
             _dry_run_report(expect.compare(conn, estimates, mark), out)
+        _time_report(timed, took, out)
         _calibrate_judge(engine, services, config, corpus, int(d.get("calibration_sources", 0)), quiet)
         calls = services.gateway.stats() if "gateway" in services.__dict__ else {}
     finally:

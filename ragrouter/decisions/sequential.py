@@ -122,7 +122,7 @@ class Settings:
     batch: int = 10           # queries per batch (one look after each)
     seed: int = 0
     futility_min: int = 0     # queries before a cell may stop as futile (0: never)
-    drop_alpha: float = 0.2   # per-pair level at which a worse paradigm stops being run
+    drop_alpha: float = 0.3   # per-pair level at which a worse paradigm stops being run
 
     @classmethod
     def from_config(cls, config) -> "Settings":
