@@ -344,13 +344,13 @@ def test_the_local_profile_sits_between_the_defaults_and_the_users_file(tmp_path
     mine.write_text("profile: local\nretrieval:\n  token_budget: 1200\n")
     cfg = Config.load(mine, env={})
     assert cfg.get("retrieval.token_budget") == 1200  # the user's file wins over the profile
-    assert cfg.get("generation.max_tokens") == 150 and cfg.get("extraction.max_triples") == 40
+    assert cfg.get("generation.max_tokens") == 150 and cfg.get("extraction.max_triples") == 20
     assert cfg.where("generation.max_tokens").endswith("configs/profiles/local.yaml line 13")
     assert Config.load(env={"RAGROUTER__profile": "local"}).get("paradigms.iterative.max_rounds") == 2
     # a capped extraction asks for at most N triples and is its own graph
     assert ex.schema(40)["properties"]["triples"]["maxItems"] == 40 and "maxItems" not in ex.schema(None)[
         "properties"]["triples"]
-    assert storeio.extractor_key(cfg).endswith("|mt1024|t40") and "|t" not in storeio.extractor_key(paper)
+    assert storeio.extractor_key(cfg).endswith("|mt1024|t20") and "|t" not in storeio.extractor_key(paper)
     mine.write_text("profile: gpu\n")
     with pytest.raises(ConfigError, match=r"mine.yaml: unknown profile 'gpu' \(profiles: local\)"):
         Config.load(mine, env={})

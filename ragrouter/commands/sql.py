@@ -147,8 +147,9 @@ def reader_engine(ctx: Ctx):
     """The engine of read-only ``sql``: the store brought up to date by ``Ctx.engine``, then,
     for a DuckDB file, reopened read-only in DuckDB's sandbox (one configuration per file and
     process: the plain reader is closed first)."""
-    from ragrouter.db.engine import duckdb_path, forget, make_engine, resolve_url
+    from ragrouter.db.engine import duckdb_path, forget, forget_sandbox, make_engine, resolve_url
 
+    forget_sandbox(ctx.db_url)  # an earlier sql of this process (tests, notebooks) left it open
     engine = ctx.engine(read_only=True)
     url = resolve_url(ctx.db_url)
     if duckdb_path(url) is None:

@@ -230,6 +230,14 @@ def forget(engine: Engine) -> None:
     engine.dispose()
 
 
+def forget_sandbox(url: str | None) -> None:
+    """Dispose this process's sandboxed reader of the store, if any: DuckDB refuses a second
+    open of a file in another configuration, so the next plain open needs it closed."""
+    engine = _ENGINES.get((resolve_url(url), "sandbox"))
+    if engine is not None:
+        forget(engine)
+
+
 def dispose_all() -> None:
     """Close every cached engine (releases DuckDB file locks)."""
     for engine in _ENGINES.values():
