@@ -25,7 +25,8 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 PIPELINE = ["chunk", "extract", "embed", "metrics", "answer", "judge", "score"]
 
 
-def measure(db: str, config_path: str, fmt: str, files: list[str], corpus: str, chunks: int, per_type: int) -> list[dict]:
+def measure(db: str, config_path: str, fmt: str, files: list[str], corpus: str, chunks: int, per_type: int,
+            probe: bool = False) -> list[dict]:
     from ragrouter.commands.corpus import slice_dataset
     from ragrouter.config import Config
     from ragrouter.db import engine as eng
@@ -40,6 +41,10 @@ def measure(db: str, config_path: str, fmt: str, files: list[str], corpus: str, 
     from ragrouter.stages.timing import wall_estimates
 
     cfg = Config.load(config_path)
+    if probe:
+        from ragrouter.stages import speedprobe
+
+        speedprobe.probe(cfg, echo=lambda line: print(line, file=sys.stderr))
     engine = eng.make_engine(db)
     migrate.upgrade(engine)
     ds = slice_dataset(loaders.load(fmt, [Path(f) for f in files]), chunks=chunks, per_type=per_type,
@@ -74,8 +79,10 @@ def main() -> None:
     ap.add_argument("--chunks", type=int, default=8)
     ap.add_argument("--per-type", type=int, default=3)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--probe", action="store_true", help="measure this machine's speed of the local models first "
+                    "(run --dry-run --probe); without it, earlier figures of this machine or the priors")
     a = ap.parse_args()
-    rows = measure(a.db, a.config, a.format, a.files, a.corpus, a.chunks, a.per_type)
+    rows = measure(a.db, a.config, a.format, a.files, a.corpus, a.chunks, a.per_type, a.probe)
     if a.json:
         print(json.dumps(rows))
         return

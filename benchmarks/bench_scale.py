@@ -249,6 +249,8 @@ def main() -> None:
     ap.add_argument("--score-stores", default="duckdb,postgres",
                     help="the stores whose rehearsal includes the score stage (the others stop after judge)")
     ap.add_argument("--json", dest="json_out", help="also write the result to this file")
+    ap.add_argument("--keep", type=Path, help="copy the DuckDB store and its config into this folder (e.g. for "
+                    "`cli.py plan` on the rehearsal's outcomes)")
     args = ap.parse_args()
 
     from benchmarks.lean_endpoint import start_in_process
@@ -271,6 +273,12 @@ def main() -> None:
                 if kind == "duckdb":
                     url = f"duckdb:///{tmp / 'scale.duckdb'}"
                     out["runs"].append(rehearse(kind, url, cfg, endpoint, args, data, tmp / "questions.json", tmp))
+                    if args.keep:
+                        import shutil
+
+                        args.keep.mkdir(parents=True, exist_ok=True)
+                        shutil.copy2(tmp / "scale.duckdb", args.keep / "scale.duckdb")
+                        shutil.copy2(cfg, args.keep / cfg.name)
                 elif kind == "postgres":
                     from ragrouter.db.pgtemp import TempPostgres
 

@@ -283,6 +283,72 @@ def test_expected_wall_time_matches_a_run_with_set_latency_and_concurrency(store
     assert math.isclose(timed["expected_wall_s"], sum(r["expected_wall_s"] for r in timed["stages"]), abs_tol=0.5)
 
 
+class _TimedBackend:
+    """A chat backend whose latency is set: 0.05 s + 2 ms per prompt token + 8 ms per reply
+    token (prompt tokens ~ words, as the server would report them)."""
+
+    n_parallel = 2
+    model = "timed"
+
+    def __init__(self):
+        self.calls = 0
+
+    def endpoint(self):
+        time.sleep(0.2)  # the server's start
+        return "http://127.0.0.1:1/v1", self.model
+
+    def chat_once(self, messages, *, temperature, max_tokens, response_format, timeout_s):
+        from ragrouter.llm.backends import ChatReply
+
+        self.calls += 1
+        prompt = len(messages[-1]["content"].split())
+        time.sleep(0.05 + 0.002 * prompt + 0.008 * max_tokens)
+        return ChatReply(text="1, 2, 3", prompt_tokens=prompt, completion_tokens=max_tokens, finish_reason="length")
+
+
+def test_the_speed_probe_recovers_a_backends_set_speed():
+    """Three rounds (short prompt, long prompt, long prompt with a reply) at 2 in flight solve the
+    per-call latency model: 500 prompt and 125 reply tokens per second, 0.05 s overhead."""
+    from ragrouter.stages import speedprobe
+
+    fig = speedprobe.probe_chat(_TimedBackend())
+    assert fig["parallel"] == 2 and 0.15 <= fig["load_s"] <= 0.5
+    assert 500 * 0.85 <= fig["prompt_tps"] <= 500 * 1.15, fig
+    assert 125 * 0.85 <= fig["gen_tps"] <= 125 * 1.15, fig
+    assert fig["overhead_s"] <= 0.1
+    # the solver itself, exact on noiseless rounds
+    got = speedprobe.solve((1.0, 100, 1), (3.0, 500, 1), (5.0, 500, 41))
+    assert got == {"overhead_s": 0.45, "prompt_tps": 200.0, "gen_tps": 20.0}
+
+
+def test_probed_figures_replace_the_priors_and_a_first_stage_pays_the_load(tmp_path, monkeypatch, store):
+    """A machine's probe file (RAGROUTER_HOME/timing) outranks the config's priors for its
+    local models, the store's own history outranks both, and a local model's load time is
+    charged once, to the first row that uses it."""
+    from ragrouter.config import Config
+    from ragrouter.stages import speedprobe
+    from ragrouter.stages.base import Estimate
+    from ragrouter.stages.timing import Timing
+
+    monkeypatch.setenv("RAGROUTER_HOME", str(tmp_path))
+    cfg = Config.load(Path("configs/demo.yaml"), env={})
+    model = "qwen2.5-coder-0.5b"
+    path = speedprobe._save({model: {"overhead_s": 0.0, "prompt_tps": 100.0, "gen_tps": 10.0, "parallel": 2,
+                                     "load_s": 4.0}})
+    assert path.parent == tmp_path / "timing" and speedprobe.load()[model]["prompt_tps"] == 100.0
+    timing = Timing(store, cfg)
+    busy, basis = timing.call_seconds(model, 3, 1000, 100)
+    assert basis == f"probe:{model}" and math.isclose(busy, 1000 / 100 + 100 / 10)
+    rows = []
+    for stage in ("extract", "answer"):
+        e = Estimate(stage=stage, model=model)
+        e.calls, e.prompt_tokens, e.completion_tokens = 3, 1000, 100
+        rows.append(timing.stage_seconds(e))
+    assert math.isclose(rows[0][0], 20.0 / 2 + 4.0) and math.isclose(rows[1][0], 20.0 / 2)  # load once
+    judge = "qwen2.5-coder-1.5b"  # not probed: the config's prior
+    assert timing.call_seconds(judge, 1, 19, 0)[1] == f"prior:{judge}"
+
+
 # ---------------------------------------------------------------------------------------------
 # plan
 

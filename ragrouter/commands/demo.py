@@ -148,7 +148,11 @@ def demo_command(ctx: Ctx, data_dir: Path | None, out: Path, quiet: bool) -> Non
     scope = Scope(corpus=corpus, config=config)
     stages = registry.all_stages()
     try:
-        # What `run --dry-run` says the pipeline will cost, kept to be set beside what it billed.
+        # What `run --dry-run` says the pipeline will cost, kept to be set beside what it billed,
+        # timed with this machine's measured speed of the local models (once per machine).
+        from ragrouter.stages import speedprobe
+
+        speedprobe.probe(config, echo=click.echo, missing_only=True)
         estimates = dry_run([stages[n] for n in PIPELINE], services, scope)
         timed = wall_estimates(config, estimates, services)
         with engine.connect() as conn:

@@ -44,6 +44,10 @@ def _paradigm_names() -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="With --dry-run: print the whole estimate as one JSON object "
               "({stages: [{stage, model, calls, prompt_tokens, completion_tokens, usd, expected_wall_s, basis, …}], "
               "expected_wall_s, usd}).")
+@click.option("--probe", is_flag=True, help="With --dry-run: first measure this machine's speed of the config's local "
+              "models (about 15 s per chat model, a few s per encoder; nothing goes to the ledger) and keep it in "
+              "$RAGROUTER_HOME/timing, so this and every later estimate on this machine uses it (time_basis probe:) "
+              "until the store has its own history of the model.")
 @click.option("--until-decided", is_flag=True, help="Answer and judge each cell's queries (corpus × query type × "
               "generator) in a seeded random order, batch by batch across the paradigms still in the race, and "
               "stop each cell once its best paradigm is decided at decisions.alpha (anytime-valid: looking after "
@@ -73,7 +77,7 @@ def run_command(ctx: Ctx, stages: tuple[str, ...], corpus: str | None, paradigms
 
 
 def _run(ctx: Ctx, stages, corpus, paradigms, models, limit, dry, workers, quiet, as_json=False,
-         until_decided=False, budget=None) -> None:
+         until_decided=False, budget=None, probe=False) -> None:
     available = registry.all_stages()
     names = list(stages) or list(available)
     unknown = [s for s in names if s not in available]
@@ -87,6 +91,10 @@ def _run(ctx: Ctx, stages, corpus, paradigms, models, limit, dry, workers, quiet
     selected = [available[n] for n in available if n in names]
     try:
         if dry:
+            if probe:
+                from ragrouter.stages import speedprobe
+
+                speedprobe.probe(config, echo=lambda line: click.echo(line, err=True))
             _print_dry_run(config, dry_run(selected, services, scope), services, as_json)
             return
         failed = 0
@@ -162,18 +170,20 @@ def _decide(services, scope, budget, quiet: bool) -> None:
 
 # click passes --dry-run as dry_run; keep the body out of the decorated function for clarity.
 def _callback(ctx, stages, corpus, paradigms, models, limit, dry_run, workers, quiet, as_json=False,  # noqa: PLR0913
-              until_decided=False, budget_usd=None, budget_tokens=None, budget_hours=None):
+              until_decided=False, budget_usd=None, budget_tokens=None, budget_hours=None, probe=False):
     from ragrouter.decisions.driver import Budget
 
     if (budget_usd is not None or budget_tokens is not None or budget_hours is not None) and not until_decided:
         fail("--budget-usd, --budget-tokens and --budget-hours go with --until-decided")
     if as_json and not dry_run:
         fail("--json goes with --dry-run")
+    if probe and not dry_run:
+        fail("--probe goes with --dry-run")
     if until_decided and dry_run:
         fail("--until-decided and --dry-run do not go together (a dry run of the whole cells: run --dry-run "
              "--stage answer --stage judge; how many queries a decision needs: plan)")
     _run(ctx, stages, corpus, paradigms, models, limit, dry_run, workers, quiet, as_json, until_decided,
-         Budget(budget_usd, budget_tokens, budget_hours))
+         Budget(budget_usd, budget_tokens, budget_hours), probe)
 
 
 run_command.callback = pass_ctx(_callback)

@@ -11,10 +11,15 @@ Where the numbers come from, per model, said in every row's ``time_basis``:
   prompt and completion tokens, a non-negative least-squares fit over its last calls) once it
   has ``dry_run.timing.history_min`` of them; the calls in flight are this store's too: the
   summed latency of a stage's calls over the stage's measured wall time (``stage_timings``);
+* ``probe:<model>`` — this machine's own measurement of a local model (``run --dry-run
+  --probe``, :mod:`ragrouter.stages.speedprobe`), kept per machine in ``$RAGROUTER_HOME/timing``;
 * ``prior:<key>`` — ``dry_run.timing.priors``: measured for the embedded local models on a
   2-core machine (benchmarks/README.md, "Time in every estimate"), **stated** (not measured)
   for remote endpoints (key ``openai``: any OpenAI-compatible backend), where the calls in
   flight default to the backend's ``concurrency``.
+
+A local model's first stage in a dry run also pays for loading it (``load_s``: the server's
+start, the encoder's load), as one ``cli.py run`` process does.
 
 Stages that make no model call (chunk, metrics, score) take ``units × seconds per unit``: this
 store's ``stage_timings`` of the stage, else ``dry_run.timing.unit_seconds``.
@@ -29,6 +34,18 @@ import numpy as np
 from sqlalchemy import text
 
 HISTORY_ROWS = 5000
+LOCAL_KINDS = ("local", "local-encoder")
+
+
+def bound_backends(config) -> set[str]:
+    """Names of the backends the config binds to a role or a generator."""
+    bound = set(config.generators())
+    for role in ("extractor", "judge", "query_generator", "embedder"):
+        try:
+            bound.add(str(config.role(role)))
+        except Exception:  # noqa: BLE001 - an unset role
+            pass
+    return bound
 
 
 def _nnls(latency, prompt, completion) -> tuple[float, float, float]:
@@ -52,6 +69,10 @@ class Timing:
         self._fits: dict[str, tuple[float, float, float, int]] = {}
         self._parallel: dict[str, float] = {}
         self._unit: dict[str, tuple[float, int]] = {}
+        from ragrouter.stages import speedprobe
+
+        self.probed = speedprobe.load()  # this machine's measured local models (run --dry-run --probe)
+        self._loaded: set[str] = set()  # models whose load a row of this dry run already paid
         with (lock or nullcontext()), engine.connect() as conn:
             rows = conn.execute(text(
                 "SELECT model, latency_s, prompt_tokens, completion_tokens FROM llm_calls "
@@ -82,21 +103,18 @@ class Timing:
     def backend_of(self, model: str) -> dict:
         """The config's backend serving ``model`` (a role's backend first)."""
         backends = self.config.section("backends")
-        bound = set(self.config.generators())
-        for role in ("extractor", "judge", "query_generator", "embedder"):
-            try:
-                bound.add(str(self.config.role(role)))
-            except Exception:  # noqa: BLE001 - an unset role
-                pass
+        bound = bound_backends(self.config)
         matches = [n for n, b in backends.items() if isinstance(b, dict) and str(b.get("model")) == str(model)]
         matches.sort(key=lambda n: (n not in bound, n))
         return {"name": matches[0], **backends[matches[0]]} if matches else {"name": None, "model": model}
 
     def _prior(self, backend: dict) -> tuple[dict, str]:
         model, kind = str(backend.get("model")), str(backend.get("kind") or "openai")
+        if kind in LOCAL_KINDS and model in self.probed:
+            return self.probed[model], f"probe:{model}"
         if model in self.priors:
             return self.priors[model], f"prior:{model}"
-        key = "local" if kind in ("local", "local-encoder") else "openai"
+        key = "local" if kind in LOCAL_KINDS else "openai"
         return self.priors.get(key, {}), f"prior:{key}" if key == "local" else "stated:openai"
 
     def call_seconds(self, model: str, calls: int, prompt: int, completion: int) -> tuple[float, str]:
@@ -133,6 +151,9 @@ class Timing:
         par, par_basis = self.parallel(estimate.stage, estimate.model)
         wall = busy / par
         backend = self.backend_of(estimate.model)
+        if backend.get("kind") in LOCAL_KINDS and estimate.model not in self._loaded:
+            self._loaded.add(estimate.model)  # the first stage to use a local model starts it
+            wall += float(self._prior(backend)[0].get("load_s") or 0.0)
         limits = []
         rpm, tpm = backend.get("requests_per_minute"), backend.get("tokens_per_minute")
         if rpm:
@@ -167,7 +188,7 @@ def wall_estimates(config, estimates, services) -> dict:
             secs, basis = timing.unit_seconds(e.stage, int(getattr(e, "units", 0)))
         else:
             secs, basis = timing.stage_seconds(e)
-            if timing.backend_of(e.model).get("kind") in ("local", "local-encoder"):
+            if timing.backend_of(e.model).get("kind") in LOCAL_KINDS:
                 local_s += secs
         usd = None if e.model == "-" else estimate_usd(config, e.model, e.prompt_tokens, e.completion_tokens)
         if usd is not None:

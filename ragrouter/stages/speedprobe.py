@@ -1,0 +1,180 @@
+"""This machine's speed of the local models, measured once and kept (``run --dry-run --probe``).
+
+The dry run's priors for the embedded models (``dry_run.timing.priors``) were measured on one
+2-core machine; another machine of the same size ran the same calls 1.5x faster
+(benchmarks/README.md, "Time in every estimate"), which alone puts a fresh store's estimate
+outside ±30 %. The probe measures the machine it runs on, per local model of the config:
+
+* a chat model (``kind: local``): its server is started (``load_s``), then, at the backend's
+  calls in flight (``n_parallel``), a round of short prompts with one reply token, a round of
+  long prompts with one reply token and a round of long prompts with ``GEN_TOKENS`` reply
+  tokens (every prompt distinct, so llama.cpp's prompt cache cannot serve it). The per-call
+  latency model of :mod:`ragrouter.stages.timing` (``overhead_s + prompt / prompt_tps +
+  completion / gen_tps``) is solved from the three rounds' mean latencies and token counts as
+  the server reported them;
+* an encoder (``kind: local-encoder``): load time and tokens per second over a batch of
+  chunk-sized texts.
+
+Results are kept in ``$RAGROUTER_HOME/timing/<machine>.json`` (machine = CPU model and count),
+so every later dry run, ``plan`` and ``status`` on this machine uses them (``time_basis``
+``probe:<model>``) until the store has its own history of the model. No call goes to the
+ledger: these are not benchmark calls, and a local model costs nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import platform
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+GEN_TOKENS = 48
+SHORT_WORDS = 40
+LONG_WORDS = 360
+_WORDS = ("the patient was given a dose of the drug and the nurse noted the pulse blood pressure and "
+          "temperature every hour while the doctor reviewed the chart for signs of infection").split()
+
+
+def machine_key() -> str:
+    """CPU model and count: machines of one size and kind share their figures."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    tag = hashlib.sha256(cpu.encode()).hexdigest()[:10]
+    return f"{os.cpu_count() or 1}cpu-{tag}"
+
+
+def cache_path() -> Path:
+    from ragrouter.paths import home
+
+    return home() / "timing" / f"{machine_key()}.json"
+
+
+def load() -> dict[str, dict]:
+    """{model: measured figures} of this machine ({} when never probed or unreadable)."""
+    try:
+        data = json.loads(cache_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): dict(v) for k, v in data.items() if isinstance(v, dict)} if isinstance(data, dict) else {}
+
+
+def _save(figures: dict[str, dict]) -> Path:
+    path = cache_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    merged = {**load(), **figures}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(merged, indent=2, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def _text(words: int, salt: int) -> str:
+    """A distinct prompt of about ``words`` words (salt first: no shared prefix to cache)."""
+    out = [f"record {salt * 7919 % 100003}:"]
+    i = salt
+    while len(out) < words:
+        out.append(_WORDS[i % len(_WORDS)])
+        i = i * 31 + 7
+    return " ".join(out)
+
+
+def _round(backend, n: int, words: int, max_tokens: int, salt: int) -> tuple[float, float, float]:
+    """(mean latency s, mean prompt tokens, mean completion tokens) of ``n`` concurrent calls."""
+    def one(i: int):
+        messages = [{"role": "user", "content": _text(words, salt + i) + "\nCount from 1 to 500, comma separated."}]
+        started = time.perf_counter()
+        reply = backend.chat_once(messages, temperature=0.0, max_tokens=max_tokens, response_format=None,
+                                  timeout_s=600.0)
+        return time.perf_counter() - started, float(reply.prompt_tokens or 0), float(reply.completion_tokens or 0)
+
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        rows = list(pool.map(one, range(n)))
+    return tuple(sum(r[k] for r in rows) / n for k in range(3))  # type: ignore[return-value]
+
+
+def solve(short: tuple, long: tuple, gen: tuple) -> dict:
+    """overhead_s, prompt_tps, gen_tps from three rounds' (latency, prompt, completion) means:
+    short vs long prompt gives seconds per prompt token, long vs long-with-reply seconds per
+    reply token, and the rest is overhead (each clipped at ≥ 0)."""
+    (l1, p1, c1), (l2, p2, c2), (l3, p3, c3) = short, long, gen
+    s_prompt = max(1e-6, (l2 - l1) / max(1.0, p2 - p1))
+    s_gen = max(1e-6, (l3 - l2 - s_prompt * (p3 - p2)) / max(1.0, c3 - c2))
+    overhead = max(0.0, l2 - s_prompt * p2 - s_gen * c2)
+    return {"overhead_s": round(overhead, 3), "prompt_tps": round(1.0 / s_prompt, 1), "gen_tps": round(1.0 / s_gen, 2)}
+
+
+def probe_chat(backend) -> dict:
+    started = time.perf_counter()
+    backend.endpoint()  # starts the local server (weights installed when missing)
+    load_s = time.perf_counter() - started
+    n = max(1, int(getattr(backend, "n_parallel", 1) or 1))
+    _round(backend, 1, 8, 1, 0)  # warm-up: the first call of a fresh server pays for its buffers
+    short = _round(backend, n, SHORT_WORDS, 1, 100)
+    long = _round(backend, n, LONG_WORDS, 1, 200)
+    gen = _round(backend, n, LONG_WORDS, GEN_TOKENS, 300)
+    return {**solve(short, long, gen), "parallel": n, "load_s": round(load_s, 2),
+            "rounds": {"short": short, "long": long, "gen": gen}}
+
+
+def probe_encoder(backend) -> dict:
+    started = time.perf_counter()
+    enc = backend.encoder()
+    enc.encode(["warm up"], batch_size=1)
+    load_s = time.perf_counter() - started
+    texts = [_text(300, 400 + i) for i in range(64)]
+    started = time.perf_counter()
+    enc.encode(texts, batch_size=backend.batch_size)
+    secs = time.perf_counter() - started
+    n_tokens = sum(enc.count_tokens(texts))
+    return {"overhead_s": 0.0, "prompt_tps": round(n_tokens / max(secs, 1e-6), 1), "gen_tps": None, "parallel": 1,
+            "load_s": round(load_s, 2)}
+
+
+def local_backends(config) -> dict[str, dict]:
+    """{backend name: spec} of the config's local backends bound to a role or a generator."""
+    from ragrouter.stages.timing import bound_backends
+
+    backends = config.section("backends")
+    return {n: backends[n] for n in sorted(bound_backends(config))
+            if isinstance(backends.get(n), dict) and backends[n].get("kind") in ("local", "local-encoder")}
+
+
+def probe(config, echo=print, *, missing_only: bool = False) -> dict[str, dict]:
+    """Measure every local model the config uses (``missing_only``: those this machine has
+    no figures for yet); keep and return {model: figures}."""
+    from ragrouter.llm.backends import make_backend
+
+    figures: dict[str, dict] = {}
+    known = load() if missing_only else {}
+    for name, spec in local_backends(config).items():
+        backend = make_backend(name, spec, source=config.source)
+        model = backend.model
+        if model in figures or model in known:
+            continue
+        busy = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+        echo(f"probe: measuring {model} on this machine ({machine_key()}) …"
+             + (f" (load average {busy:.1f} on {os.cpu_count()} cores: the figures will be slow; "
+                "probe again when the machine is idle)" if busy > 0.5 * (os.cpu_count() or 1) else ""))
+        try:
+            fig = probe_encoder(backend) if spec.get("kind") == "local-encoder" else probe_chat(backend)
+        finally:
+            backend.close()
+        fig["measured_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        fig["load_average"] = round(busy, 2)
+        figures[model] = fig
+        echo(f"probe: {model}: load {fig['load_s']} s, prompt {fig['prompt_tps']} tok/s, "
+             f"reply {fig['gen_tps']} tok/s per call at {fig['parallel']} in flight")
+    if figures:
+        echo(f"probe: kept in {_save(figures)}")
+    return figures
