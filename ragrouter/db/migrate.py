@@ -8,6 +8,10 @@ The store remembers the sha256 of each view's SQL in the bookkeeping table
 ``ragrouter_views`` (beside Alembic's ``alembic_version``, outside the ORM); whenever the
 files differ from what the store holds — a store made by an earlier commit at the same
 revision — :func:`ensure_current` re-creates the views, without a revision change.
+
+After the views, every table, column and view gets its comment (:mod:`ragrouter.db.comments`,
+generated from the ORM's docstrings and the views' header comments); their digest is kept in
+``ragrouter_views`` too, so a changed docstring re-applies them.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
+from ragrouter.db import comments
 from ragrouter.db.engine import StoreError
 from ragrouter.paths import REPO_ROOT
 
@@ -63,16 +68,19 @@ def drop_views(conn: Connection) -> None:
     """Drop the views of queries/views and any the store recorded (older files), newest first."""
     names = [view_name(path.read_text(), path) for path in view_files()]
     stored = stored_view_hashes(conn) or {}
+    stored.pop(comments.COMMENTS_KEY, None)
     for name in sorted(set(stored) - set(names), reverse=True) + list(reversed(names)):
         conn.execute(text(f"DROP VIEW IF EXISTS {name}"))
 
 
 def view_hashes() -> dict[str, str]:
-    """{view name: sha256 of its SQL file}, for every file of queries/views."""
+    """{view name: sha256 of its SQL file}, for every file of queries/views, and the digest of
+    the schema's comments (key ``comments.COMMENTS_KEY``)."""
     out = {}
     for path in view_files():
         sql = path.read_text()
         out[view_name(sql, path)] = hashlib.sha256(sql.encode("utf-8")).hexdigest()
+    out[comments.COMMENTS_KEY] = comments.digest(view_files())
     return out
 
 
@@ -94,7 +102,7 @@ def _record_views(conn: Connection, names: list[str] | None = None) -> None:
                       "sql_sha256 VARCHAR(64) NOT NULL)"))
     conn.execute(text(f"DELETE FROM {VIEWS_TABLE}"))
     for name, digest in view_hashes().items():
-        if names is not None and name not in names:
+        if names is not None and name not in names and name != comments.COMMENTS_KEY:
             continue
         conn.execute(text(f"INSERT INTO {VIEWS_TABLE} (name, sql_sha256) VALUES (:n, :h)"),
                      {"n": name, "h": digest})
@@ -129,6 +137,7 @@ def create_views(conn: Connection, *, only_where_tables_exist: bool = False) -> 
             continue
         created.append(name)
     _record_views(conn, created)
+    comments.apply(conn, created, view_files())  # tables, columns and views explain themselves
     return created
 
 
