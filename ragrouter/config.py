@@ -27,11 +27,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError
 from pydantic import create_model
 
-from ragrouter.paths import REPO_ROOT
+from ragrouter.paths import DATA_ROOT
 
-DEFAULT_CONFIG = REPO_ROOT / "configs" / "default.yaml"
+DEFAULT_CONFIG = DATA_ROOT / "configs" / "default.yaml"
 ENV_PREFIX = "RAGROUTER__"
-PROFILES_DIR = REPO_ROOT / "configs" / "profiles"  # `profile: NAME` merges PROFILES_DIR/NAME.yaml under the user's file
+PROFILES_DIR = DATA_ROOT / "configs" / "profiles"  # `profile: NAME` merges PROFILES_DIR/NAME.yaml under the user's file
 ROLES = ("generators", "extractor", "judge", "query_generator", "embedder")
 BACKEND_KINDS = ("local", "local-encoder", "openai")
 

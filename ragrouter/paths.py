@@ -10,6 +10,20 @@ import os
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# The data folders (queries/, migrations/, configs/, alembic.ini, requirements.txt): the clone's
+# own in a checkout (or an editable install), else the copy a wheel carries (setup.py).
+_PACKAGED = Path(__file__).resolve().parent / "_data"
+IN_CLONE = (REPO_ROOT / "queries" / "views").is_dir() and (REPO_ROOT / "migrations").is_dir()
+DATA_ROOT = REPO_ROOT if IN_CLONE or not _PACKAGED.is_dir() else _PACKAGED
+
+
+def mlflow_dir() -> Path:
+    """The MLflow folder: the clone's ``mlflow/``; for an installed package
+    ``$RAGROUTER_MLFLOW_DIR``, else ``./mlflow`` of the working directory."""
+    env = os.environ.get("RAGROUTER_MLFLOW_DIR")
+    if env:
+        return Path(env)
+    return REPO_ROOT / "mlflow" if IN_CLONE else Path.cwd() / "mlflow"
 
 
 def home() -> Path:

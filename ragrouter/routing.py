@@ -30,8 +30,9 @@ def tracking_uri(config) -> str:
     uri = config.get("routers.mlflow_uri", None)
     if uri:
         return str(uri)
-    (REPO_ROOT / "mlflow").mkdir(exist_ok=True)
-    return f"sqlite:///{REPO_ROOT / 'mlflow' / 'mlflow.db'}"
+    from ragrouter.routers.tracking import default_tracking_uri
+
+    return default_tracking_uri()
 
 
 def store_id(engine: Engine) -> str:

@@ -46,3 +46,60 @@ def test_editable_install_in_a_fresh_venv(tmp_path):
                           capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert "_ragrouter_completion" in comp.stdout
     assert sys.executable  # the test ran under the project's interpreter
+
+
+def test_pip_install_dot_outside_the_clone_runs_the_pipeline_commands(tmp_path):
+    """`pip install .` (a wheel, not editable) into a fresh venv gives a `ragrouter` that works
+    from any folder: the views, migrations and configs travel inside the package (setup.py),
+    and --help, --version, db upgrade, ingest and run --dry-run on the embedded default run
+    without the clone. The venv sees this interpreter's packages through a .pth file (no
+    download); the package is built and installed with --no-deps --no-build-isolation."""
+    import json
+    import os
+
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True, system_site_packages=False).create(env_dir)
+    py = env_dir / "bin" / "python"
+    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    (Path(site) / "zz_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    env = {**os.environ, "PYTHONPATH": sysconfig.get_paths()["purelib"]}
+    import shutil
+
+    src = tmp_path / "src"  # pip builds a local folder in place: a copy keeps build/ out of the clone
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__pycache__",
+                                                             "mlflow", "reports", "exports", "*.duckdb*"))
+    pip = subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                          "--no-index", str(src)], capture_output=True, text=True, cwd=tmp_path, timeout=600,
+                         env=env)
+    assert pip.returncode == 0, pip.stderr[-2000:]
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAGROUTER_DB", "RAGROUTER_CONFIG")}
+    exe = str(env_dir / "bin" / "ragrouter")
+
+    def rr(*args):
+        return subprocess.run([exe, *args], capture_output=True, text=True, cwd=work, timeout=300, env=env)
+
+    where = subprocess.run([str(py), "-c", "import ragrouter.paths as p; print(p.DATA_ROOT)"], capture_output=True,
+                           text=True, cwd=work, env=env, timeout=120)
+    assert where.returncode == 0 and str(env_dir) in where.stdout and "_data" in where.stdout, where
+    from ragrouter import __version__
+
+    assert rr("--version").stdout.strip() == f"ragrouter {__version__}"
+    assert rr("--help").stdout.startswith("Usage: ragrouter ")
+    db = f"duckdb:///{work / 'store.duckdb'}"
+    up = rr("--db", db, "db", "upgrade")
+    assert up.returncode == 0, up.stderr
+    (work / "docs.jsonl").write_text(json.dumps({"id": "d1", "title": "Curie", "text": "Marie Curie was born in "
+                                                 "Warsaw. She won two Nobel prizes."}) + "\n")
+    (work / "questions.jsonl").write_text(json.dumps({"id": "q1", "question": "Where was Marie Curie born?",
+                                                      "answer": "Warsaw", "type": "factual"}) + "\n")
+    ing = rr("--db", db, "ingest", "--corpus", "toy", "--format", "jsonl", "docs.jsonl", "questions.jsonl")
+    assert ing.returncode == 0, ing.stderr
+    dry = rr("--db", db, "run", "--dry-run", "--json", "--corpus", "toy")
+    assert dry.returncode == 0, dry.stderr
+    est = json.loads(dry.stdout)
+    assert {"chunk", "extract", "answer"} <= {s["stage"] for s in est["stages"]} and est["expected_wall_s"] >= 0
+    views = rr("--db", db, "sql", "select count(*) as n from v_run_latest", "--format", "json")
+    assert views.returncode == 0 and json.loads(views.stdout) == [{"n": 0}], views.stderr

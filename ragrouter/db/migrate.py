@@ -32,7 +32,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from ragrouter.db import comments
 from ragrouter.db.engine import StoreError
-from ragrouter.paths import REPO_ROOT
+from ragrouter.paths import DATA_ROOT
 
 VIEWS_TABLE = "ragrouter_views"
 
@@ -43,13 +43,13 @@ class DuckDBImpl(DefaultImpl):
     __dialect__ = "duckdb"
 
 
-VIEWS_DIR = REPO_ROOT / "queries" / "views"
+VIEWS_DIR = DATA_ROOT / "queries" / "views"
 _VIEW_NAME = re.compile(r"create\s+(?:or\s+replace\s+)?view\s+([a-z_][a-z0-9_]*)", re.I)
 
 
 def alembic_config() -> Config:
-    cfg = Config(str(REPO_ROOT / "alembic.ini"))
-    cfg.set_main_option("script_location", str(REPO_ROOT / "migrations"))
+    cfg = Config(str(DATA_ROOT / "alembic.ini"))
+    cfg.set_main_option("script_location", str(DATA_ROOT / "migrations"))
     return cfg
 
 

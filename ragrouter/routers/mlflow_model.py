@@ -89,11 +89,11 @@ def skops_trusted_types(pipeline) -> list[str]:
 def pip_requirements(with_skops: bool = False) -> list[str]:
     """The packages a served router needs (pinned as in requirements.txt; ``skops``, which
     loads the scikit-learn flavour, at the installed version: MLflow requires it)."""
-    from ragrouter.paths import REPO_ROOT
+    from ragrouter.paths import DATA_ROOT
 
     wanted = ("mlflow", "scikit-learn", "xgboost-cpu", "torch", "numpy", "pandas")
     out = []
-    req = REPO_ROOT / "requirements.txt"
+    req = DATA_ROOT / "requirements.txt"
     for line in req.read_text().splitlines() if req.exists() else []:
         name = line.split("==")[0].strip()
         if name in wanted:

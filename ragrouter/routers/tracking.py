@@ -58,7 +58,6 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from ragrouter.paths import REPO_ROOT  # noqa: E402
 from ragrouter.routers.dataset import paradigms_of, validate_router_dataset  # noqa: E402
 from ragrouter.routers.evaluate import (  # noqa: E402
     METRICS, CVResult, aiq, cost_quality_curve, cross_validate, fallback_paradigm, fixed_paradigm_points, plan,
@@ -94,7 +93,12 @@ class TrackingOutput(NamedTuple):
 
 
 def default_tracking_uri() -> str:
-    return f"sqlite:///{REPO_ROOT / 'mlflow' / 'mlflow.db'}"
+    """The clone's ``mlflow/mlflow.db`` (an installed package: ``paths.mlflow_dir()``)."""
+    from ragrouter.paths import mlflow_dir
+
+    folder = mlflow_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{folder / 'mlflow.db'}"
 
 
 def _sqlite_path(tracking_uri: str) -> Path | None:
