@@ -168,3 +168,20 @@ def test_first_keyword_skips_comments_and_parentheses(stmt, word):
     from ragrouter.commands.sql import first_keyword
 
     assert first_keyword(stmt) == word
+
+
+@pytest.mark.parametrize("backend", ["duckdb", "postgresql"])
+def test_an_sql_error_keeps_the_databases_own_hint_on_one_line(backend, duck_url, pg_url):
+    """A misspelt column or table: the one error line carries what the database suggests
+    (DuckDB's 'Candidate bindings' / 'Did you mean', PostgreSQL's HINT) — issue 32 item 5."""
+    url = duck_url if backend == "duckdb" else pg_url
+    seeded(url)
+    env = {"RAGROUTER_DB": url}
+    line = one_line(run_fast("sql", "select latency_ms from llm_calls", env=env), 2, "SQL error", "latency_ms")
+    assert "latency_s" in line, line  # the column it meant, as the database names it
+    if backend == "duckdb":
+        assert "Candidate bindings" in line
+        table = one_line(run_fast("sql", "select * from llm_cals", env=env), 2, "SQL error")
+        assert 'Did you mean "llm_calls"' in table, table
+    else:
+        assert "HINT" in line

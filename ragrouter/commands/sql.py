@@ -18,11 +18,23 @@ from ragrouter.commands.common import Ctx, fail, pass_ctx, render_rows
 from ragrouter.db.engine import StoreError
 
 
+_HINT_PREFIXES = ("candidate bindings:", "did you mean", "hint:", "perhaps you meant")
+
+
 def _db_message(exc: BaseException) -> str:
+    """The database's error as one line: its first line plus its own hint (DuckDB's
+    ``Candidate bindings: …`` / ``Did you mean …?``, PostgreSQL's HINT), never the rest."""
     orig = getattr(exc, "orig", None) or exc
     text = str(orig).strip()
-    first = text.splitlines()[0] if text else orig.__class__.__name__
-    return first
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    first = lines[0] if lines else orig.__class__.__name__
+    hints = [line for line in lines[1:] if line.lower().startswith(_HINT_PREFIXES)]
+    diag_hint = getattr(getattr(orig, "diag", None), "message_hint", None)  # psycopg
+    if diag_hint and not any(diag_hint in h for h in hints):
+        hints.append(f"HINT: {diag_hint}")
+    if "did you mean" in first.lower():
+        hints = [h for h in hints if h not in first]
+    return first + (f" ({'; '.join(hints)})" if hints else "")
 
 
 # What read-only ``sql`` runs on PostgreSQL: one query. Everything else — transaction control
