@@ -131,7 +131,7 @@ def n_splits_for(df: pd.DataFrame, wanted: int) -> int:
 def train(engine: Engine, config, df: pd.DataFrame, routers: Sequence[str], feature_sets: Sequence[str],
           dataset: str = "store", log: Callable[[str], None] = print, lambdas: Sequence[float] | None = None,
           encoders: Sequence[str] | None = None, judge: str | None = None, dataset_source: str | None = None,
-          gateway=None):
+          gateway=None, show_progress: bool = False):
     """Cross-validate ``routers`` × ``feature_sets`` × query encoders on ``df``, log each run to
     MLflow (tagged with this store's id, the judge, corpora, config hash, git commit and one
     training-session id), store every prediction and every fold's metrics.
@@ -167,7 +167,8 @@ def train(engine: Engine, config, df: pd.DataFrame, routers: Sequence[str], feat
         out = tracking.train_and_track(df, list(routers), list(feature_sets), tracking_uri=tracking_uri(config),
                                        experiment=str(config.get("routers.experiment")),
                                        seed=int(config.get("routers.seed")), n_splits=folds, lambdas=lambdas,
-                                       encoders=make_encoders(names, gateway), context=context)
+                                       encoders=make_encoders(names, gateway), context=context,
+                                       show_progress=show_progress)
         if gateway is not None:
             gateway.flush()
     finally:

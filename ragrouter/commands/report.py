@@ -47,9 +47,12 @@ def report_command(ctx: Ctx, out_dir: Path, judge: str | None) -> None:
         preferred_only = True
     else:
         preferred_only = False
+    from ragrouter.console import library_warnings
+
     try:
-        report = build_report(engine, out_dir, judge=judge, store_label=_safe_url(ctx.db_url),
-                              config=_config_or_none(ctx))
+        with library_warnings("report", echo=lambda line: click.echo(line, err=True)):
+            report = build_report(engine, out_dir, judge=judge, store_label=_safe_url(ctx.db_url),
+                                  config=_config_or_none(ctx))
     except OSError as exc:  # --out missing, read-only, a file, or the disk full: one line
         line = file_system_error(exc, where=f"report --out {out_dir}")
         if line is None:

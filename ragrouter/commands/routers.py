@@ -76,9 +76,12 @@ def train_command(ctx: Ctx, routers: tuple[str, ...], feature_sets: tuple[str, .
         from ragrouter.routers.evaluate import DEFAULT_LAMBDAS
 
         lambdas = DEFAULT_LAMBDAS
-    results = routing.train(engine, ctx.config, df, names, list(feature_sets) or ["q", "c", "qc"], label,
-                            log=click.echo, lambdas=lambdas, encoders=list(encoders) or None,
-                            dataset_source=str(dataset_path) if dataset_path else None)
+    from ragrouter.console import library_warnings
+
+    with library_warnings("routers train", echo=click.echo):  # sklearn/MLflow warnings to the log file
+        results = routing.train(engine, ctx.config, df, names, list(feature_sets) or ["q", "c", "qc"], label,
+                                log=click.echo, lambdas=lambdas, encoders=list(encoders) or None,
+                                dataset_source=str(dataset_path) if dataset_path else None, show_progress=True)
     if results is not None and len(results):
         _print_results(results)
 

@@ -364,6 +364,7 @@ def train_and_track(
     artifact_location: str | None = None,
     progress: Callable[[CVResult], None] | None = None,
     context: dict | None = None,
+    show_progress: bool = False,
 ) -> TrackingOutput:
     """Cross-validate every (generator, router, feature set, encoder) and log each to MLflow.
 
@@ -380,7 +381,8 @@ def train_and_track(
     unrounded probability; ``fold`` is the CV fold that predicted the row) for the
     ``router_predictions`` table; ``folds`` one row per (run, fold) for ``router_fold_metrics``.
     ``lambdas`` (e.g. ``evaluate.DEFAULT_LAMBDAS``) adds a cost-aware λ sweep per run (one
-    more CV per λ ≠ 0) for the cost–quality plot and ``aiq``.
+    more CV per λ ≠ 0) for the cost–quality plot and ``aiq``. ``show_progress``: a bar on
+    stderr over router × feature set × encoder × fold.
     """
     df = validate_router_dataset(df)
     encoders = list(encoders) if encoders is not None else [encoder]
@@ -393,15 +395,24 @@ def train_and_track(
     rows, preds, folds = [], [], []
     pairs = plan(routers, feature_sets)
     generators = sorted(df["generator"].astype(str).unique())
+
+    def skipped(i: int, enc, router: str, fs: str) -> bool:
+        if i > 0 and not (ROUTERS[router].uses_text_encoder and "q" in fs):
+            return True  # reads no query text: the same run as on the first encoder
+        return i > 0 and enc is None and encoders[0] is None
+
+    from ragrouter.console import bar
+
+    planned = len(generators) * sum(1 for i, enc in enumerate(encoders) for r, fs in pairs if not skipped(i, enc, r, fs))
+    progress_bar = bar(planned * n_splits, "routers (router × features × fold)", enabled=show_progress)
     for generator, part in df.groupby("generator", sort=True):
         part = part.reset_index(drop=True)
         for i, enc in enumerate(encoders):
             features = build_features(part, "qc", enc)
             for router, fs in pairs:
-                if i > 0 and not (ROUTERS[router].uses_text_encoder and "q" in fs):
-                    continue  # reads no query text: the same run as on the first encoder
-                if i > 0 and enc is None and encoders[0] is None:
+                if skipped(i, enc, router, fs):
                     continue
+                progress_bar.set_postfix_str(f"{router}/{fs}/{getattr(enc, 'name', 'onehot')}", refresh=False)
                 res = cross_validate(part, router, fs, features=features, n_splits=n_splits, seed=seed,
                                      router_params=(router_params or {}).get(router))
                 if any(r["router"] == res.router and r["features"] == res.feature_set and r["encoder"] == res.encoder
@@ -423,8 +434,10 @@ def train_and_track(
                 f["features"] = res.feature_set
                 f["run_id"] = logged["run_id"]
                 folds.append(f)
+                progress_bar.update(n_splits)
                 if progress is not None:
                     progress(res)
+    progress_bar.close()
     results = pd.DataFrame(rows)
     predictions = pd.concat(preds, ignore_index=True) if preds else pd.DataFrame(columns=list(PREDICTION_COLUMNS))
     fold_frame = pd.concat(folds, ignore_index=True) if folds else pd.DataFrame()

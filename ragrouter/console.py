@@ -1,0 +1,83 @@
+"""A quiet, informative console: library warnings go to a log file, progress to a bar.
+
+Long commands that drive libraries (``routers train``: scikit-learn, XGBoost, torch, MLflow;
+``report``: matplotlib, pandas) run inside :func:`library_warnings`: every ``warnings.warn``
+and every warning-level record of the libraries' loggers is written to
+``$RAGROUTER_HOME/logs/warnings.log`` (time, command, category, message, where) instead of the
+console, and the command ends with one line saying how many were kept and where. Our own
+``ragrouter.*`` loggers are left as they are: what they say is meant for the user.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import warnings
+from pathlib import Path
+from typing import Callable, Iterator
+
+LIBRARY_LOGGERS = ("mlflow", "alembic", "sklearn", "xgboost", "torch", "matplotlib", "sentence_transformers",
+                   "transformers", "urllib3", "httpx", "numexpr")
+
+
+def log_path() -> Path:
+    from ragrouter.paths import sub
+
+    return sub("logs") / "warnings.log"
+
+
+class _Counter(logging.Handler):
+    def __init__(self, fh, command: str):
+        super().__init__(level=logging.WARNING)
+        self.fh, self.command, self.n = fh, command, 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.n += 1
+        when = dt.datetime.now().isoformat(timespec="seconds")
+        self.fh.write(f"{when} [{self.command}] {record.name} {record.levelname}: {record.getMessage()}\n")
+
+
+@contextlib.contextmanager
+def library_warnings(command: str, echo: Callable[[str], None] | None = None) -> Iterator[Path]:
+    """Send library warnings to :func:`log_path` for the duration; on exit ``echo`` one line
+    with their count (nothing when there were none)."""
+    import importlib.util
+
+    if importlib.util.find_spec("mlflow") is not None:
+        import mlflow  # noqa: F401 - it configures its loggers on import: do that before they are redirected
+    path = log_path()
+    with open(path, "a", encoding="utf-8") as fh:
+        handler = _Counter(fh, command)
+        saved: list[tuple[logging.Logger, list, bool]] = []
+        for name in LIBRARY_LOGGERS:
+            lg = logging.getLogger(name)
+            saved.append((lg, list(lg.handlers), lg.propagate))
+            lg.handlers = [handler]
+            lg.propagate = False
+        old_show = warnings.showwarning
+
+        def show(message, category, filename, lineno, file=None, line=None):
+            handler.n += 1
+            when = dt.datetime.now().isoformat(timespec="seconds")
+            fh.write(f"{when} [{command}] {category.__name__}: {message} ({filename}:{lineno})\n")
+
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("default")  # each distinct warning once per place, as Python does
+                warnings.showwarning = show
+                yield path
+        finally:
+            warnings.showwarning = old_show
+            for lg, handlers, propagate in saved:
+                lg.handlers, lg.propagate = handlers, propagate
+            fh.flush()
+    if echo is not None and handler.n:
+        echo(f"({handler.n} library warning{'s' if handler.n != 1 else ''} written to {path})")
+
+
+def bar(total: int, desc: str, enabled: bool = True):
+    """A tqdm bar on stderr like the stages' (a no-op object when disabled)."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="run", disable=not enabled, leave=False, dynamic_ncols=True)
