@@ -553,3 +553,40 @@ def test_html_table_cells_keep_names_and_intervals_whole(tmp_path):
     assert '<table class="wide">' in to_html(table(WIDE_COLUMNS + 1), tmp_path)
     assert '<table class="wide vwide">' in to_html(table(VERY_WIDE_COLUMNS + 1), tmp_path)
     assert "<table>" in to_html(table(WIDE_COLUMNS), tmp_path)
+
+
+def test_router_not_beating_the_majority_class_says_so(store, tmp_path):
+    """Routing accuracy set against the majority-class baseline (exact McNemar on hits): a router
+    that always says the majority label is named in the warning; one that is right on every query
+    beats it (12 discordant pairs, p = 2 * 0.5**12) and is not."""
+    from ragrouter.report.build import router_tests
+
+    rows = demo_rows(11, n_queries=60)
+    queries = [q for q in rows["queries"] if q["status"] == "accepted"]
+    truth = {q["id"]: ("naive" if i % 5 else "graph") for i, q in enumerate(queries)}  # 48 naive, 12 graph
+    pid = 0
+    for router, guess in (("majority-only", lambda qid: "naive"), ("perfect", lambda qid: truth[qid])):
+        for q in queries:
+            pid += 1
+            rows.setdefault("router_predictions", []).append(dict(
+                id=pid, router=router, features="qc", encoder="onehot", generator="gen-a", dataset="store",
+                fold=q["id"] % 5, query_key=str(q["id"]), query_id=q["id"], predicted=guess(q["id"]),
+                true_label=truth[q["id"]], created_at=synthetic.T0))
+    synthetic.insert_rows(store, rows)
+    t = router_tests(store).set_index("router")
+    assert t.loc["majority-only", "majority_label"] == "naive"
+    assert t.loc["majority-only", "routing_accuracy"] == pytest.approx(80.0)
+    assert t.loc["majority-only", "majority_accuracy"] == pytest.approx(80.0)
+    assert t.loc["majority-only", "vs_majority"] == "n.s." and t.loc["majority-only", "p_vs_majority"] == 1.0
+    assert t.loc["perfect", "routing_accuracy"] == pytest.approx(100.0)
+    assert t.loc["perfect", "p_vs_majority"] == pytest.approx(2 * 0.5 ** 12)
+    assert t.loc["perfect", "vs_majority"] == "better"
+    md = build_report(store, tmp_path / "maj", with_figures=False).markdown.read_text()
+    [warning] = [ln for ln in md.splitlines() if ln.startswith("**Not better than the majority-class baseline**")]
+    assert "`majority-only` (qc, onehot; R.A 80.0 vs. always `naive` 80.0, n.s.)" in warning
+    assert "`perfect`" not in warning
+    [(_, header, body)] = [tb for tb in parse_md_tables(md) if "vs. majority" in tb[1]]
+    cells = {r[0]: dict(zip(header, r)) for r in body}
+    assert cells["perfect"]["vs. majority"] == f"better (p={2 * 0.5 ** 12:.3g})"
+    assert cells["majority-only"]["Majority-class R.A %"] == "naive 80.0"
+
