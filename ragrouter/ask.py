@@ -106,9 +106,20 @@ def pick_router(engine, requested: str | None, generator: str, run_id: str | Non
     raise AskError("no trained router in this store: run 'python cli.py routers train' (or make run) first")
 
 
+_LOADED: dict[tuple[str, str, str], object] = {}  # (tracking URI, run id, store id) -> model: serve loads once
+
+
 def load_router(config, chosen: TrainedRouter, store: str):
     """The router refitted on all labelled queries, as `routers train` logged it to MLflow:
-    the pyfunc model of run ``chosen.run_id``, which must carry this store's id."""
+    the pyfunc model of run ``chosen.run_id``, which must carry this store's id (loaded once
+    per process)."""
+    key = (routing.tracking_uri(config), chosen.run_id, store)
+    if key not in _LOADED:
+        _LOADED[key] = _load_router(config, chosen, store)
+    return _LOADED[key]
+
+
+def _load_router(config, chosen: TrainedRouter, store: str):
     from ragrouter.routers import tracking
 
     client = tracking.client(routing.tracking_uri(config))
@@ -202,7 +213,12 @@ def route(engine, config, corpus: str, question: str, router: str | None = None,
 
 
 def ask(engine, config, corpus: str, question: str, router: str | None = None, budget: int | None = None,
-        query_type: str | None = None, services=None, run_id: str | None = None) -> Answer:
+        query_type: str | None = None, services=None, run_id: str | None = None, *, origin: str = "ask",
+        routed: Routed | None = None, allowed: set[str] | None = None, why_not: str = "") -> Answer:
+    """Route ``question``, run the chosen paradigm through the gateway and store the query
+    (``origin``: 'ask' or 'serve') and its run. ``routed``: the router's verdict already
+    computed (serve); ``allowed``: only these paradigms may run (serve's cost share), the
+    reason being ``why_not``."""
     from ragrouter.paradigms import paradigms
     from ragrouter.stages.answer import AnswerStage, run_hash
 
@@ -212,7 +228,14 @@ def ask(engine, config, corpus: str, question: str, router: str | None = None, b
     costs = expected_tokens(engine, cid, generator)
     # 'cannot_answer' runs the router's own fallback: its training labels' most frequent paradigm
     fallback = reading.router_fallback(engine, chosen.run_id) or "naive"
-    paradigm, why = choose(probs, costs, budget, fallback)
+    candidates = probs
+    if allowed is not None:
+        candidates = {k: v for k, v in probs.items() if k in allowed or k in ("cannot_answer", "unanswerable")}
+        if fallback not in allowed:
+            fallback = min(allowed, key=lambda p: costs.get(p, float("inf")))
+    paradigm, why = choose(candidates, costs, budget, fallback)
+    if why_not:
+        why += f"; {why_not}"
     out = Answer(question, qtype, router, features, probs, paradigm, why, encoder=encoder_name,
                  router_run_id=chosen.run_id)
 

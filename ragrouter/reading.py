@@ -93,3 +93,19 @@ def decision_cells(engine: Engine) -> list[dict]:
             "SELECT c.name AS corpus, d.qtype, d.generator, d.judge, d.state, d.winner, d.n_queries, d.n_runs, "
             "d.bound, d.alpha, d.margin, d.stop_reason FROM decision_cells d JOIN corpora c ON c.id = d.corpus_id "
             "ORDER BY c.name, d.qtype, d.generator, d.judge")).mappings()]
+
+
+def router_cv_probabilities(engine: Engine, run_id: str) -> list[dict[str, float]]:
+    """The class probabilities of every cross-validated prediction of the router of ``run_id``
+    on this store's labelled queries (``router_predictions``): what ``serve --cost-share``
+    calibrates its threshold on."""
+    import json
+
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT probabilities FROM router_predictions WHERE mlflow_run_id = :r "
+                                 "AND probabilities IS NOT NULL ORDER BY query_key"), {"r": run_id}).all()
+    out = []
+    for (p,) in rows:
+        p = json.loads(p) if isinstance(p, str) else p
+        out.append({str(k): float(v) for k, v in dict(p).items()})
+    return out

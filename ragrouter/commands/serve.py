@@ -1,0 +1,97 @@
+"""`cli.py serve`: an OpenAI-compatible server that routes every question (ragrouter/serve)."""
+
+from __future__ import annotations
+
+import click
+
+from ragrouter.commands.common import Ctx, fail, pass_ctx
+
+
+@click.command("serve")
+@click.option("--corpus", "corpora", multiple=True, required=True,
+              help="Corpus to serve as model 'ragrouter/<corpus>' (repeatable).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (127.0.0.1: this machine only).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="Port (0: any free one).")
+@click.option("--router", help="Router to use (default: this store's best trained router, as for ask).")
+@click.option("--run-id", "run_id", help="Use the router of this MLflow run (one trained on this store).")
+@click.option("--max-tokens-budget", type=click.IntRange(min=1), help="Skip paradigms whose expected tokens on "
+              "the corpus exceed N.")
+@click.option("--cost-share", type=click.FloatRange(0, 1), help="Share of questions allowed the expensive "
+              "paradigms (all but --cheap): a threshold on the router's probability mass on them, calibrated on "
+              "its cross-validated predictions on this store's labelled queries (RouteLLM's calibration).")
+@click.option("--cheap", multiple=True, default=("llm_only", "naive"), show_default=True,
+              help="The cheap paradigms of --cost-share (repeatable).")
+@click.option("--grace", type=click.FloatRange(min=0), default=60.0, show_default=True,
+              help="Seconds a SIGTERM waits for the request in flight before the server stops.")
+@pass_ctx
+def serve_command(ctx: Ctx, corpora: tuple[str, ...], host: str, port: int, router: str | None, run_id: str | None,
+                  max_tokens_budget: int | None, cost_share: float | None, cheap: tuple[str, ...],
+                  grace: float) -> None:
+    """Serve /v1/models and /v1/chat/completions: each question is routed, answered by the
+    chosen paradigm through the gateway, and stored (origin 'serve').
+
+    The reply is an OpenAI chat.completion with the routing decision in its 'ragrouter' field
+    and the x-ragrouter-* headers; 'stream': true sends server-sent events. SIGTERM drains the
+    request in flight, then stops.
+
+    \b
+    Example:
+      python cli.py --config configs/demo.yaml serve --corpus medical-demo --cost-share 0.3
+      curl -s 127.0.0.1:8000/v1/chat/completions -H 'content-type: application/json' \\
+        -d '{"model": "ragrouter/medical-demo", "messages": [{"role": "user", "content": "What is a melanoma?"}]}'
+    """
+    import uvicorn
+
+    from ragrouter import ask as ask_mod
+    from ragrouter.db import migrate
+    from ragrouter.serve.app import ServeError, create_app, prepare
+    from ragrouter.stages.services import Services
+
+    import signal
+
+    from ragrouter.console import library_warnings
+
+    engine = ctx.engine()
+    migrate.ensure_current(engine)
+    services = Services(ctx.config, engine, command="serve")
+    stops: list[int] = []
+    # uvicorn drains on SIGTERM/SIGINT, restores the handlers it found and raises the signal
+    # again: these record it, so the command ends normally (exit 0) instead of dying by it
+    previous = {sig: signal.signal(sig, lambda signum, frame: stops.append(signum))
+                for sig in (signal.SIGTERM, signal.SIGINT)}
+    warnings_ctx = library_warnings("serve", echo=lambda line: click.echo(line, err=True))
+    warnings_ctx.__enter__()  # MLflow's model-loading warnings go to the log file
+    try:
+        try:
+            state = prepare(engine, ctx.config, services, list(corpora), router, run_id, max_tokens_budget,
+                            cost_share, tuple(cheap))
+        except (ServeError, ask_mod.AskError) as exc:
+            fail(getattr(exc, "message", str(exc)))
+        config = uvicorn.Config(create_app(state), host=host, port=port, log_level="warning",
+                                timeout_graceful_shutdown=grace, access_log=False)
+        server = uvicorn.Server(config)
+
+        def announce():
+            for s in server.servers:
+                for sock in s.sockets:
+                    h, p = sock.getsockname()[:2]
+                    for v in state.corpora.values():
+                        extra = f"; {v.threshold.describe()}" if v.threshold is not None else ""
+                        click.echo(f"serving {v.model_id} at http://{h}:{p}/v1 (router {v.chosen.router}/"
+                                   f"{v.chosen.features}/{v.chosen.encoder}, MLflow run {v.chosen.run_id}{extra})")
+            click.echo("stop with Ctrl-C or SIGTERM (the request in flight finishes first)")
+
+        original_startup = server.startup
+
+        async def startup(sockets=None):
+            await original_startup(sockets=sockets)
+            announce()
+
+        server.startup = startup
+        server.run()  # uvicorn handles SIGTERM/SIGINT: stops accepting, drains, returns
+    finally:
+        services.finish()
+        warnings_ctx.__exit__(None, None, None)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    click.echo("stopped" + (f" ({signal.Signals(stops[0]).name})" if stops else ""))

@@ -1,0 +1,269 @@
+"""The OpenAI-compatible application of ``ragrouter serve`` (FastAPI, run by uvicorn).
+
+Endpoints (base ``http://127.0.0.1:PORT/v1``):
+
+* ``GET /v1/models`` — one model per served corpus, ``ragrouter/<corpus>``, with the router
+  that routes it (``ragrouter`` field: router, features, encoder, MLflow run, cost share).
+* ``POST /v1/chat/completions`` — the last user message is the question. The corpus is the
+  model's (``ragrouter/<corpus>``, or the corpus name alone). The router picks the paradigm
+  (:func:`ragrouter.ask.route`), within ``--max-tokens-budget`` and the calibrated
+  ``--cost-share`` threshold (:mod:`ragrouter.serve.calibration`); the paradigm runs through
+  the gateway like every stage (ledger, cache, rate limits), and the question and its run are
+  stored with ``origin = 'serve'`` (status 'asked', so they stay out of the benchmark's
+  tables until someone imports and judges them). The reply is a ``chat.completion`` whose
+  ``usage`` is the run's tokens (retrieval + generation), with the routing decision in the
+  extra field ``ragrouter`` (paradigm, probabilities, query type, router, MLflow run, why,
+  tokens, stored run id) and in the headers ``x-ragrouter-paradigm``, ``x-ragrouter-router``,
+  ``x-ragrouter-run-id``. ``stream: true`` answers as server-sent events in the OpenAI chunk
+  format: the role, then the answer in pieces, then a last chunk with ``finish_reason`` and
+  the ``ragrouter`` field, then ``data: [DONE]``. The answer is streamed once the paradigm has
+  run: the gateway stores whole replies in the ledger, so the model's own tokens are not
+  forwarded as they are made.
+
+Errors are OpenAI-shaped, ``{"error": {"message", "type", "param", "code"}}``: 400 for a bad
+body, 404 for an unknown model or path, 503 when the corpus cannot be routed (no router, no
+indicators), 500 otherwise (one line in the message, never a traceback). Requests run one at
+a time against the store (DuckDB has one writer); uvicorn drains the request in flight on
+SIGTERM before it exits.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ragrouter import ask as ask_mod
+from ragrouter import reading
+from ragrouter.serve.calibration import Threshold
+
+PREFIX = "ragrouter/"
+
+
+class ServeError(Exception):
+    def __init__(self, status: int, message: str, type_: str, code: str | None = None, param: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.type, self.code, self.param = status, message, type_, code, param
+
+
+def error_body(message: str, type_: str, code: str | None = None, param: str | None = None) -> dict:
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+@dataclass
+class Served:
+    """One corpus this server routes: its router and, with --cost-share, the threshold."""
+
+    corpus: str
+    chosen: ask_mod.TrainedRouter
+    threshold: Threshold | None = None
+    counts: dict[str, int] = field(default_factory=lambda: {"requests": 0, "expensive_allowed": 0})
+
+    @property
+    def model_id(self) -> str:
+        return PREFIX + self.corpus
+
+
+@dataclass
+class ServeState:
+    engine: object
+    config: object
+    services: object
+    corpora: dict[str, Served]
+    router: str | None = None
+    run_id: str | None = None
+    budget: int | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _question(body: dict) -> str:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ServeError(400, "'messages' must be a non-empty list", "invalid_request_error", param="messages")
+    for m in reversed(messages):
+        if not isinstance(m, dict):
+            raise ServeError(400, "each message must be an object", "invalid_request_error", param="messages")
+        if m.get("role") != "user":
+            continue
+        content = m.get("content")
+        if isinstance(content, list):  # content parts: the text ones
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+        if not isinstance(content, str) or not content.strip():
+            raise ServeError(400, "the last user message has no text", "invalid_request_error", param="messages")
+        return content.strip()
+    raise ServeError(400, "no user message to answer", "invalid_request_error", param="messages")
+
+
+def _served(state: ServeState, model) -> Served:
+    if not isinstance(model, str) or not model:
+        raise ServeError(400, "'model' is required: one of " + ", ".join(s.model_id for s in state.corpora.values()),
+                         "invalid_request_error", param="model")
+    name = model[len(PREFIX):] if model.startswith(PREFIX) else model
+    if name not in state.corpora:
+        raise ServeError(404, f"The model '{model}' does not exist (served: "
+                         f"{', '.join(s.model_id for s in state.corpora.values())})", "invalid_request_error",
+                         code="model_not_found", param="model")
+    return state.corpora[name]
+
+
+def answer(state: ServeState, served: Served, question: str) -> ask_mod.Answer:
+    """Route and answer one question (one at a time: the store has one writer)."""
+    with state.lock:
+        try:
+            routed = ask_mod.route(state.engine, state.config, served.corpus, question, state.router,
+                                   services=state.services, run_id=served.chosen.run_id)
+            allowed, why_not = None, ""
+            if served.threshold is not None:
+                served.counts["requests"] += 1
+                if served.threshold.allows_expensive(routed.probabilities):
+                    served.counts["expensive_allowed"] += 1
+                else:
+                    allowed = set(served.threshold.cheap)
+                    why_not = (f"below the cost-share threshold {served.threshold.tau:.3f}: cheap paradigms only "
+                               f"({', '.join(served.threshold.cheap)})")
+            return ask_mod.ask(state.engine, state.config, served.corpus, question, budget=state.budget,
+                               services=state.services, origin="serve", routed=routed, allowed=allowed,
+                               why_not=why_not)
+        except ask_mod.AskError as exc:
+            raise ServeError(503, str(exc), "server_error", code="not_routable") from None
+
+
+def _decision(a: ask_mod.Answer) -> dict:
+    return {"paradigm": a.paradigm, "probabilities": a.probabilities, "query_type": a.query_type,
+            "router": a.router, "features": a.features, "encoder": a.encoder, "router_run_id": a.router_run_id,
+            "why": a.why, "tokens": a.tokens, "run_id": a.run_id}
+
+
+def _headers(a: ask_mod.Answer) -> dict:
+    return {"x-ragrouter-paradigm": a.paradigm, "x-ragrouter-router": f"{a.router}/{a.features}/{a.encoder}",
+            "x-ragrouter-run-id": str(a.run_id)}
+
+
+def _usage(a: ask_mod.Answer) -> dict:
+    t = a.tokens
+    prompt = int(t.get("retrieval_in", 0) + t.get("generation_in", 0))
+    completion = int(t.get("retrieval_out", 0) + t.get("generation_out", 0))
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _pieces(text: str, size: int = 24) -> list[str]:
+    words = text.split(" ")
+    out, cur = [], ""
+    for w in words:
+        cur = f"{cur} {w}" if cur else w
+        if len(cur) >= size:
+            out.append(cur + " ")
+            cur = ""
+    if cur:
+        out.append(cur)
+    return out or [""]
+
+
+def create_app(state: ServeState) -> FastAPI:
+    app = FastAPI(title="ragrouter serve", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.exception_handler(ServeError)
+    async def _serve_error(request: Request, exc: ServeError):
+        return JSONResponse(error_body(exc.message, exc.type, exc.code, exc.param), status_code=exc.status)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException):
+        kind = "invalid_request_error" if exc.status_code < 500 else "server_error"
+        msg = f"Unknown path {request.url.path}" if exc.status_code == 404 else str(exc.detail)
+        return JSONResponse(error_body(msg, kind, "not_found" if exc.status_code == 404 else None),
+                            status_code=exc.status_code)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError):
+        return JSONResponse(error_body("invalid request body", "invalid_request_error"), status_code=400)
+
+    @app.exception_handler(Exception)
+    async def _internal(request: Request, exc: Exception):
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return JSONResponse(error_body(f"internal error: {exc.__class__.__name__}: {first}", "server_error"),
+                            status_code=500)
+
+    @app.get("/v1/models")
+    def models():
+        data = []
+        for s in state.corpora.values():
+            info = {"router": s.chosen.router, "features": s.chosen.features, "encoder": s.chosen.encoder,
+                    "router_run_id": s.chosen.run_id}
+            if s.threshold is not None:
+                info["cost_share"] = {"share": s.threshold.share, "threshold": s.threshold.tau,
+                                      "calibrated_share": s.threshold.calibrated_share, **s.counts}
+            data.append({"id": s.model_id, "object": "model", "created": 0, "owned_by": "ragrouter",
+                         "ragrouter": info})
+        return {"object": "list", "data": data}
+
+    @app.post("/v1/chat/completions")
+    def chat(body: dict):
+        if not isinstance(body, dict):
+            raise ServeError(400, "the body must be a JSON object", "invalid_request_error")
+        served = _served(state, body.get("model"))
+        question = _question(body)
+        stream = body.get("stream", False)
+        if not isinstance(stream, bool):
+            raise ServeError(400, "'stream' must be true or false", "invalid_request_error", param="stream")
+        a = answer(state, served, question)
+        cid, created = f"chatcmpl-rr{a.run_id}-{uuid.uuid4().hex[:8]}", int(time.time())
+        if not stream:
+            return JSONResponse({"id": cid, "object": "chat.completion", "created": created, "model": served.model_id,
+                                 "choices": [{"index": 0, "message": {"role": "assistant", "content": a.answer},
+                                              "finish_reason": "stop", "logprobs": None}],
+                                 "usage": _usage(a), "ragrouter": _decision(a)}, headers=_headers(a))
+
+        def events():
+            base = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": served.model_id}
+            yield "data: " + json.dumps({**base, "choices": [{"index": 0, "delta": {"role": "assistant"},
+                                                               "finish_reason": None}]}) + "\n\n"
+            for piece in _pieces(a.answer):
+                yield "data: " + json.dumps({**base, "choices": [{"index": 0, "delta": {"content": piece},
+                                                                   "finish_reason": None}]}) + "\n\n"
+            yield "data: " + json.dumps({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                                         "usage": _usage(a), "ragrouter": _decision(a)}) + "\n\n"
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream", headers=_headers(a))
+
+    return app
+
+
+def prepare(engine, config, services, corpora: list[str], router: str | None, run_id: str | None,
+            budget: int | None, cost_share: float | None, cheap: tuple[str, ...]) -> ServeState:
+    """Check every corpus can be routed (its router exists and loads, its indicators exist)
+    and calibrate the cost-share threshold; ServeError(503) names what is missing."""
+    from ragrouter import routing
+    from ragrouter.serve import calibration
+
+    generator = config.generators()[0]
+    served: dict[str, Served] = {}
+    for corpus in corpora:
+        try:
+            reading.corpus_id(engine, corpus)
+        except Exception as exc:  # noqa: BLE001 - reading raises its own error for an unknown corpus
+            raise ServeError(404, f"corpus '{corpus}': {exc}", "invalid_request_error") from None
+        if reading.corpus_indicators(engine, corpus) is None:
+            raise ServeError(503, f"corpus '{corpus}' has no indicators yet: run 'python cli.py run --stage metrics "
+                             f"--corpus {corpus}'", "server_error")
+        try:
+            chosen = ask_mod.pick_router(engine, router, generator, run_id)
+            ask_mod.load_router(config, chosen, routing.store_id(engine))
+        except ask_mod.AskError as exc:
+            raise ServeError(503, str(exc), "server_error") from None
+        threshold = None
+        if cost_share is not None:
+            try:
+                threshold = calibration.calibrate(reading.router_cv_probabilities(engine, chosen.run_id), cost_share,
+                                                   cheap)
+            except ValueError as exc:
+                raise ServeError(503, str(exc), "server_error") from None
+        served[corpus] = Served(corpus, chosen, threshold)
+    return ServeState(engine, config, services, served, router, run_id, budget)

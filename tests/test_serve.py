@@ -1,0 +1,205 @@
+"""`serve` (issue 33 item 3): an OpenAI-compatible server that routes every question, answers it
+through the gateway and stores it; errors are OpenAI-shaped; SIGTERM drains and stops; the
+cost-share threshold is calibrated on the router's cross-validated predictions."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import yaml
+from sqlalchemy import text
+
+from ragrouter.serve import calibration
+from tests.fake_openai import FakeOpenAI
+from tests.test_stages_answer import fake_config, ingest, run
+from tests.test_trust import judging_responder
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_the_cost_share_threshold_lets_the_stated_share_through():
+    rng = np.random.default_rng(3)
+    preds = []
+    for _ in range(200):
+        p = rng.dirichlet(np.ones(5))
+        preds.append(dict(zip(["llm_only", "naive", "graph", "hybrid", "iterative"], p)))
+    for share in (0.0, 0.1, 0.3, 0.5, 1.0):
+        th = calibration.calibrate(preds, share)
+        passed = sum(th.allows_expensive(p) for p in preds) / len(preds)
+        assert passed == pytest.approx(share, abs=1e-9) and th.calibrated_share == pytest.approx(share)
+    # ties at the boundary: never more than the share
+    tied = [{"naive": 0.5, "graph": 0.5}] * 10
+    th = calibration.calibrate(tied, 0.5)
+    assert th.calibrated_share <= 0.5
+    assert calibration.expensive_score({"llm_only": 0.2, "naive": 0.3, "graph": 0.4, "cannot_answer": 0.1}) == \
+        pytest.approx(0.4)
+    with pytest.raises(ValueError, match="no cross-validated predictions"):
+        calibration.calibrate([], 0.5)
+
+
+def _serve(args: list[str], env: dict) -> tuple[subprocess.Popen, str, str]:
+    proc = subprocess.Popen([sys.executable, str(REPO / "cli.py"), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    lines: list[str] = []
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            if proc.poll() is not None:
+                raise AssertionError(f"serve exited {proc.returncode}: {proc.stderr.read()}")
+            continue
+        lines.append(line)
+        m = re.search(r"at (http://127\.0\.0\.1:\d+/v1)", line)
+        if m:
+            return proc, m.group(1), line
+    proc.kill()
+    raise AssertionError("serve did not start: " + "".join(lines))
+
+
+@pytest.fixture(scope="module")
+def served_store(tmp_path_factory):
+    """A toy corpus answered by all five paradigms and judged on the fake endpoint, with its
+    indicators and an 'lr' router trained into a private MLflow store."""
+    from ragrouter import routing
+    from ragrouter.db import engine as eng
+    from ragrouter.db import migrate
+
+    tmp = tmp_path_factory.mktemp("serve")
+    url = f"duckdb:///{tmp / 'store.duckdb'}"
+    engine = eng.make_engine(url)
+    migrate.upgrade(engine)
+    ingest(engine)
+    srv = FakeOpenAI(responder=judging_responder, embedding_dim=32).__enter__()
+    try:
+        cfg = fake_config(srv)
+        cfg.data.setdefault("routers", {})["mlflow_uri"] = f"sqlite:///{tmp / 'mlflow' / 'mlflow.db'}"
+        cfg.data["routers"]["encoders"] = ["onehot"]
+        run(engine, cfg, "chunk", "extract", "embed", "metrics", "answer", "judge", "score")
+        res = routing.train(engine, cfg, routing.store_dataset(engine, cfg), ["lr"], ["qc"], log=lambda m: None)
+        (tmp / "cfg.yaml").write_text(yaml.safe_dump(cfg.data))
+        eng.dispose_all()
+        env = {**os.environ, "RAGROUTER_DB": url, "RAGROUTER_CONFIG": str(tmp / "cfg.yaml")}
+        yield {"url": url, "env": env, "srv": srv, "run_id": res["run_id"].item(), "tmp": tmp}
+    finally:
+        srv.__exit__(None, None, None)
+        eng.dispose_all()
+
+
+def test_serve_routes_answers_streams_and_stores_each_question(served_store):
+    env = served_store["env"]
+    proc, base, _ = _serve(["serve", "--corpus", "toy", "--port", "0"], env)
+    try:
+        with httpx.Client(base_url=base, timeout=120) as c:
+            models = c.get("/models").json()
+            assert [m["id"] for m in models["data"]] == ["ragrouter/toy"]
+            assert models["data"][0]["ragrouter"]["router_run_id"] == served_store["run_id"]
+            before = served_store["srv"].stats()["by_path"].get("/v1/chat/completions", 0)
+            r = c.post("/chat/completions", json={"model": "ragrouter/toy", "messages": [
+                {"role": "system", "content": "be brief"}, {"role": "user", "content": "In which city did Marie Curie study physics?"}]})
+            assert r.status_code == 200, r.text
+            body = r.json()
+            rr = body["ragrouter"]
+            assert body["object"] == "chat.completion" and body["model"] == "ragrouter/toy"
+            assert body["choices"][0]["message"]["content"] and body["choices"][0]["finish_reason"] == "stop"
+            assert rr["paradigm"] in ("llm_only", "naive", "graph", "hybrid", "iterative")
+            assert abs(sum(rr["probabilities"].values()) - 1) < 1e-6 and rr["router_run_id"] == served_store["run_id"]
+            assert r.headers["x-ragrouter-paradigm"] == rr["paradigm"] and r.headers["x-ragrouter-run-id"] == \
+                str(rr["run_id"])
+            assert body["usage"]["total_tokens"] == rr["tokens"]["total"] > 0
+            assert served_store["srv"].stats()["by_path"]["/v1/chat/completions"] > before  # through the endpoint
+            # the same question again: the gateway's cache answers, nothing is paid twice
+            paid = served_store["srv"].stats()["by_path"]["/v1/chat/completions"]
+            again = c.post("/chat/completions", json={"model": "toy", "messages": [
+                {"role": "user", "content": "In which city did Marie Curie study physics?"}]}).json()
+            assert again["choices"][0]["message"]["content"] == body["choices"][0]["message"]["content"]
+            assert served_store["srv"].stats()["by_path"]["/v1/chat/completions"] == paid
+            # streaming: role, pieces, a last chunk with the decision, [DONE]
+            with c.stream("POST", "/chat/completions", json={"model": "ragrouter/toy", "stream": True, "messages": [
+                    {"role": "user", "content": "In which city did Marie Curie study physics?"}]}) as s:
+                assert s.headers["content-type"].startswith("text/event-stream")
+                events = [line[6:] for line in s.iter_lines() if line.startswith("data: ")]
+            assert events[-1] == "[DONE]"
+            chunks = [json.loads(e) for e in events[:-1]]
+            assert chunks[0]["choices"][0]["delta"] == {"role": "assistant"}
+            streamed = "".join(ch["choices"][0]["delta"].get("content", "") for ch in chunks)
+            assert streamed == body["choices"][0]["message"]["content"]
+            assert chunks[-1]["choices"][0]["finish_reason"] == "stop" and chunks[-1]["ragrouter"]["paradigm"]
+            # OpenAI-shaped errors
+            bad = c.post("/chat/completions", json={"model": "ragrouter/nope", "messages": [
+                {"role": "user", "content": "x"}]})
+            assert bad.status_code == 404 and bad.json()["error"]["code"] == "model_not_found"
+            for payload in ({"model": "toy"}, {"model": "toy", "messages": [{"role": "system", "content": "x"}]},
+                            {"model": "toy", "messages": [{"role": "user", "content": "x"}], "stream": "yes"}):
+                e = c.post("/chat/completions", json=payload)
+                assert e.status_code == 400 and e.json()["error"]["type"] == "invalid_request_error", payload
+            assert c.post("/chat/completions", content=b"{not json", headers={"content-type": "application/json"}
+                          ).status_code == 400
+            assert c.get("/nothing").json()["error"]["code"] == "not_found"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "stopped" in out
+    from ragrouter.db import engine as eng
+
+    engine = eng.make_engine(served_store["url"], read_only=True)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(text("SELECT q.origin, q.status, COUNT(r.id) FROM queries q JOIN paradigm_runs r "
+                                     "ON r.query_id = q.id WHERE q.origin = 'serve' GROUP BY 1, 2")).all()
+    finally:
+        eng.dispose_all()
+    assert rows == [("serve", "asked", 1)]  # one question, one run, asked three times
+
+
+def test_sigterm_lets_the_request_in_flight_finish(served_store):
+    """A request is being answered (the endpoint takes 2 s per reply) when SIGTERM arrives:
+    its reply still comes back whole, then the server exits 0."""
+    srv = served_store["srv"]
+    proc, base, started = _serve(["serve", "--corpus", "toy", "--port", "0", "--cost-share", "0"], served_store["env"])
+    assert "cost share 0.00" in started
+    result = {}
+
+    def ask():
+        with httpx.Client(base_url=base, timeout=120) as c:
+            result["r"] = c.post("/chat/completions", json={"model": "ragrouter/toy", "messages": [
+                {"role": "user", "content": "Which prize did Marie Curie win twice?"}]})
+
+    srv.latency_s = 2.0
+    try:
+        t = threading.Thread(target=ask)
+        t.start()
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+        t.join(timeout=120)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        srv.latency_s = 0.0
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    r = result["r"]
+    assert r.status_code == 200, r.text
+    decision = r.json()["ragrouter"]
+    assert decision["paradigm"] in ("llm_only", "naive")  # --cost-share 0: cheap paradigms only
+    assert "cost-share threshold" in decision["why"]
+    assert "stopped (SIGTERM)" in out
+
+
+def test_serve_refuses_a_corpus_it_cannot_route_with_one_line(served_store, tmp_path):
+    env = {**served_store["env"], "RAGROUTER__routers__mlflow_uri": f"sqlite:///{tmp_path / 'empty.db'}"}
+    out = subprocess.run([sys.executable, str(REPO / "cli.py"), "serve", "--corpus", "nope"], capture_output=True,
+                         text=True, env=env, cwd=REPO, timeout=180)
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "nope" in out.stderr
