@@ -440,9 +440,11 @@ def test_graph_retrieval_ppr_nodes_triples_order_and_chunks():
 
 def test_graph_triple_order_uses_the_cosine_of_non_seed_endpoints():
     # one seed (A, 0.9); D (0.7) is no seed (seed_entities=1) but its triples rank by its cosine
+    # (the paper's order: seed_weighting similarity; specificity in tests/test_graph_seeds.py)
     index = graph_index({"A": 0.9, "D": 0.7})
     gw = ScriptedGateway({"entities": {"entities": ["x"]}}, vectors={"x": unit((0, 1.0))})
-    r = QueryContext("q", index, gw, make_config(retrieval__seed_entities=1)).graph("q", "gen")
+    cfg = make_config(retrieval__seed_entities=1, retrieval__seed_weighting="similarity")
+    r = QueryContext("q", index, gw, cfg).graph("q", "gen")
     assert [s for s, _ in r.details["seeds"]] == ["A"]
     order = [(f.subject, f.object) for f in r.facts]
     # 0.9: A-B, H-A (tie on A's PPR score -> index order); 0.7: C-D before D-E (C has more PPR mass

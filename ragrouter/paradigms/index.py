@@ -9,7 +9,9 @@ Holds:
     * chunks: ids, texts, token counts, L2-normalised vectors in a faiss ``IndexFlatIP``;
     * entities: ids, names, L2-normalised vectors in a second ``IndexFlatIP``;
     * the knowledge graph (:class:`ragrouter.graph.kg.KnowledgeGraph`) built from the triples,
-      each triple carrying its source chunk id, and a :class:`ragrouter.graph.ppr.PPR` over it.
+      each triple carrying its source chunk id, and a :class:`ragrouter.graph.ppr.PPR` over it;
+    * per entity, the number of distinct chunks its triples come from (``entity_chunk_counts``,
+      the node specificity of ``retrieval.seed_weighting: specificity``).
 
 Vectors are re-normalised on load (inner product = cosine, as the paper specifies); a zero
 vector stays zero (it matches nothing).
@@ -36,6 +38,15 @@ def _normalised(name: str, vectors, rows: int) -> np.ndarray:
         raise ValueError(f"CorpusIndex: {name} row {bad} is not finite")
     norms = np.linalg.norm(arr, axis=1, keepdims=True)
     return np.ascontiguousarray(np.divide(arr, norms, out=np.zeros_like(arr), where=norms > 0))
+
+
+def _chunks_per_node(subject: np.ndarray, obj: np.ndarray, chunk: np.ndarray, n: int) -> np.ndarray:
+    """Distinct source chunks of the triples that name each node (subject or object): the
+    passages a node "appears in", HippoRAG's |P_i| behind its node specificity 1 / |P_i|."""
+    if n == 0 or len(chunk) == 0:
+        return np.zeros(n, dtype=np.int64)
+    pairs = np.unique(np.stack([np.concatenate([subject, obj]), np.concatenate([chunk, chunk])], axis=1), axis=0)
+    return np.bincount(pairs[:, 0], minlength=n).astype(np.int64)
 
 
 class CorpusIndex:
@@ -132,6 +143,7 @@ class CorpusIndex:
         self.triple_subject = self.graph.triple_subject
         self.triple_object = self.graph.triple_object
         self.triple_chunk = np.asarray([int(c) for c in self.graph.chunk_ids], dtype=np.int64)
+        self.entity_chunk_counts = _chunks_per_node(self.triple_subject, self.triple_object, self.triple_chunk, m)
         self._ppr = PPR(self.graph) if m else None
         # Fact objects by triple id, made on first use: a GraphRAG run turns up to max_triples
         # triples into facts, and a frozen dataclass costs ~4 µs of GIL time to build

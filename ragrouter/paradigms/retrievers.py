@@ -21,7 +21,11 @@ GraphRetriever (Algorithm 4)
        ``retrieval.entity_min_similarity`` (τ_entity, per embedder model) are collected, max-pooled per entity; the top ``retrieval.seed_entities`` are the
        seeds (ties: lower entity position first).
     3. Personalized PageRank over the whole graph, damping ``retrieval.ppr_alpha``,
-       personalisation ∝ seed similarity (eq. 7).
+       personalisation by ``retrieval.seed_weighting``: ``similarity`` ∝ seed similarity
+       (eq. 7); ``specificity`` ∝ seed similarity / the number of chunks the seed's triples
+       come from (HippoRAG's node specificity, so a hub that every question names does not
+       take the walk's restart mass). The trace's ``seed_weights`` lists every seed as
+       ``[name, chunks, weight]`` (weights sum to 1).
     4. Nodes with score ≥ ``retrieval.ppr_min_score``, the top ``retrieval.ppr_max_nodes``
        of them, plus every seed.
     5. The triples of the induced subgraph, sorted by the larger of their endpoints'
@@ -29,8 +33,12 @@ GraphRetriever (Algorithm 4)
        is its seed similarity when it is a seed (as in the paper); for a non-seed node, for
        which the paper leaves ``sim`` undefined, it is the same quantity computed directly —
        the largest cosine between the node's entity vector and any query entity vector — so
-       every node is on one scale. Ties: higher max endpoint PPR score first, then triple
-       order in the index (stable).
+       every node is on one scale. Under ``specificity`` every node's similarity is divided by
+       its chunk count here too: a hub's triples otherwise share its similarity and its PPR
+       mass (the tie-break below), and fill the top of every query's list in index order
+       (benchmarks/README.md, "Graph seeds that are not hubs": the restart weights alone left
+       55 of 60 questions with the same top-5 chunks). Ties: higher max endpoint PPR score
+       first, then triple order in the index (stable).
     6. The triples' source chunks in that order, de-duplicated; a chunk's score is the sort
        key of its first triple. The selected triples are kept as :class:`Fact` s for the
        context.
@@ -144,11 +152,22 @@ class GraphRetriever:
         top = sorted(pooled.items(), key=lambda kv: (-kv[1], kv[0]))[: self.s.seed_entities]
         return dict(top)
 
+    # -- phase 2: the walk's restart vector ------------------------------------------------
+    def personalization(self, seeds: dict[int, float]) -> dict[int, float]:
+        """Seed position → PPR restart weight (summing to 1), by ``retrieval.seed_weighting``:
+        ∝ similarity, or ∝ similarity / chunks (a node in no triple counts as one chunk)."""
+        if self.s.seed_weighting == "specificity":
+            counts = self.index.entity_chunk_counts
+            raw = {pos: sim / max(int(counts[pos]), 1) for pos, sim in seeds.items()}
+        else:
+            raw = dict(seeds)
+        z = sum(raw.values())
+        return {pos: w / z for pos, w in raw.items()}
+
     # -- phases 2-3 --------------------------------------------------------------------
     def expand(self, seeds: dict[int, float], entity_vectors: np.ndarray) -> tuple[list[int], list[float], list[Fact], dict]:
         """PPR from the seeds, subgraph, sorted/capped triples → (chunk ids, scores, facts, details)."""
-        z = sum(seeds.values())
-        personalization = {pos: sim / z for pos, sim in seeds.items()}
+        personalization = self.personalization(seeds)
         scores = self.index.ppr(personalization, self.s.ppr_alpha, self.s.ppr_tol)
         nodes = [int(v) for v in self.index.top_nodes(scores, self.s.ppr_max_nodes, self.s.ppr_min_score,
                                                       always=list(seeds))]
@@ -158,6 +177,8 @@ class GraphRetriever:
         node_sim = cos.max(axis=1).astype(np.float64)
         for pos, sim in seeds.items():
             node_sim[np.searchsorted(node_arr, pos)] = sim
+        if self.s.seed_weighting == "specificity":  # the triple order weighs nodes as the restart does
+            node_sim /= np.maximum(self.index.entity_chunk_counts[node_arr], 1)
         tri = self.index.triples_between(node_arr)
         subj, obj = self.index.triple_subject[tri], self.index.triple_object[tri]
         sim_u = node_sim[np.searchsorted(node_arr, subj)]
@@ -177,7 +198,10 @@ class GraphRetriever:
                 seen.add(fact.chunk_id)
                 chunk_ids.append(fact.chunk_id)
                 chunk_scores.append(float(key[j]))
+        counts = self.index.entity_chunk_counts
         details = {
+            "seed_weights": [[self.index.entity_names[p], int(counts[p]), round(w, 6)]
+                             for p, w in personalization.items()],
             "nodes": [self.index.entity_names[v] for v in nodes],
             "ppr_nodes": int(len(node_arr)),
             "ppr_nodes_above_min": int(np.count_nonzero(scores >= self.s.ppr_min_score)),
@@ -195,8 +219,9 @@ class GraphRetriever:
         if error:
             details["entity_error"] = error
         details["seeds"] = [[self.index.entity_names[p], round(s, 6)] for p, s in seeds.items()]
+        details["seed_weighting"] = self.s.seed_weighting
         if not seeds:
-            details.update({"ppr_nodes": 0, "subgraph_triples": 0, "triples": 0})
+            details.update({"seed_weights": [], "ppr_nodes": 0, "subgraph_triples": 0, "triples": 0})
             return Retrieval(kind=self.kind, query=text, chunk_ids=(), scores=(), details=details, calls=tuple(calls))
         chunk_ids, chunk_scores, facts, more = self.expand(seeds, vecs)
         details.update(more)

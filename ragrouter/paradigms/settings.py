@@ -25,6 +25,12 @@ from ragrouter.paradigms import prompts
 ALGORITHM_VERSION = "paradigms-v1"
 
 BASE_RETRIEVERS = ("naive", "graph")
+# GraphRetriever's PPR personalisation over the seeds (``retrieval.seed_weighting``):
+# ``similarity`` p_i ∝ sim_i (the paper's eq. 7); ``specificity`` p_i ∝ sim_i / |P_i|, |P_i| the
+# chunks node i is extracted from (HippoRAG's node specificity: a hub named by every question
+# no longer takes the walk's restart mass; benchmarks/README.md, "Graph seeds that are not hubs")
+SEED_WEIGHTINGS = ("similarity", "specificity")
+PAPER_SEED_WEIGHTING = "similarity"
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,8 @@ class Settings:
     embedder: str
     # GraphRetriever seed threshold (Algorithm 4's tau_entity; per embedder model like min_similarity)
     entity_min_similarity: float = 0.4
+    # PPR personalisation over the seeds (SEED_WEIGHTINGS)
+    seed_weighting: str = PAPER_SEED_WEIGHTING
     # per-call timeouts handed to the gateway (None: the backend's timeout_s); no effect on outputs
     gen_timeout_s: float | None = None
     extract_timeout_s: float | None = None
@@ -84,6 +92,12 @@ class Settings:
             raise ConfigError(
                 f"{config.source}: setting 'paradigms.iterative.base_retriever' must be one of "
                 f"{', '.join(BASE_RETRIEVERS)}, got {base!r}"
+            )
+        weighting = config.get("retrieval.seed_weighting", PAPER_SEED_WEIGHTING)
+        if weighting not in SEED_WEIGHTINGS:
+            raise ConfigError(
+                f"{config.source}: setting 'retrieval.seed_weighting' must be one of "
+                f"{', '.join(SEED_WEIGHTINGS)}, got {weighting!r}"
             )
         embedder = config.get("roles.embedder")
         gen_max = num("generation.max_tokens", int, 1)
@@ -138,6 +152,7 @@ class Settings:
             iter_eval_temperature=num("paradigms.iterative.eval_temperature", float, 0.0, 2.0),
             embedder=str(embedder),
             entity_min_similarity=per_embedder("retrieval.entity_min_similarity"),
+            seed_weighting=weighting,
             gen_timeout_s=timeout("generation.timeout_s"),
             extract_timeout_s=timeout("extraction.timeout_s"),
         )
@@ -152,7 +167,12 @@ def _naive(s: Settings) -> dict:
 
 
 def _graph(s: Settings) -> dict:
+    # seed_weighting enters the hash only when it is not the paper's: runs made before the
+    # setting existed (which weighted by similarity) keep their hash and are reused, while
+    # specificity-weighted runs get a new one and are never mixed with them
+    weighting = {} if s.seed_weighting == PAPER_SEED_WEIGHTING else {"seed_weighting": s.seed_weighting}
     return {
+        **weighting,
         "embedder": s.embedder,
         "token_budget": s.token_budget,
         "entity_min_similarity": s.entity_min_similarity,
