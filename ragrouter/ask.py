@@ -52,16 +52,9 @@ def infer_query_type(engine, question: str, encoder) -> str:
     rows = reading.labelled_questions(engine)
     if not rows:
         raise AskError("the store has no accepted questions to infer the query type from; pass --type")
-    types = sorted({r[0] for r in rows})
-    vecs = encoder.encode([r[1] for r in rows] + [question])
-    q = vecs[-1]
-    best, best_sim = types[0], -2.0
-    for t in types:
-        centroid = vecs[:-1][[r[0] == t for r in rows]].mean(axis=0)
-        sim = float(centroid @ q / (np.linalg.norm(centroid) + 1e-12))
-        if sim > best_sim:
-            best, best_sim = t, sim
-    return best
+    from ragrouter.routers.qtype import nearest_type, type_centroids
+
+    return nearest_type(type_centroids(rows, encoder), np.asarray(encoder.encode([question])[0], dtype=np.float64))
 
 
 @dataclass
@@ -104,6 +97,23 @@ def pick_router(engine, requested: str | None, generator: str, run_id: str | Non
         if r[0] not in BASELINES:
             return TrainedRouter(r[0], r[1], r[2], r[3])
     raise AskError("no trained router in this store: run 'python cli.py routers train' (or make run) first")
+
+
+def choose_router(engine, config, generator: str, router: str | None = None,
+                  run_id: str | None = None) -> TrainedRouter:
+    """The router ask and serve use: ``run_id`` or ``router`` when given, else this store's
+    promoted champion for ``generator`` (``routers promote``) while it is still one of the
+    store's trained routers, else :func:`pick_router`'s best."""
+    if router is None and run_id is None:
+        from ragrouter.routers.promotion import champion_run
+
+        champion = champion_run(engine, config, generator)
+        if champion:
+            try:
+                return pick_router(engine, None, generator, champion)
+            except AskError:  # retrained since: that run is no longer this store's router
+                pass
+    return pick_router(engine, router, generator, run_id)
 
 
 _LOADED: dict[tuple[str, str, str], object] = {}  # (tracking URI, run id, store id) -> model: serve loads once
@@ -183,7 +193,7 @@ def route(engine, config, corpus: str, question: str, router: str | None = None,
         from ragrouter.llm.encoder import get_encoder
 
         query_type = infer_query_type(engine, question, get_encoder(str(config.get("scoring.encoder"))))
-    chosen = pick_router(engine, router, generator, run_id)
+    chosen = choose_router(engine, config, generator, router, run_id)
     sid = routing.store_id(engine)
     model = load_router(config, chosen, sid)
     meta = model.metadata.metadata or {}

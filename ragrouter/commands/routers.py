@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import click
@@ -41,9 +42,15 @@ def routers_group() -> None:
                    "config): 'onehot' or an embedder backend name (e.g. minilm, openai-embed).")
 @click.option("--cost-sweep/--no-cost-sweep", default=False,
               help="Also sweep λ of the utility quality − λ·tokens (cost-aware labels, AIQ).")
+@click.option("--promote", "promote_by", type=click.Choice(["correct_rate", "routing_accuracy", "macro_f1"]),
+              help="Then promote the best trained router (not a baseline) by this fold-mean metric to the "
+                   "registry alias 'champion' (as 'routers promote' does).")
+@click.option("--max-avg-tokens", type=click.FloatRange(min=0), help="With --promote: only routers whose mean "
+              "tokens per query are at most this (C.R under a token budget).")
 @pass_ctx
 def train_command(ctx: Ctx, routers: tuple[str, ...], feature_sets: tuple[str, ...], dataset_path: Path | None,
-                  encoders: tuple[str, ...], cost_sweep: bool) -> None:
+                  encoders: tuple[str, ...], cost_sweep: bool, promote_by: str | None = None,
+                  max_avg_tokens: float | None = None) -> None:
     """Cross-validate routers; log each to MLflow (one run per router, features and encoder,
     tagged with this store's id) and store every prediction and fold metric.
 
@@ -84,6 +91,62 @@ def train_command(ctx: Ctx, routers: tuple[str, ...], feature_sets: tuple[str, .
                                 dataset_source=str(dataset_path) if dataset_path else None, show_progress=True)
     if results is not None and len(results):
         _print_results(results)
+    if promote_by and results is not None and len(results):
+        from ragrouter import ask as ask_mod
+        from ragrouter.routers import promotion
+
+        eligible = results[~results["router"].isin(sorted(ask_mod.BASELINES))]
+        if max_avg_tokens is not None and "avg_tokens" in eligible:
+            eligible = eligible[eligible["avg_tokens"] <= max_avg_tokens]
+        eligible = eligible[eligible["encoder"].isin(["onehot", "none", *promotion.LOCAL_ENCODERS])]
+        if eligible.empty:
+            fail("--promote: no trained router (baselines aside) qualifies"
+                 + (f" within {max_avg_tokens:g} tokens per query" if max_avg_tokens is not None else ""))
+        best = eligible.sort_values([promote_by, "router", "features", "encoder"],
+                                    ascending=[False, True, True, True]).iloc[0]
+        chosen = ask_mod.TrainedRouter(str(best["router"]), str(best["features"]), str(best["encoder"]),
+                                       str(best["run_id"]))
+        click.echo(f"best by {promote_by}: {chosen.router}/{chosen.features}/{chosen.encoder} "
+                   f"({promote_by} {float(best[promote_by]):.3f})")
+        try:
+            promotion.promote(engine, ctx.config, chosen, echo=click.echo)
+        except promotion.PromoteError as exc:
+            fail(str(exc))
+
+
+@routers_group.command("promote")
+@click.argument("router_or_run")
+@click.option("--alias", default="champion", show_default=True, help="Registry alias to set on the new version.")
+@click.option("--name", help="Registered model name (default: ragrouter-<corpora>-<generator>).")
+@pass_ctx
+def promote_command(ctx: Ctx, router_or_run: str, alias: str, name: str | None) -> None:
+    """Register a trained router of this store as a self-contained MLflow model and set an alias.
+
+    ROUTER_OR_RUN is a router name (its best run on this store, as ask picks it) or an MLflow
+    run id. The model takes rows {"question", "corpus"} (query_type optional) and returns the
+    paradigm probabilities and the choice; it carries the router, the corpora's indicators,
+    the query-type centroids and ragrouter's code, so
+    mlflow.pyfunc.load_model("models:/<name>@<alias>") works without the store. ask and serve
+    use this store's 'champion' by default.
+
+    \b
+    Examples:
+      python cli.py routers promote lr
+      python cli.py routers promote 1f2e3d... --alias staging
+    """
+    from ragrouter import ask as ask_mod
+    from ragrouter.routers import promotion
+
+    engine = ctx.engine()
+    migrate.ensure_current(engine)
+    generator = ctx.config.generators()[0]
+    try:
+        is_run = bool(re.fullmatch(r"[0-9a-f]{32}", router_or_run))
+        chosen = ask_mod.pick_router(engine, None if is_run else router_or_run, generator,
+                                     router_or_run if is_run else None)
+        promotion.promote(engine, ctx.config, chosen, alias=alias, name=name, echo=click.echo)
+    except (ask_mod.AskError, promotion.PromoteError) as exc:
+        fail(str(exc))
 
 
 def _print_results(results) -> None:

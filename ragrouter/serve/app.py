@@ -254,7 +254,7 @@ def prepare(engine, config, services, corpora: list[str], router: str | None, ru
             raise ServeError(503, f"corpus '{corpus}' has no indicators yet: run 'python cli.py run --stage metrics "
                              f"--corpus {corpus}'", "server_error")
         try:
-            chosen = ask_mod.pick_router(engine, router, generator, run_id)
+            chosen = ask_mod.choose_router(engine, config, generator, router, run_id)
             ask_mod.load_router(config, chosen, routing.store_id(engine))
         except ask_mod.AskError as exc:
             raise ServeError(503, str(exc), "server_error") from None
