@@ -108,12 +108,20 @@ def main(argv: list[str] | None = None, prog_name: str = "cli.py") -> int:
         common.echo_err(f"error: {exc.format_message()}")
         return exc.exit_code
     except common.USER_ERRORS as exc:
+        lost = common.outage_line(exc)
+        if lost is not None:  # the store went away: what was kept, how to resume (db/outage.py)
+            common.echo_err(f"error: {lost}")
+            return common.EXIT_USER
         common.echo_err(f"error: {str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__}")
         return common.EXIT_USER
     except KeyboardInterrupt:
         common.echo_err("interrupted")
         return 130
     except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, exit 1
+        lost = common.outage_line(exc)
+        if lost is not None:
+            common.echo_err(f"error: {lost}")
+            return common.EXIT_USER
         fs = common.file_system_error(exc)
         if fs is not None:  # a folder missing or read-only, a disk full: the user's to fix, exit 2
             common.echo_err(f"error: {fs}")

@@ -106,6 +106,7 @@ RANGES: dict[str, tuple[float | None, float | None, bool]] = {
     "token_budget": (1, None, True), "top_k": (1, None, True), "window": (1, None, True),
     "overlap": (0, None, True), "seed_entities": (1, None, True), "entity_top_k": (1, None, True),
     "max_triples": (1, None, True), "ppr_alpha": (0, 1, False), "max_rounds": (0, None, True),
+    "store_outage_s": (0, None, True),
 }
 _OPAQUE = ("extra_body", "headers", "price_per_million")
 

@@ -140,6 +140,20 @@ def file_system_error(exc: BaseException, where: str | None = None) -> str | Non
     return None
 
 
+def outage_line(exc: BaseException) -> str | None:
+    """The worker's one line when the store went away (db/outage.py): what happened, what was
+    kept and how to resume; None for any other error."""
+    from ragrouter.db import outage
+    from ragrouter.llm import spool
+
+    if not (isinstance(exc, outage.StoreUnavailable) or outage.is_disconnect(exc)):
+        return None
+    what = str(exc).strip().splitlines()[0] if isinstance(exc, outage.StoreUnavailable) else \
+        f"lost the store connection ({outage.first_line(exc)})"
+    kept = spool.summary()
+    return what + ("; " + kept if kept else "; no paid reply was lost — run the same command again to resume")
+
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, Decimal):
         return float(value)

@@ -64,12 +64,27 @@ class TempPostgres:
             os.chown(self.root, pw.pw_uid, pw.pw_gid)
         self._run([str(self.bindir / "initdb"), "-D", str(self.datadir), "-U", self.user,
                    "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"])
+        self.server_start()
+        return self
+
+    def server_start(self) -> None:
+        """Start the server on the cluster's data folder and port (again, after server_stop)."""
         opts = (f"-c listen_addresses=127.0.0.1 -c port={self.port} -c fsync=off "
                 f"-c synchronous_commit=off -c full_page_writes=off -c unix_socket_directories={self.root} "
                 "-c max_connections=100")
         self._run([str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-o", opts,
                    "-l", str(self.root / "log"), "-w", "start"])
-        return self
+
+    def server_stop(self, mode: str = "fast") -> None:
+        """Stop the server, keeping its data (an outage: every session is cut)."""
+        self._run([str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-m", mode, "-w", "stop"])
+
+    def server_running(self) -> bool:
+        try:
+            self._run([str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "status"])
+        except subprocess.CalledProcessError:
+            return False
+        return True
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql+psycopg://{self.user}@127.0.0.1:{self.port}/{database}"

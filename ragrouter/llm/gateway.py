@@ -7,7 +7,9 @@ and writes it to the ledger (``llm_calls``) or, when it fails for good, to ``llm
 Only :class:`GatewayError` (with a ``.reason``) ever leaves :meth:`Gateway.chat` and
 :meth:`Gateway.embed`.
 
-Cache keys, ledger rows and durability: :mod:`ragrouter.llm.ledger`.
+Cache keys, ledger rows and durability: :mod:`ragrouter.llm.ledger`. A lost store connection
+is waited for (``worker.store_outage_s``) and paid replies that cannot be committed are spooled
+to local disk and replayed by the next gateway: :mod:`ragrouter.db.outage`, :mod:`.spool`.
 
 Slots
     A backend's ``concurrency`` is a pool of request slots (:mod:`ragrouter.llm.slots`): a free
@@ -48,10 +50,10 @@ from concurrent.futures import Future
 from typing import Any, Callable
 
 import numpy as np
-from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
-from ragrouter.llm import slots, tokens
+from ragrouter.db import outage
+from ragrouter.llm import slots, spool, tokens
 from ragrouter.llm.backends import (
     Backend,
     BackendError,
@@ -63,11 +65,10 @@ from ragrouter.llm.backends import (
 )
 from ragrouter.llm.jsonparse import JSONParseError, parse_reply, schema_instructions
 from ragrouter.llm.ledger import (
-    ID_BLOCK,
     LINGER_S,
-    _LOOKUP,
     _gateway_connection,
     _Claims,
+    _IdBlock,
     _Job,
     _is_duckdb,
     _LedgerWriter,
@@ -77,6 +78,7 @@ from ragrouter.llm.ledger import (
     chat_key,
     embed_key,
     engine_lock,
+    lookup,
     message_tokens,
     request_hash,
 )
@@ -183,15 +185,17 @@ class Gateway:
         self._state_lock = self._shared.lock
         self._pending = self._shared.pending
         self._inflight = self._shared.inflight
-        self._ids: collections.deque[int] = collections.deque()
-        self._id_lock = threading.Lock()
-        self._ids_used = False
+        self._ids = _IdBlock(self._db, self._db_lock, self._duck)  # async mode's ids, drawn ahead
         self._stats = collections.Counter()
         self._stats_lock = threading.Lock()
         self._closed = False
+        self.outage_s = outage.limit_of(config)  # how long a lost store is waited for (db/outage.py)
+        if not getattr(engine, "ragrouter_read_only", False):
+            spool.replay(self._db, self._db_lock)  # paid replies kept during an earlier outage (spool.py)
         self._writer = _LedgerWriter(self, linger_s=LINGER_S if mode == "async" else 0.0)
         # cross-process claims (ledger.py, "Claims"): PostgreSQL in sync mode
-        self._claims = _Claims(engine) if (engine.dialect.name == "postgresql" and mode == "sync") else None
+        self._claims = _Claims(engine, self.outage_s) if (engine.dialect.name == "postgresql"
+                                                          and mode == "sync") else None
         # a gateway dropped without close() still commits its queue and frees the file lock
         self._finalizer = weakref.finalize(self, _shutdown, self._writer, self._db if self._own_db else None)
         _LIVE.add(self)
@@ -367,6 +371,9 @@ class Gateway:
             raise GatewayError("ledger_write_failed", f"ledger rows not committed within {timeout} s")
         with self._writer.cond:
             errors, self._writer.errors = self._writer.errors, []
+            gone, self._writer.gone = self._writer.gone, None
+        if gone is not None:  # the store stayed away: the worker's one line (db/outage.py)
+            raise gone
         if errors:
             raise GatewayError("ledger_write_failed", f"{len(errors)} ledger write(s) failed; first: {errors[0]}")
 
@@ -375,6 +382,7 @@ class Gateway:
         if self._closed:
             return
         self._closed = True
+        self._writer.closing = True  # a store that is away now is not waited for: its rows are spooled
         try:
             self._writer.flush()
         finally:
@@ -503,17 +511,7 @@ class Gateway:
         return self._lookup(h) is not None
 
     def _lookup(self, h: str) -> _Record | None:
-        if self._index is not None:
-            self._index.ensure_loaded(self._db, self._db_lock)
-            if not self._index.maybe(h):
-                return None
-        with self._db_lock, self._db.connect() as conn:
-            row = conn.execute(_LOOKUP, {"h": h}).first()
-        if row is None:
-            return None
-        return _Record(id=row[0], text=row[1], data=row[2], vectors=row[3], prompt_tokens=int(row[4]),
-                       completion_tokens=int(row[5]), token_source=row[6], latency_s=float(row[7]),
-                       attempts=int(row[8]))
+        return lookup(self._db, self._db_lock, self._index, h, self.outage_s)
 
     # ------------------------------------------------------------------ making calls
     def _attempts(self, be: Backend, h: str, stage: str, phase: str, fn: Callable[[float], Any],
@@ -668,7 +666,7 @@ class Gateway:
             "worker_run_id": self.worker_run_id, **extra,
         }
         if self.ledger_commit == "async":
-            rec.id = row["id"] = self._next_id()
+            rec.id = row["id"] = self._ids.next()
             with self._state_lock:
                 self._pending[h] = rec
             self._writer.put(_Job("call", row, h))
@@ -690,28 +688,9 @@ class Gateway:
                     self._index.add(job.request_hash)
                 self._pending.pop(job.request_hash, None)
 
-    def _next_id(self) -> int:
-        with self._id_lock:
-            self._ids_used = True
-            if not self._ids:
-                self._refill_ids(ID_BLOCK)
-            return self._ids.popleft()
-
     def _refill_ids_if_low(self) -> None:
-        if self.ledger_commit != "async" or not self._ids_used:
-            return
-        with self._id_lock:
-            if len(self._ids) < ID_BLOCK // 4:
-                self._refill_ids(ID_BLOCK)
-
-    def _refill_ids(self, n: int) -> None:
-        """Draw ``n`` ids from llm_calls' sequence (caller holds ``_id_lock``)."""
-        if self._duck:
-            sql = text("SELECT nextval('llm_calls_id_seq') FROM range(:n)")
-        else:
-            sql = text("SELECT nextval('llm_calls_id_seq') FROM generate_series(1, :n)")
-        with self._db_lock, self._db.begin() as conn:
-            self._ids.extend(int(x) for x in conn.execute(sql, {"n": int(n)}).scalars())
+        if self.ledger_commit == "async":
+            self._ids.refill_if_low()
 
     # ------------------------------------------------------------------ misc
     def _bump(self, key: str, n: int = 1) -> None:

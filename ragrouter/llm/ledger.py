@@ -40,6 +40,13 @@ Ledger rows and durability
     Choose with ``Gateway(..., ledger_commit='sync'|'async')`` or the ``gateway.ledger_commit``
     setting.
 
+    A lost store connection (PostgreSQL restarted) is waited for, up to
+    ``worker.store_outage_s``, by the writer and by the look-up before every request
+    (:mod:`ragrouter.db.outage`): the replies that arrive meanwhile wait in memory and are
+    committed once the store is back. A batch that still cannot be committed (the store stayed
+    away, a full disk) goes to the spool (:mod:`ragrouter.llm.spool`), which the next gateway
+    on the store writes to the ledger before it sends anything.
+
 Claims: a request is sent once across workers (PostgreSQL, sync mode)
     Two workers that need the same request at once (the query-entity call that GraphRAG and
     HybridRAG share, a judgment asked twice) would both miss the ledger and both pay. On
@@ -51,7 +58,8 @@ Claims: a request is sent once across workers (PostgreSQL, sync mode)
     claims and sends the request itself. A sender that dies loses its connection, PostgreSQL
     releases its locks at once, and a waiter sends the request again: that request is paid
     twice (the dead sender's reply was never stored) — a kill costs at most the requests it
-    had in flight, at most its backends' concurrency. DuckDB needs no claims (one process per
+    had in flight, at most its backends' concurrency. A restart of the server drops every
+    claim too (a claim lost that way is not renewed). DuckDB needs no claims (one process per
     file; threads share the in-flight map). Async ledger mode on PostgreSQL would release the
     claim before the row is committed, so claims are used in sync mode only.
 
@@ -79,13 +87,14 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Engine
 
+from ragrouter.db import outage
 from ragrouter.db.engine import write_lock
 from ragrouter.db.models import LLMCall, LLMFailure
-from ragrouter.llm import tokens
+from ragrouter.llm import spool, tokens
 from ragrouter.llm.backends import GatewayError
 
 if TYPE_CHECKING:
@@ -286,6 +295,10 @@ class _LedgerWriter:
         self.written = 0
         self.errors: list[str] = []
         self.stopping = False
+        self.closing = False  # the gateway closes: a lost store is not waited for, its rows are spooled
+        self.outage_s = float(getattr(gateway, "outage_s", outage.DEFAULT_LIMIT_S))
+        self.spooled = 0
+        self.gone: outage.StoreUnavailable | None = None  # the outage a batch was spooled for
         self.thread = threading.Thread(target=self._run, name="ragrouter-ledger-writer", daemon=True)
         self.thread.start()
 
@@ -344,9 +357,20 @@ class _LedgerWriter:
                 self._write(batch)
             except BaseException as exc:  # noqa: BLE001 - the writer must never die silently
                 msg = f"ledger write failed: {exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-                log.error("%s (%d rows lost)", msg, len(batch))
+                try:  # nothing paid for is dropped: the rows wait in the spool for the next run (spool.py)
+                    where = spool.keep(self.engine, [(job.table, job.row) for job in batch])
+                    self.spooled += len(batch)
+                    msg += f" (kept in {where})"
+                    if not isinstance(exc, outage.StoreUnavailable):  # an outage is the worker's last line
+                        log.error("%s: %d row(s)", msg, len(batch))
+                except Exception as spool_exc:  # noqa: BLE001 - a full or read-only disk as well
+                    log.error("%s (%d rows lost: the spool is not writable either: %s)", msg, len(batch),
+                              getattr(spool_exc, "strerror", None) or spool_exc)
                 for job in batch:
                     job.error = msg
+                if isinstance(exc, outage.StoreUnavailable):
+                    with self.cond:
+                        self.gone = exc
             finally:
                 try:
                     self._gw._after_write(batch)
@@ -378,11 +402,12 @@ class _LedgerWriter:
         failures = [job.row for job in batch if job.table == "failure"]
         delay = 0.1
         for attempt in range(WRITE_RETRIES):
-            try:
-                ids = self._transaction(list(calls.values()), failures)
+            try:  # a lost connection is waited for (db/outage.py); other errors are retried twice
+                ids = outage.retry(lambda: self._transaction(list(calls.values()), failures), "writing the ledger",
+                                   self.outage_s, give_up=lambda: self.closing)
                 break
             except Exception as exc:  # noqa: BLE001 - retried, then reported
-                if attempt == WRITE_RETRIES - 1:
+                if attempt == WRITE_RETRIES - 1 or isinstance(exc, outage.StoreUnavailable):
                     raise
                 log.warning("ledger write attempt %d failed (%s); retrying", attempt + 1, exc.__class__.__name__)
                 time.sleep(delay)
@@ -430,6 +455,59 @@ _INSERT_CALL = (
     .returning(LLMCall.id, LLMCall.request_hash)
 )
 
+
+def lookup(db: Engine, lock, index: "_HashIndex | None", h: str, outage_s: float) -> _Record | None:
+    """The ledger's record of request ``h``, or None; a lost store connection is waited for
+    (db/outage.py), so no request is sent that could not be looked up first."""
+    if index is not None:
+        index.ensure_loaded(db, lock)
+        if not index.maybe(h):
+            return None
+
+    def once():
+        with lock, db.connect() as conn:
+            return conn.execute(_LOOKUP, {"h": h}).first()
+
+    row = outage.retry(once, "looking a request up in the ledger", outage_s)
+    if row is None:
+        return None
+    return _Record(id=row[0], text=row[1], data=row[2], vectors=row[3], prompt_tokens=int(row[4]),
+                   completion_tokens=int(row[5]), token_source=row[6], latency_s=float(row[7]),
+                   attempts=int(row[8]))
+
+
+class _IdBlock:
+    """``llm_calls`` ids drawn ahead from its sequence, ``ID_BLOCK`` at a time (async mode:
+    ``chat()`` returns before its row is committed, with the id the row will have)."""
+
+    def __init__(self, db: Engine, lock, duck: bool) -> None:
+        self._db, self._db_lock = db, lock
+        self._ids: collections.deque[int] = collections.deque()
+        self._lock = threading.Lock()
+        self._used = False
+        self._sql = text("SELECT nextval('llm_calls_id_seq') FROM range(:n)" if duck else
+                         "SELECT nextval('llm_calls_id_seq') FROM generate_series(1, :n)")
+
+    def next(self) -> int:
+        with self._lock:
+            self._used = True
+            if not self._ids:
+                self._refill(ID_BLOCK)
+            return self._ids.popleft()
+
+    def refill_if_low(self) -> None:
+        """Top the block up in the writer's idle time (once ids are used at all)."""
+        if not self._used:
+            return
+        with self._lock:
+            if len(self._ids) < ID_BLOCK // 4:
+                self._refill(ID_BLOCK)
+
+    def _refill(self, n: int) -> None:  # the caller holds _lock
+        with self._db_lock, self._db.begin() as conn:
+            self._ids.extend(int(x) for x in conn.execute(self._sql, {"n": int(n)}).scalars())
+
+
 def _shutdown(writer: _LedgerWriter, own_db: Engine | None) -> None:
     writer.stop()
     if own_db is not None:
@@ -442,17 +520,31 @@ class _Claims:
     POLL_MIN_S = 0.05
     POLL_MAX_S = 0.5
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, outage_s: float = outage.DEFAULT_LIMIT_S) -> None:
         self._engine = engine
         self._lock = threading.Lock()
         self._conn = None
         self.waits = 0
+        self.outage_s = outage_s
 
-    def _execute(self, sql: str, key: int):
-        with self._lock:
-            if self._conn is None:
-                self._conn = self._engine.connect().execution_options(isolation_level="AUTOCOMMIT")
-            return self._conn.exec_driver_sql(sql, (key,)).scalar()
+    def _execute(self, sql: str, key: int, wait: bool = True):
+        def once():
+            with self._lock:
+                stale_ok = self._conn is not None  # a session lost since its last use is replaced once, quietly
+                while True:
+                    if self._conn is None:
+                        self._conn = self._engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+                    try:
+                        return self._conn.exec_driver_sql(sql, (key,)).scalar()
+                    except Exception as exc:
+                        conn, self._conn = self._conn, None  # the next try reconnects
+                        with contextlib.suppress(Exception):
+                            conn.invalidate()
+                        if not (stale_ok and outage.is_disconnect(exc)):
+                            raise
+                        stale_ok = False
+
+        return outage.retry(once, "claiming a request", self.outage_s) if wait else once()
 
     @staticmethod
     def key(h: str) -> int:
@@ -464,9 +556,10 @@ class _Claims:
 
     def release(self, h: str) -> None:
         try:
-            self._execute("SELECT pg_advisory_unlock(%s)", self.key(h))
+            self._execute("SELECT pg_advisory_unlock(%s)", self.key(h), wait=False)
         except Exception as exc:  # noqa: BLE001 - a lost session has released it anyway
-            log.warning("ledger claim: release failed (%s)", exc.__class__.__name__)
+            if not outage.is_disconnect(exc):
+                log.warning("ledger claim: release failed (%s)", exc.__class__.__name__)
 
     def run_once(self, h: str, lookup, produce, sleep=time.sleep):
         """(record, cached): the stored reply, or ``produce()`` while holding the claim."""
@@ -474,6 +567,8 @@ class _Claims:
         while True:
             try:
                 claimed = self.try_claim(h)
+            except outage.StoreUnavailable:
+                raise  # the store is gone: nothing is sent that could not be looked up first
             except Exception as exc:  # noqa: BLE001 - claims are an optimisation: send unclaimed
                 log.warning("ledger claim: %s; sending without a claim", exc.__class__.__name__)
                 return produce(), False
@@ -495,8 +590,8 @@ class _Claims:
     def close(self) -> None:
         with self._lock:
             conn, self._conn = self._conn, None
-        if conn is not None:
-            try:
+        if conn is not None:  # closed, not pooled: its session ends with every claim it held
+            with contextlib.suppress(Exception):
+                conn.invalidate()
+            with contextlib.suppress(Exception):
                 conn.close()
-            except Exception:  # noqa: BLE001
-                pass

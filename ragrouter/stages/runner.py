@@ -8,6 +8,7 @@ unit that raises is recorded in ``unit_failures`` with its reason and retried ne
 
 from __future__ import annotations
 
+import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from sqlalchemy import delete, func, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from tqdm import tqdm
 
-from ragrouter.db import models
+from ragrouter.db import models, outage
 from ragrouter.db import progress as progress_file
 from ragrouter.llm import slots
 from ragrouter.stages.base import Estimate, Scope, Stage, Unit
@@ -103,6 +104,7 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
     last_flush = time.monotonic()
 
     pg_write_key = _stage_lock_key(stage.name) if engine.dialect.name == "postgresql" else None
+    outage_s = outage.limit_of(services.config)
     write_batch = getattr(stage, "write_batch", None)
 
     def flush() -> None:
@@ -112,41 +114,46 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
         gateway = services.__dict__.get("gateway")
         if gateway is not None and hasattr(gateway, "flush"):
             gateway.flush()  # ledger rows first: results link to them
-        for attempt in range(FLUSH_RETRIES):
-            lost = 0
-            try:
-                with services.db_lock, engine.begin() as conn:
-                    if pg_write_key is not None:
-                        # one stage's batches are written one worker at a time: they insert shared
-                        # rows (entity names) in orders no single batch can make global, and
-                        # deadlocked (4 extract workers on PostgreSQL); held until commit
-                        conn.execute(text("SELECT pg_advisory_xact_lock(:a, :b)"),
-                                     {"a": PG_WRITE_LOCK_CLASS, "b": pg_write_key})
-                    held = None
-                    if leases is not None:  # one UPDATE for the batch; units whose lease expired
-                        held = leases.complete_many(  # were taken over by another worker
-                            conn, [u.key for u, _, e in buffer if e is None],
-                            [u.key for u, _, e in buffer if e is not None])
-                    ok = []
-                    for unit, result, exc in buffer:
-                        if held is not None and unit.key not in held:
-                            lost += 1
-                        elif exc is None:
-                            ok.append((unit, result))
+
+        def write_buffer() -> int:
+            for attempt in range(FLUSH_RETRIES):
+                lost = 0
+                try:
+                    with services.db_lock, engine.begin() as conn:
+                        if pg_write_key is not None:
+                            # one stage's batches are written one worker at a time: they insert shared
+                            # rows (entity names) in orders no single batch can make global, and
+                            # deadlocked (4 extract workers on PostgreSQL); held until commit
+                            conn.execute(text("SELECT pg_advisory_xact_lock(:a, :b)"),
+                                         {"a": PG_WRITE_LOCK_CLASS, "b": pg_write_key})
+                        held = None
+                        if leases is not None:  # one UPDATE for the batch; units whose lease expired
+                            held = leases.complete_many(  # were taken over by another worker
+                                conn, [u.key for u, _, e in buffer if e is None],
+                                [u.key for u, _, e in buffer if e is not None])
+                        ok = []
+                        for unit, result, exc in buffer:
+                            if held is not None and unit.key not in held:
+                                lost += 1
+                            elif exc is None:
+                                ok.append((unit, result))
+                            else:
+                                record_failure(conn, stage.name, unit.key, _short(exc))
+                        if ok and callable(write_batch):
+                            write_batch(conn, ok)  # the stage writes the batch's rows in one go
                         else:
-                            record_failure(conn, stage.name, unit.key, _short(exc))
-                    if ok and callable(write_batch):
-                        write_batch(conn, ok)  # the stage writes the batch's rows in one go
-                    else:
-                        for unit, result in ok:
-                            stage.write(conn, unit, result)
-                    clear_failures(conn, stage.name, [u.key for u, _ in ok])
-                break
-            except Exception as exc:  # noqa: BLE001 - only a deadlock/serialisation failure is retried
-                if attempt == FLUSH_RETRIES - 1 or not _is_transient(exc):
-                    raise
-                time.sleep(0.05 * (attempt + 1))  # another worker's batch holds rows ours needs: retry it whole
-        report.lost += lost
+                            for unit, result in ok:
+                                stage.write(conn, unit, result)
+                        clear_failures(conn, stage.name, [u.key for u, _ in ok])
+                    return lost
+                except Exception as exc:  # noqa: BLE001 - only a deadlock/serialisation failure is retried
+                    if attempt == FLUSH_RETRIES - 1 or not _is_transient(exc):
+                        raise
+                    time.sleep(0.05 * (attempt + 1))  # another worker's batch holds rows ours needs: retry it whole
+            return 0
+
+        # a lost store connection is waited for, the batch written whole once it is back (db/outage.py)
+        report.lost += outage.retry(write_buffer, f"writing a batch of stage {stage.name}", outage_s)
         buffer.clear()
         last_flush = time.monotonic()
 
@@ -163,6 +170,7 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
         from ragrouter.stages.leases import LeaseManager
 
         leases = LeaseManager(engine, stage.name, int(services.config.get("worker.lease_seconds", 600)))
+        leases.outage_s = outage_s
         leases.register([u.key for u in units], ordered=bool(getattr(stage, "ordered_units", False)))
     by_key = {u.key: u for u in units}
     queue = list(units) if leases is None else []
@@ -235,13 +243,19 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
             if leases is not None:
                 leases.release([u.key for u in running.values()] + [u.key for u in queue])
                 report.retaken = leases.retaken
+                leases.close()
             bar.close()
-    with services.db_lock, engine.begin() as conn:
-        stage.finish(conn, services, scope)
+
+    def finish() -> None:
+        with services.db_lock, engine.begin() as conn:
+            stage.finish(conn, services, scope)
+
+    outage.retry(finish, f"finishing stage {stage.name}", outage_s)
     progress_file.update(engine, stage.name, done=report.done, failed=report.failed, pending=report.pending,
                     force=True)
     report.seconds = time.monotonic() - started
-    _record_timing(services, stage.name, report, calls_before)
+    outage.retry(lambda: _record_timing(services, stage.name, report, calls_before),
+                 f"recording the time of stage {stage.name}", outage_s)
     return report
 
 
@@ -263,6 +277,7 @@ def _wait_for_others(leases, fill, running) -> bool:
     and claim again — a dead worker's units become claimable when its lease expires, and the
     stage is complete only when none is left. True when there is work again."""
     while leases.outstanding():
+        leases.say_waiting(lambda line: print(line, file=sys.stderr, flush=True))  # for what, until when
         time.sleep(min(1.0, max(0.05, leases.lease_seconds / 10)))
         fill()
         if running:

@@ -26,6 +26,7 @@ class Services:
         self.engine = engine
         self.command = command or command_line()  # passwords in --db redacted
         self._lock = threading.RLock()
+        self._gateway_lock = threading.Lock()
         self.cache: dict = {}
 
     @property
@@ -55,21 +56,31 @@ class Services:
 
     def finish(self) -> None:
         """Flush and close the gateway (its ledger rows, its DuckDB connection), stamp the run."""
+        self.__dict__.pop("_gateway", None)
         gateway = self.__dict__.pop("gateway", None)
         if gateway is not None:
             gateway.close()
         if self.__dict__.get("worker_run_id") is not None:
             from sqlalchemy import func
 
-            with self.db_lock, self.engine.begin() as conn:
-                conn.execute(update(models.WorkerRun).where(models.WorkerRun.id == self.worker_run_id)
-                             .values(finished_at=func.now()))
+            from ragrouter.db import outage
+
+            try:
+                with self.db_lock, self.engine.begin() as conn:
+                    conn.execute(update(models.WorkerRun).where(models.WorkerRun.id == self.worker_run_id)
+                                 .values(finished_at=func.now()))
+            except Exception as exc:  # noqa: BLE001 - a store that is away: the run stays unstamped
+                if not outage.is_disconnect(exc):
+                    raise
 
     @cached_property
     def gateway(self):
         from ragrouter.llm.gateway import Gateway
 
-        return Gateway(self.config, self.engine, worker_run_id=self.worker_run_id)
+        with self._gateway_lock:  # one gateway whichever unit thread asks first (no lock in cached_property >= 3.12)
+            if self.__dict__.get("_gateway") is None:  # its spool replay ends before any look-up
+                self._gateway = Gateway(self.config, self.engine, worker_run_id=self.worker_run_id)
+            return self._gateway
 
     def memo(self, key, factory):
         """A process-wide memo (e.g. a corpus index built once for all units)."""
