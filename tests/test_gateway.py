@@ -21,7 +21,8 @@ from ragrouter.config import Config
 from ragrouter.db import migrate
 from ragrouter.db.models import Base, LLMCall, LLMFailure
 from ragrouter.llm import tokens
-from ragrouter.llm.backends import BACKENDS, GatewayError, redact
+from ragrouter.llm.backends import GatewayError, redact
+from ragrouter.llm.kinds import BACKENDS
 from ragrouter.llm.gateway import ChatResult, Gateway, chat_key, embed_key, message_tokens, request_hash
 from ragrouter.llm.jsonparse import JSONParseError, parse_json, parse_reply, validate
 

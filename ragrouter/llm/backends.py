@@ -59,20 +59,27 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import email.utils
-import functools
 import ipaddress
 import json
 import os
-import re
 import threading
-import time
-from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 from urllib.parse import urlsplit
 
 import numpy as np
 
+from ragrouter.llm.errors import (  # noqa: F401 - re-exported: the model layer's one vocabulary
+    DUMMY_KEY,
+    BackendError,
+    ChatReply,
+    EmbedReply,
+    GatewayError,
+    redact,
+    retry_after,
+    ssl_context,
+)
+
+_retry_after = retry_after  # the old private name
 STRUCTURED_MODES = ("json_schema", "json_object", "none")
 
 # preset name -> the backend settings it implies (explicit backend keys win)
@@ -109,124 +116,11 @@ def apply_preset(name: str, spec: dict, *, source: str = "config") -> dict:
     if isinstance(spec.get("extra_body"), dict) or "extra_body" in PRESETS[preset]:
         out["extra_body"] = _deep_merge(PRESETS[preset].get("extra_body", {}), spec.get("extra_body") or {})
     return out
-DUMMY_KEY = "EMPTY"
 HTTP_CLIENTS = ("lean", "sdk")  # gateway.http_client: llm/http.py's direct POST, or the openai SDK
 DEFAULTS = {"concurrency": 15, "timeout_s": 60.0, "retries": 3}
 
 
-# --------------------------------------------------------------------------- errors
-
-
-class GatewayError(RuntimeError):
-    """The one exception a gateway call raises. ``reason`` is a short machine-readable code
-    (``rate_limited``, ``server_error``, ``timeout``, ``connection_error``, ``http_4xx``,
-    ``empty_content``, ``unparseable_json``, ``schema_mismatch``, ``missing_api_key``,
-    ``config``, ``bad_request``, ``backend_unavailable``, ``bad_response``, ``client_error``,
-    ``ledger_write_failed``); the message says what happened, naming the backend."""
-
-    def __init__(self, reason: str, message: str, *, backend: str | None = None, attempts: int = 0,
-                 request_hash: str | None = None):
-        super().__init__(message)
-        self.reason = reason
-        self.backend = backend
-        self.attempts = attempts
-        self.request_hash = request_hash
-
-
-class BackendError(Exception):
-    """One failed attempt (internal): ``retryable`` says whether the gateway may try again;
-    ``retry_after_s`` is the server's Retry-After hint, when it gave one."""
-
-    def __init__(self, reason: str, detail: str, *, retryable: bool, status: int | None = None,
-                 retry_after_s: float | None = None):
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-        self.detail = detail
-        self.retryable = retryable
-        self.status = status
-        self.retry_after_s = retry_after_s
-
-
 # --------------------------------------------------------------------------- secrets
-
-_BEARER = re.compile(r"(?i)\bbearer\s+[^\s'\",}]+")
-_KEYVAL = re.compile(r"(?i)\b(authorization|api[-_]?key|x-api-key)(['\"]?\s*[:=]\s*['\"]?)[^\s'\",}]+")
-_SK = re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}")
-
-
-def redact(text: str | None, secrets: Sequence[str] = ()) -> str | None:
-    """``text`` with secret values, bearer tokens, Authorization/api-key headers and
-    ``sk-…`` keys replaced by ``***``."""
-    if not text:
-        return text
-    for secret in secrets:
-        if secret and len(secret) >= 4 and secret != DUMMY_KEY:
-            text = text.replace(secret, "***")
-    text = _BEARER.sub("Bearer ***", text)
-    text = _KEYVAL.sub(lambda m: m.group(1) + m.group(2) + "***", text)
-    return _SK.sub("sk-***", text)
-
-
-# --------------------------------------------------------------------------- replies
-
-
-@dataclass
-class ChatReply:
-    """What one successful chat attempt returned (tokens None when the endpoint gave no usage)."""
-
-    text: str | None
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    finish_reason: str | None = None
-    refusal: str | None = None
-    cached_prompt_tokens: int | None = None
-    """Prompt tokens the provider served from its own prompt cache (billed at the
-    ``cached_input`` price): OpenAI's ``prompt_tokens_details.cached_tokens`` or DeepSeek's
-    ``prompt_cache_hit_tokens``."""
-
-
-@dataclass
-class EmbedReply:
-    """Vectors (float32, n × dim, not yet normalised) and the input tokens when reported."""
-
-    vectors: np.ndarray
-    prompt_tokens: int | None
-
-
-def _retry_after(headers) -> float | None:
-    """Seconds from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
-    if headers is None:
-        return None
-    raw_ms = headers.get("retry-after-ms")
-    if raw_ms:
-        try:
-            return max(0.0, float(raw_ms) / 1000.0)
-        except ValueError:
-            pass
-    raw = headers.get("retry-after")
-    if not raw:
-        return None
-    try:
-        return max(0.0, float(raw))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(raw)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-@functools.lru_cache(maxsize=1)
-def ssl_context():
-    """One TLS context for every HTTP client of the process, made as ``httpx2`` makes its
-    default one (certifi's bundle, ``SSL_CERT_FILE``/``SSL_CERT_DIR`` honoured). Building it
-    costs ~55 ms of CPU; each client built its own, and a backend builds up to
-    ``concurrency`` clients (64 of them: 3.5 s of CPU, issue 17)."""
-    import httpx2
-
-    return httpx2.create_ssl_context()
-
 
 def _is_local_url(url: str) -> bool:
     host = (urlsplit(url).hostname or "").strip("[]")
@@ -635,141 +529,3 @@ def _error_message(exc) -> str:
         if isinstance(err, dict) and err.get("message"):
             return str(err["message"])[:300]
     return str(getattr(exc, "message", "") or exc)[:300]
-
-
-# --------------------------------------------------------------------------- local kind
-
-
-class LocalBackend(OpenAIBackend):
-    """The embedded llama.cpp server, reached through the same OpenAI client path.
-
-    Context settings: ``n_ctx`` is the *total* context shared by ``n_parallel`` slots (as in
-    ``configs/default.yaml``), so each request gets ``n_ctx // n_parallel`` tokens; set
-    ``n_ctx_per_slot`` instead to give it directly. ``threads`` and ``n_predict`` are passed on.
-    The server's own random API key is used (and redacted like any other key).
-    """
-
-    kind = "local"
-
-    def __init__(self, name: str, spec: dict, *, source: str = "config"):
-        spec = {"api_key_required": False, **spec}
-        super().__init__(name, spec, source=source)
-        self.n_parallel = self._int("n_parallel", 1, minimum=1)
-        if "n_ctx_per_slot" in spec:
-            self.n_ctx_per_slot = self._int("n_ctx_per_slot", 4096, minimum=64)
-        else:
-            total = self._int("n_ctx", 4096 * self.n_parallel, minimum=64)
-            self.n_ctx_per_slot = total // self.n_parallel
-            if self.n_ctx_per_slot < 64:
-                raise GatewayError("config", f"{self.where}.n_ctx={total} leaves fewer than 64 tokens per slot "
-                                   f"for n_parallel={self.n_parallel}", backend=name)
-        self.threads = spec.get("threads")
-        self.n_predict = spec.get("n_predict")
-        self._server = None
-        self._server_lock = threading.Lock()
-
-    def api_key(self) -> str:
-        return str(getattr(self.server(), "api_key", None) or DUMMY_KEY)
-
-    def secrets(self) -> list[str]:
-        key = getattr(self._server, "api_key", None) if self._server is not None else None
-        return [key] if key else []
-
-    def preflight(self) -> None:
-        from ragrouter.llm import weights
-
-        try:
-            weights.spec(self.model)
-        except Exception as exc:  # noqa: BLE001
-            raise GatewayError("config", f"{self.where}.model: {exc}", backend=self.name) from None
-
-    def server(self):
-        with self._server_lock:
-            if self._server is None:
-                try:
-                    from ragrouter.llm.local_server import ensure_server
-
-                    kwargs = {"n_ctx": self.n_ctx_per_slot, "n_parallel": self.n_parallel, "threads": self.threads}
-                    if self.n_predict is not None:
-                        kwargs["n_predict"] = self.n_predict
-                    self._server = ensure_server(self.model, **kwargs)
-                except GatewayError:
-                    raise
-                except Exception as exc:  # noqa: BLE001 - reported as one clear error
-                    raise GatewayError(
-                        "backend_unavailable",
-                        f"backend '{self.name}': cannot start the local server for model '{self.model}': "
-                        f"{exc.__class__.__name__}: {exc}",
-                        backend=self.name,
-                    ) from None
-            return self._server
-
-    def endpoint(self) -> tuple[str, str]:
-        server = self.server()
-        return str(server.base_url), str(getattr(server, "model", None) or self.model)
-
-
-# --------------------------------------------------------------------------- local-encoder kind
-
-
-class LocalEncoderBackend(Backend):
-    """An in-process sentence encoder: embeddings only, no HTTP."""
-
-    kind = "local-encoder"
-    supports_chat = False
-    http = False
-    default_batch_size = 32
-
-    def __init__(self, name: str, spec: dict, *, source: str = "config"):
-        spec = {"concurrency": 1, **spec}
-        super().__init__(name, spec, source=source)
-        self._encoder = None
-        self._lock = threading.Lock()
-
-    def encoder(self):
-        with self._lock:
-            if self._encoder is None:
-                try:
-                    from ragrouter.llm.encoder import get_encoder
-
-                    self._encoder = get_encoder(self.model)
-                except Exception as exc:  # noqa: BLE001
-                    raise GatewayError("backend_unavailable",
-                                       f"backend '{self.name}': cannot load encoder '{self.model}': {exc}",
-                                       backend=self.name) from None
-            return self._encoder
-
-    def preflight(self) -> None:
-        from ragrouter.llm import encoder
-
-        if self.model not in encoder.ENCODERS:
-            raise GatewayError("config", f"{self.where}.model: unknown encoder {self.model!r} "
-                               f"(known: {', '.join(sorted(encoder.ENCODERS))})", backend=self.name)
-
-    def embed_once(self, texts, *, timeout_s) -> EmbedReply:
-        enc = self.encoder()
-        try:
-            vectors = enc.encode(list(texts), batch_size=self.batch_size)
-            n_tokens = sum(enc.count_tokens(list(texts)))
-        except Exception as exc:  # noqa: BLE001
-            raise BackendError("client_error", f"encoder '{self.model}' failed: {exc.__class__.__name__}: {exc}",
-                               retryable=False) from None
-        return EmbedReply(vectors=np.asarray(vectors, dtype=np.float32), prompt_tokens=int(n_tokens))
-
-
-# kind → class. Add a kind here (and to config.BACKEND_KINDS).
-BACKENDS: dict[str, type[Backend]] = {
-    "openai": OpenAIBackend,
-    "local": LocalBackend,
-    "local-encoder": LocalEncoderBackend,
-}
-
-
-def make_backend(name: str, spec: dict, *, source: str = "config") -> Backend:
-    """Build the backend ``name`` from its config mapping (GatewayError 'config' when invalid)."""
-    kind = spec.get("kind")
-    cls = BACKENDS.get(kind)
-    if cls is None:
-        raise GatewayError("config", f"{source}: backends.{name}.kind must be one of {', '.join(BACKENDS)} "
-                           f"(got {kind!r})", backend=name)
-    return cls(name, spec, source=source)

@@ -60,9 +60,9 @@ from ragrouter.llm.backends import (
     ChatReply,
     HTTP_CLIENTS,
     GatewayError,
-    make_backend,
     redact,
 )
+from ragrouter.llm.kinds import make_backend
 from ragrouter.llm.jsonparse import JSONParseError, parse_reply, schema_instructions
 from ragrouter.llm.ledger import (
     LINGER_S,

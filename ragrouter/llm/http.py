@@ -8,7 +8,7 @@ options and response wrappers before and after what ``httpx2`` itself does, and 
 sections); at 64 requests in flight on 2 shared cores that is a measurable share of the
 client's CPU. This path sends the same request — ``Authorization: Bearer <key>``,
 ``Content-Type: application/json``, the backend's extra headers, the body as compact JSON —
-and maps every outcome to the same :class:`~ragrouter.llm.backends.BackendError` reasons as
+and maps every outcome to the same :class:`~ragrouter.llm.errors.BackendError` reasons as
 the SDK path: timeouts, connection errors, 429 / 5xx with ``Retry-After``, other 4xx, bodies
 that are not JSON objects.
 
@@ -32,6 +32,8 @@ import urllib.request
 from typing import Any
 from urllib.parse import urlsplit
 
+from ragrouter.llm.errors import BackendError, retry_after, ssl_context
+
 USER_AGENT = "ragrouter"
 
 
@@ -54,8 +56,6 @@ class LeanPoster:
 
     def _connection(self) -> http.client.HTTPConnection:
         if self._https:
-            from ragrouter.llm.backends import ssl_context
-
             return http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout_s,
                                                context=ssl_context())
         return http.client.HTTPConnection(self._host, self._port, timeout=self.timeout_s)
@@ -68,8 +68,6 @@ class LeanPoster:
         if client is None:
             if self.proxied:
                 import httpx2
-
-                from ragrouter.llm.backends import ssl_context
 
                 client = httpx2.Client(timeout=self.timeout_s, follow_redirects=False, verify=ssl_context(),
                                        limits=httpx2.Limits(max_connections=1, max_keepalive_connections=1))
@@ -85,7 +83,6 @@ class LeanPoster:
 
     def post(self, path: str, body: dict, *, api_key: str, headers: dict[str, str], timeout_s: float) -> dict:
         """The parsed JSON object of the reply; BackendError for every failure."""
-        from ragrouter.llm.backends import BackendError, _retry_after
 
         data = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         head = {"authorization": f"Bearer {api_key}", "content-type": "application/json",
@@ -99,10 +96,10 @@ class LeanPoster:
             detail = f"HTTP {status}: {_error_text(content)}"
             if status == 429:
                 raise BackendError("rate_limited", detail, retryable=True, status=status,
-                                   retry_after_s=_retry_after(reply_headers))
+                                   retry_after_s=retry_after(reply_headers))
             if status >= 500:
                 raise BackendError("server_error", detail, retryable=True, status=status,
-                                   retry_after_s=_retry_after(reply_headers))
+                                   retry_after_s=retry_after(reply_headers))
             raise BackendError(f"http_{status}", detail, retryable=False, status=status)
         try:
             out = json.loads(content)
@@ -117,7 +114,6 @@ class LeanPoster:
               timeout_s: float) -> tuple[int, Any, bytes]:
         """(status, headers, body) of one POST on ``conn``; a stale kept-alive connection is
         replaced once. The connection is closed after any failure (its state is unknown)."""
-        from ragrouter.llm.backends import BackendError
 
         for fresh in ((conn.sock is None), True):
             conn.timeout = timeout_s
@@ -150,7 +146,6 @@ class LeanPoster:
     def _send_httpx(self, client, path: str, data: bytes, head: dict, timeout_s: float) -> tuple[int, Any, bytes]:
         import httpx2
 
-        from ragrouter.llm.backends import BackendError
 
         try:
             resp = client.post(self.base_url + path, content=data, headers=head, timeout=timeout_s)

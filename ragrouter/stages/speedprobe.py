@@ -153,7 +153,7 @@ def local_backends(config) -> dict[str, dict]:
 def probe(config, echo=print, *, missing_only: bool = False) -> dict[str, dict]:
     """Measure every local model the config uses (``missing_only``: those this machine has
     no figures for yet); keep and return {model: figures}."""
-    from ragrouter.llm.backends import make_backend
+    from ragrouter.llm.kinds import make_backend
 
     figures: dict[str, dict] = {}
     known = load() if missing_only else {}
