@@ -89,7 +89,9 @@ def prepared(pg, srv, tmp_path_factory):
     calm = _bodies(srv.requests[before:])
     assert sum(calm.values()) > 30 and set(calm.values()) == {1}
     chats = sum(1 for r in srv.requests[before:] if r["path"].endswith("/chat/completions"))
-    return {"work": work, "calm": calm, "at": chats // 3, "snapshot": _snapshot(pg.url("calm"))}
+    snap = _snapshot(pg.url("calm"))
+    assert snap["answer_calls"] == sum(calm.values()) and snap["ledger"] == snap["ledger_distinct"]
+    return {"work": work, "calm": calm, "at": chats // 3, "snapshot": snap}
 
 
 def _copy(pg, name: str) -> str:
@@ -145,6 +147,7 @@ def _snapshot(url: str) -> dict:
             return {
                 "runs": sorted((r[1:5], r[5:], tuple(sorted(per_run[r[0]]))) for r in runs),
                 "ledger": ledger[0], "ledger_distinct": ledger[1],
+                "answer_calls": q("SELECT COUNT(*) FROM llm_calls WHERE stage = 'answer'")[0][0],
                 "failures": q("SELECT COUNT(*) FROM unit_failures")[0][0],
                 "leases": q("SELECT state, COUNT(*) FROM work_leases GROUP BY state ORDER BY state"),
             }
@@ -215,8 +218,11 @@ def test_a_short_outage_mid_run_is_ridden_out_with_one_line_and_nothing_paid_twi
     sent = _bodies(srv.requests[before:])
     assert sent == calm, "a request was sent twice or not at all"  # the same requests, each once
     snap = _snapshot(url)
+    # ledger rows = distinct request hashes; the endpoint's request count = the run's ledger rows
     assert snap["ledger"] == snap["ledger_distinct"] == prepared["snapshot"]["ledger"]
+    assert snap["answer_calls"] == sum(sent.values())
     assert snap == prepared["snapshot"]
+    print(f"short outage: {lines[0]!r}; {sum(sent.values())} requests, each once; worker {wall:.1f} s")
 
     srv.responder = responder  # a re-run has nothing to do and pays nothing
     before = len(srv.requests)
@@ -271,7 +277,12 @@ def test_an_outage_past_the_limit_exits_2_keeps_the_paid_replies_and_the_next_ru
     second = _bodies(srv.requests[before:])
     assert first + second == prepared["calm"], "a paid reply was paid again, or a request was never sent"
     assert not any(spool.rglob("*.jsonl")), "the spool was not emptied"
-    assert _snapshot(url) == prepared["snapshot"]
+    snap = _snapshot(url)
+    assert snap["answer_calls"] == sum((first + second).values()) and snap["ledger"] == snap["ledger_distinct"]
+    assert snap == prepared["snapshot"]
+    print(f"long outage: exit 2 after {first_wall:.1f} s, {kept} paid replies spooled and replayed; "
+          f"{sum(first.values())} + {sum(second.values())} requests = the calm run's {sum(prepared['calm'].values())}; "
+          f"re-run {second_wall:.1f} s; the line: {lines[0]!r}")
 
 
 def test_an_immediate_rerun_after_kill_9_takes_the_dead_workers_leases_at_once(pg, srv, prepared, restoring):
@@ -302,6 +313,8 @@ def test_an_immediate_rerun_after_kill_9_takes_the_dead_workers_leases_at_once(p
     # most one request per unit thread (concurrency 4 x worker.threads_per_slot 4)
     assert sum(sent.values()) - len(sent) <= 4 * 4, sent.most_common(3)
     assert _snapshot(url) == prepared["snapshot"]
+    print(f"kill -9 with {leased} units leased for 600 s: re-run {wall:.1f} s, "
+          f"{sum(sent.values()) - len(sent)} requests paid twice")
 
 
 def test_a_worker_waiting_for_live_leases_says_for_what_and_until_when(pg, tmp_path, capsys):
