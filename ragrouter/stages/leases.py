@@ -2,8 +2,9 @@
 
 Each worker registers the units it sees pending, then claims a few at a time with
 ``UPDATE … WHERE id IN (SELECT … FOR UPDATE SKIP LOCKED LIMIT k) RETURNING``. A lease expires
-after ``worker.lease_seconds``; a killed worker's units are then claimed by another. A unit
-is completed only by its lease holder, in the same transaction as its result rows.
+after ``worker.lease_seconds`` (a worker alive but stuck); a dead worker's units are claimed
+by another at once (below). A unit is completed only by its lease holder, in the same
+transaction as its result rows.
 
 A worker known to be dead does not make the others wait for its leases: each worker holds a
 session-level advisory lock on its holder name (``pg_advisory_lock(LIVE_CLASS,

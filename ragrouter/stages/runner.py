@@ -274,8 +274,9 @@ def _record_timing(services: Services, stage: str, report: StageReport, calls_be
 
 def _wait_for_others(leases, fill, running) -> bool:
     """Nothing left to claim now: while other workers hold leases (or units are pending), wait
-    and claim again — a dead worker's units become claimable when its lease expires, and the
-    stage is complete only when none is left. True when there is work again."""
+    and claim again — a dead worker's units become claimable at once (its liveness lock is gone,
+    stages/leases.py), a live one's when its lease expires, and the stage is complete only when
+    none is left; says once what it waits for and until when. True when there is work again."""
     while leases.outstanding():
         leases.say_waiting(lambda line: print(line, file=sys.stderr, flush=True))  # for what, until when
         time.sleep(min(1.0, max(0.05, leases.lease_seconds / 10)))
