@@ -46,7 +46,8 @@ BACKEND_EXTRA_KEYS = (
     "structured_output", "strict_schema", "dimensions", "api_key_required", "max_tokens_param",
     "encoding_format", "requests_per_minute", "tokens_per_minute", "price_per_million", "extra_body",
     "headers", "seed", "top_p", "max_completion_tokens", "preset", "n_gpu_layers", "flash_attn",
-    "temperature", "max_tokens", "timeout_s", "retries", "concurrency", "api_key",
+    "temperature", "max_tokens", "timeout_s", "retries", "concurrency", "api_key", "chat_api",
+    "reasoning_allowance", "reasoning",
 )
 # Maps whose keys the user names (any key is allowed; values typed like the default's).
 FREE_MAPS = ("backends", "querygen.reasoning_hops", "querygen.counts", "dry_run.completion_share")
@@ -106,7 +107,7 @@ RANGES: dict[str, tuple[float | None, float | None, bool]] = {
     "token_budget": (1, None, True), "top_k": (1, None, True), "window": (1, None, True),
     "overlap": (0, None, True), "seed_entities": (1, None, True), "entity_top_k": (1, None, True),
     "max_triples": (1, None, True), "ppr_alpha": (0, 1, False), "max_rounds": (0, None, True),
-    "store_outage_s": (0, None, True),
+    "store_outage_s": (0, None, True), "reasoning_allowance": (0, None, True),
 }
 _OPAQUE = ("extra_body", "headers", "price_per_million")
 

@@ -44,12 +44,19 @@ same 400 here. ``None`` (default) accepts any well-formed request.
     ``openai``    unknown top-level arguments are rejected ("Unrecognized request argument");
                   reasoning models (``o1``/``o3``/``o4``/``gpt-5`` ids) reject ``max_tokens``,
                   ``top_p`` and any ``temperature`` but 1; ``json_object`` needs "json" in a
-                  message.
+                  message. A reasoning model first spends ``reasoning_tokens`` hidden tokens out of
+                  ``max_completion_tokens`` (OpenAI's reasoning guide): when they use it all the
+                  reply is empty with ``finish_reason: length``; ``usage.completion_tokens``
+                  includes them and ``completion_tokens_details.reasoning_tokens`` names them.
     ``deepseek``  ``response_format`` ``json_schema`` is rejected (only ``json_object``, which
                   needs "json" in a message).
-    ``ollama``    accepts everything but uses ``options.num_ctx`` (default ``ollama_default_ctx``,
-                  2048): a longer prompt is cut from the front *silently*, the usage reports the
-                  cut prompt and the responder sees the cut messages.
+    ``ollama``    as Ollama's documentation and issues (#2677, #5356, #16814) describe it: the
+                  OpenAI-compatible ``/v1/chat/completions`` accepts ``options`` but ignores it and
+                  serves the server's context (``ollama_default_ctx``, 2048): a longer prompt is cut
+                  from the front *silently*, the usage reports the cut prompt and the responder sees
+                  the cut messages. The native ``POST /api/chat`` honours ``options.num_ctx`` and
+                  ``options.num_predict`` and ``format``, and answers in the native shape
+                  (``message``, ``done_reason``, ``prompt_eval_count``, ``eval_count``).
     ``vllm``      accepts vLLM's extra sampling arguments (``top_k``, ``min_p``,
                   ``repetition_penalty``, ``guided_json`` …); prompt + ``max_tokens`` above
                   ``vllm_max_model_len`` is a 400, as in vLLM.
@@ -319,6 +326,7 @@ class FakeOpenAI:
         ollama_default_ctx: int = 2048,
         vllm_max_model_len: int = 32768,
         cached_prompt_tokens: int = 0,
+        reasoning_tokens: int = 0,
     ):
         self.faults = tuple(faults)
         for name in list(self.faults) + [f for f in (fault_plan or []) if f is not None]:
@@ -348,6 +356,7 @@ class FakeOpenAI:
         self.ollama_default_ctx = int(ollama_default_ctx)
         self.vllm_max_model_len = int(vllm_max_model_len)
         self.cached_prompt_tokens = int(cached_prompt_tokens)
+        self.reasoning_tokens = int(reasoning_tokens)
         self._window: list[tuple[float, int]] = []
         self.admitted_log: list[tuple[float, int]] = []
         self.rate_limited = 0
@@ -495,6 +504,8 @@ class FakeOpenAI:
             body = None
         entry = self._record("POST", path, body)
         entry["headers"] = headers
+        if path == "/api/chat" and self.provider == "ollama":
+            return self._ollama_native(body)
         if path not in ("/v1/chat/completions", "/v1/embeddings"):
             return 404, _error_body(f"no route POST {path}", "invalid_request_error", "not_found"), {}
         if not isinstance(body, dict):
@@ -579,10 +590,32 @@ class FakeOpenAI:
                         f"requested {prompt + limit} tokens ({prompt} in the messages, {limit} in the completion).")
         return None
 
-    def _ollama_truncate(self, body: dict) -> dict:
-        """What Ollama does with a prompt longer than its context: drops the front, silently."""
+    def _ollama_native(self, body):
+        """Ollama's native chat: options.num_ctx / num_predict / format take effect."""
+        if not isinstance(body, dict) or not body.get("model") or not isinstance(body.get("messages"), list):
+            return 400, {"error": "invalid request: model and messages are required"}, {}
+        if body.get("stream", True) is not False:
+            return 400, {"error": "FakeOpenAI serves only stream=false on /api/chat"}, {}
         options = body.get("options") if isinstance(body.get("options"), dict) else {}
-        ctx = int(options.get("num_ctx") or self.ollama_default_ctx)
+        cut = self._ollama_truncate(body, int(options.get("num_ctx") or self.ollama_default_ctx))
+        if self.latency_s:
+            self._stop.wait(self.latency_s)
+        reply = self.responder(cut)
+        content = reply if isinstance(reply, str) else json.dumps(reply)
+        done = "stop"
+        limit = options.get("num_predict")
+        ids = tokens.encoding().encode(content, disallowed_special=())
+        if isinstance(limit, int) and 0 < limit < len(ids):
+            content, done = tokens.encoding().decode(ids[:limit]), "length"
+        prompt = sum(tokens.count(message_text(m)) for m in cut["messages"] if isinstance(m, dict))
+        return 200, {"model": body["model"], "created_at": "2026-01-01T00:00:00Z",
+                     "message": {"role": "assistant", "content": content}, "done": True, "done_reason": done,
+                     "prompt_eval_count": prompt, "eval_count": tokens.count(content)}, {}
+
+    def _ollama_truncate(self, body: dict, ctx: int | None = None) -> dict:
+        """What Ollama does with a prompt longer than its context: drops the front, silently.
+        On the OpenAI endpoint the context is the server's (``options`` is ignored)."""
+        ctx = int(ctx or self.ollama_default_ctx)
         enc = tokens.encoding()
         ids = [enc.encode(message_text(m), disallowed_special=()) for m in body["messages"]]
         if sum(map(len, ids)) <= ctx:
@@ -655,10 +688,12 @@ class FakeOpenAI:
         content = reply if isinstance(reply, str) else json.dumps(reply)
         finish = "stop"
         limit = body.get("max_completion_tokens") or body.get("max_tokens")
+        reasoning = self.reasoning_tokens if (self.provider == "openai" and is_reasoning_model(body["model"])) else 0
         if isinstance(limit, int) and limit > 0:
+            reasoning = min(reasoning, limit)  # hidden reasoning comes out of the same cap
             ids = tokens.encoding().encode(content, disallowed_special=())
-            if len(ids) > limit:
-                content, finish = tokens.encoding().decode(ids[:limit]), "length"
+            if len(ids) > limit - reasoning:
+                content, finish = tokens.encoding().decode(ids[:max(0, limit - reasoning)]), "length"
         if fault == "malformed_json":
             content = _malformed(content)
         elif fault == "empty_content":
@@ -680,12 +715,14 @@ class FakeOpenAI:
         }
         if not self.omit_usage:
             prompt = sum(tokens.count(message_text(m)) for m in body["messages"] if isinstance(m, dict))
-            completion = tokens.count(content)
+            completion = tokens.count(content) + reasoning
             out["usage"] = {
                 "prompt_tokens": prompt,
                 "completion_tokens": completion,
                 "total_tokens": prompt + completion,
             }
+            if reasoning:
+                out["usage"]["completion_tokens_details"] = {"reasoning_tokens": reasoning}
             if self.cached_prompt_tokens:
                 out["usage"]["prompt_tokens_details"] = {"cached_tokens": min(prompt, self.cached_prompt_tokens)}
         return 200, out, {}

@@ -1,5 +1,17 @@
 """Provider presets and rate limits against the scripted fake server, which rejects what each
-real provider rejects (``FakeOpenAI(provider=...)``)."""
+real provider rejects (``FakeOpenAI(provider=...)``).
+
+What each provider accepts and ignores, as its documentation says (the fake encodes exactly this):
+
+| provider | source | accepts | ignores / rejects |
+|---|---|---|---|
+| OpenAI chat | API reference, Chat Completions | ``max_tokens``, ``temperature``, ``top_p``, ``seed``, ``response_format`` json_schema / json_object (the latter needs "json" in a message) | unknown arguments: 400 "Unrecognized request argument" |
+| OpenAI reasoning (o1/o3/o4/gpt-5) | reasoning guide | ``max_completion_tokens`` (reasoning + visible reply; "reserve at least 25,000 tokens"), ``reasoning_effort`` | ``max_tokens``, ``top_p``, any ``temperature`` but 1: 400; a spent allowance: empty reply, ``finish_reason: length``, ``completion_tokens_details.reasoning_tokens`` |
+| DeepSeek | API docs, JSON output | ``response_format`` json_object (needs "json" in the prompt) | json_schema: 400 |
+| Ollama ``/v1`` | OpenAI compatibility page; issues #2677, #5356, #16814 | the OpenAI request | ``options`` (num_ctx): ignored; a prompt past the server's context is cut from the front, silently |
+| Ollama ``/api/chat`` | API docs, Generate a chat completion | ``options.num_ctx``, ``options.num_predict``, ``format`` (a schema or "json"), ``stream: false`` | — |
+| vLLM | OpenAI-compatible server docs | extra sampling arguments (``top_k``, ``min_p`` …) | prompt + ``max_tokens`` over ``--max-model-len``: 400 |
+"""
 
 from __future__ import annotations
 
@@ -50,9 +62,10 @@ def label_responder(req):
 
 
 def test_presets_fill_defaults_and_explicit_keys_win():
-    spec = apply_preset("x", {"preset": "ollama", "extra_body": {"options": {"temperature_unused": 1}},
-                              "structured_output": "none"})
-    assert spec["extra_body"] == {"options": {"num_ctx": 12288, "temperature_unused": 1}}
+    spec = apply_preset("x", {"preset": "ollama", "extra_body": {"options": {"repeat_penalty": 1.1}},
+                              "structured_output": "none", "num_ctx": 16384})
+    assert spec["chat_api"] == "ollama" and spec["num_ctx"] == 16384
+    assert spec["extra_body"] == {"options": {"repeat_penalty": 1.1}}
     assert spec["structured_output"] == "none"
     assert apply_preset("x", {"preset": "deepseek"})["structured_output"] == "json_object"
     assert set(PRESETS) >= {"openai", "openai-reasoning", "deepseek", "ollama", "vllm"}
@@ -91,7 +104,7 @@ def test_openai_reasoning_preset_uses_max_completion_tokens_and_no_temperature(s
         ok = judge(gw_for(srv, preset="openai-reasoning", model="o4-mini"), temperature=0.3)
         body = srv.requests[-1]["body"]
         assert ok.data["label"] == "correct"
-        assert body["max_completion_tokens"] == 50 and "max_tokens" not in body and "temperature" not in body
+        assert body["max_completion_tokens"] == 50 + 25000 and "max_tokens" not in body and "temperature" not in body
         assert body["response_format"]["type"] == "json_schema"
         with pytest.raises(GatewayError) as err:  # a plain backend on a reasoning model
             judge(gw_for(srv, model="o3-mini"), temperature=0.3)
@@ -100,18 +113,56 @@ def test_openai_reasoning_preset_uses_max_completion_tokens_and_no_temperature(s
             gw_for(srv, preset="openai-reasoning", model="o4-mini", top_p=0.5).backend("b")
 
 
-def test_ollama_preset_sets_the_context_so_long_prompts_are_not_cut(store, gw_for):
-    prompt = " ".join(f"word{i}" for i in range(2500))
+def test_ollama_preset_serves_a_long_prompt_whole_through_the_native_api(store, gw_for):
+    """A prompt past 4k tokens: the OpenAI endpoint (options ignored, as real Ollama does) cuts it
+    to the server's context, which the gateway now refuses as a cut prompt; the preset's native
+    /api/chat with num_ctx serves it whole; a prompt past num_ctx is refused before sending."""
+    prompt = " ".join(f"word{i}" for i in range(4200))
     full = tokens.count(prompt) + tokens.count("Answer briefly.")
-    assert full > 2048
-    with FakeOpenAI(provider="ollama") as srv:
-        cut = gw_for(srv, model="llama3.1:8b").chat("b", user(prompt), temperature=0.3, max_tokens=20,
-                                                    stage="t", phase="gen")
-        assert cut.prompt_tokens == 2048  # what Ollama does without num_ctx: silent truncation
+    assert full > 4096
+    with FakeOpenAI(provider="ollama", ollama_default_ctx=4096) as srv:
+        plain = gw_for(srv, model="llama3.1:8b", extra_body={"options": {"num_ctx": 12288}})
+        with pytest.raises(GatewayError) as err:  # options on /v1: ignored, the prompt is cut
+            plain.chat("b", user(prompt), temperature=0.3, max_tokens=20, stage="t", phase="gen")
+        assert err.value.reason == "prompt_truncated" and "cut the prompt" in str(err.value)
+        assert srv.requests[-1]["path"] == "/v1/chat/completions" and srv.stats()["by_path"]["/v1/chat/completions"] == 1
         whole = gw_for(srv, model="llama3.1:8b-b", preset="ollama").chat(
             "b", user(prompt), temperature=0.3, max_tokens=20, stage="t", phase="gen")
-        assert srv.requests[-1]["body"]["options"] == {"num_ctx": 12288}
-        assert whole.prompt_tokens == full
+        req = srv.requests[-1]
+        assert req["path"] == "/api/chat" and req["body"]["options"]["num_ctx"] == 12288
+        assert req["body"]["options"]["num_predict"] == 20 and req["body"]["stream"] is False
+        assert whole.prompt_tokens == full and whole.text
+        n = len(srv.requests)
+        with pytest.raises(GatewayError) as err:
+            gw_for(srv, model="llama3.1:8b-d", preset="ollama", num_ctx=2048).chat(
+                "b", user(prompt), temperature=0.3, max_tokens=20, stage="t", phase="gen")
+        assert err.value.reason == "prompt_too_long" and len(srv.requests) == n  # nothing was sent
+    with FakeOpenAI(provider="ollama", responder=label_responder) as srv:  # structured output: native format
+        ok = judge(gw_for(srv, model="llama3.1:8b-c", preset="ollama"))
+        assert srv.requests[-1]["body"]["format"]["type"] == "object" and ok.data["label"] == "correct"
+
+
+def test_a_reasoning_reply_that_spends_its_allowance_fails_once_and_reasoning_tokens_are_read(store, gw_for):
+    with FakeOpenAI(responder=label_responder, provider="openai", reasoning_tokens=600) as srv:
+        # the allowance on top of the visible cap: max_completion_tokens = 50 + 1000
+        ok = judge(gw_for(srv, preset="openai-reasoning", model="o4-mini", reasoning_allowance=1000))
+        assert srv.requests[-1]["body"]["max_completion_tokens"] == 1050 and ok.data["label"] == "correct"
+        assert ok.completion_tokens > 600  # the hidden reasoning is billed with the reply
+        # an allowance the reasoning spends whole: an empty reply, finish_reason length
+        before = len(srv.requests)
+        with pytest.raises(GatewayError) as err:
+            judge(gw_for(srv, preset="openai-reasoning", model="o4-mini-b", reasoning_allowance=100, retries=3))
+        assert err.value.reason == "reasoning_exhausted" and "finish_reason length" in str(err.value)
+        assert len(srv.requests) - before <= 2  # at most one retry, not one per attempt at the same budget
+    from ragrouter.llm.backends import OpenAIBackend
+
+    be = OpenAIBackend("b", {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "o4-mini",
+                             "preset": "openai-reasoning"})
+    assert be.reasoning_allowance == 25000  # OpenAI's guidance by default
+    reply = be._parse_chat({"choices": [{"message": {"content": ""}, "finish_reason": "length"}],
+                            "usage": {"prompt_tokens": 10, "completion_tokens": 300,
+                                      "completion_tokens_details": {"reasoning_tokens": 300}}})
+    assert reply.reasoning_tokens == 300
 
 
 def test_vllm_preset_extra_body_seed_top_p_and_headers(store, gw_for, monkeypatch):

@@ -81,13 +81,21 @@ from ragrouter.llm.errors import (  # noqa: F401 - re-exported: the model layer'
 
 _retry_after = retry_after  # the old private name
 STRUCTURED_MODES = ("json_schema", "json_object", "none")
+CHAT_APIS = ("openai", "ollama")  # the chat wire format: OpenAI's /chat/completions, or Ollama's native /api/chat
+# OpenAI's reasoning guide: "reserve at least 25,000 tokens for reasoning and outputs" when starting out
+REASONING_ALLOWANCE = 25000
+# a reply whose server-counted prompt is below this share of the prompt sent was cut (tokenizers
+# differ from cl100k by well under this: llama.cpp's counts run 1.02-1.35x ours on the demo)
+CUT_PROMPT_SHARE = 0.5
+CUT_PROMPT_MIN_TOKENS = 256
 
 # preset name -> the backend settings it implies (explicit backend keys win)
 PRESETS: dict[str, dict] = {
     "openai": {"structured_output": "json_schema", "max_tokens_param": "max_tokens"},
-    "openai-reasoning": {"structured_output": "json_schema", "reasoning": True},
+    "openai-reasoning": {"structured_output": "json_schema", "reasoning": True,
+                         "reasoning_allowance": REASONING_ALLOWANCE},
     "deepseek": {"structured_output": "json_object", "max_tokens_param": "max_tokens"},
-    "ollama": {"structured_output": "json_object", "extra_body": {"options": {"num_ctx": 12288}}},
+    "ollama": {"structured_output": "json_schema", "chat_api": "ollama", "num_ctx": 12288},
     "vllm": {"structured_output": "json_schema"},
     "llamacpp": {"structured_output": "json_schema"},
 }
@@ -280,13 +288,21 @@ class OpenAIBackend(Backend):
         if self.max_tokens_param not in ("max_tokens", "max_completion_tokens"):
             raise GatewayError("config", f"{self.where}.max_tokens_param must be max_tokens or "
                                "max_completion_tokens", backend=name)
+        self.chat_api = self.spec.get("chat_api", "openai")  # self.spec: with the preset filled in
+        if self.chat_api not in CHAT_APIS:
+            raise GatewayError("config", f"{self.where}.chat_api must be one of {', '.join(CHAT_APIS)}", backend=name)
+        from ragrouter.llm.ollama import DEFAULT_NUM_CTX
+
+        self.num_ctx = self._int("num_ctx", DEFAULT_NUM_CTX, minimum=64) if self.chat_api == "ollama" else None
+        default_allowance = REASONING_ALLOWANCE if self.reasoning else 0
+        self.reasoning_allowance = self._int("reasoning_allowance", default_allowance, minimum=0)
         self.encoding_format = spec.get("encoding_format", "float")
         if self.encoding_format not in ("float", "base64"):
             raise GatewayError("config", f"{self.where}.encoding_format must be float or base64", backend=name)
         self._idle_clients: list = []
         self._all_clients: list = []
         self._client_lock = threading.Lock()
-        self._lean = None  # llm/http.py's poster (http_client == "lean")
+        self._leans: dict = {}  # base URL -> llm/http.py's poster (http_client == "lean"; a native API's root)
         self.http_client = "lean"  # set by the gateway from gateway.http_client
 
     # -- key and client ---------------------------------------------------------------
@@ -371,21 +387,21 @@ class OpenAIBackend(Backend):
             return DUMMY_KEY
 
     # -- one attempt -------------------------------------------------------------------
-    def _post(self, path: str, body: dict, timeout_s: float) -> dict:
+    def _post(self, path: str, body: dict, timeout_s: float, root: str | None = None) -> dict:
         """POST ``body`` to ``path`` with a pooled client; the parsed JSON reply body.
 
         Uses the client's documented generic ``post(..., cast_to=httpx2.Response)`` rather than
         ``chat.completions.create``: same auth, headers, timeout and error mapping, without the
         typed-parameter transform and response models (≈0.5 ms of GIL time per call).
         """
-        if self.http_client == "lean":
-            base_url, _ = self.endpoint()
+        if self.http_client == "lean" or root is not None:  # a native API (root) always takes the lean path
+            base_url = root if root is not None else self.endpoint()[0]
             with self._client_lock:
-                poster = self._lean if self._lean is not None and self._lean.base_url == base_url.rstrip("/") else None
+                poster = self._leans.get(base_url.rstrip("/"))
                 if poster is None:
                     from ragrouter.llm.http import LeanPoster
 
-                    poster = self._lean = LeanPoster(base_url, self.timeout_s)
+                    poster = self._leans[base_url.rstrip("/")] = LeanPoster(base_url, self.timeout_s)
             return poster.post(path, body, api_key=self._key_provider(),
                                headers=self.header_values() if self.headers else {}, timeout_s=timeout_s)
         import httpx2
@@ -435,9 +451,48 @@ class OpenAIBackend(Backend):
 
     def chat_once(self, messages, *, temperature, max_tokens, response_format, timeout_s) -> ChatReply:
         _, model = self.endpoint()
+        sent = _prompt_tokens(messages)
+        if self.chat_api == "ollama":
+            return self._ollama_chat(model, messages, sent, temperature=temperature, max_tokens=max_tokens,
+                                     response_format=response_format, timeout_s=timeout_s)
         body = self._post("/chat/completions", self.chat_request(model, messages, temperature=temperature,
                                                                   max_tokens=max_tokens,
                                                                   response_format=response_format), timeout_s)
+        reply = self._parse_chat(body)
+        self._check_reply(reply, sent)
+        return reply
+
+    def _check_reply(self, reply: ChatReply, sent: int) -> None:
+        """A cut prompt, or a reasoning model that spent its allowance, is a failed call with
+        its reason (not retried: the same request would fail the same way, and be paid again)."""
+        if (reply.prompt_tokens is not None and sent >= CUT_PROMPT_MIN_TOKENS
+                and reply.prompt_tokens < CUT_PROMPT_SHARE * sent):
+            raise BackendError("prompt_truncated", f"the server counted {reply.prompt_tokens} prompt tokens for a "
+                               f"prompt of about {sent}: it cut the prompt to its context window (raise the "
+                               "server's context, e.g. vLLM's --max-model-len, Ollama's OLLAMA_CONTEXT_LENGTH or "
+                               "the ollama preset's native num_ctx)", retryable=False)
+        if self.reasoning and not (reply.text or "").strip() and reply.finish_reason == "length":
+            used = reply.reasoning_tokens if reply.reasoning_tokens is not None else reply.completion_tokens
+            raise BackendError("reasoning_exhausted", f"finish_reason length with an empty reply: reasoning used "
+                               f"{used} of the {self.reasoning_allowance} reasoning tokens allowed on top of the "
+                               "reply's cap (raise reasoning_allowance, or lower reasoning_effort in extra_body)",
+                               retryable=False)
+
+    def _ollama_chat(self, model, messages, sent: int, *, temperature, max_tokens, response_format,
+                     timeout_s) -> ChatReply:
+        from ragrouter.llm import ollama
+
+        if sent + int(max_tokens) > int(self.num_ctx):
+            raise BackendError("prompt_too_long", f"the prompt (~{sent} tokens) and the reply's cap ({max_tokens}) "
+                               f"exceed num_ctx {self.num_ctx}: Ollama would cut the prompt (raise num_ctx)",
+                               retryable=False)
+        body = ollama.chat_body(model, messages, temperature=temperature, max_tokens=max_tokens,
+                                response_format=response_format, num_ctx=int(self.num_ctx), seed=self.seed,
+                                top_p=self.top_p, extra=self.extra_body)
+        return ollama.parse_reply(self._post("/api/chat", body, timeout_s, root=ollama.root_url(str(self.base_url))))
+
+    @staticmethod
+    def _parse_chat(body: dict) -> ChatReply:
         choices = body.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise BackendError("bad_response", "reply has no choices", retryable=True)
@@ -448,6 +503,8 @@ class OpenAIBackend(Backend):
         if content is not None and not isinstance(content, str):
             content = str(content)
         usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+        details = usage.get("completion_tokens_details") if isinstance(usage.get("completion_tokens_details"), dict) \
+            else {}
         return ChatReply(
             text=content,
             prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
@@ -455,6 +512,7 @@ class OpenAIBackend(Backend):
             finish_reason=choices[0].get("finish_reason"),
             refusal=message.get("refusal") if isinstance(message, dict) else None,
             cached_prompt_tokens=_cached_tokens(usage),
+            reasoning_tokens=_int_or_none(details.get("reasoning_tokens")),
         )
 
     def chat_request(self, model: str, messages: list[dict], *, temperature: float, max_tokens: int,
@@ -463,7 +521,9 @@ class OpenAIBackend(Backend):
         request: dict[str, Any] = {"model": model, "messages": messages}
         if not self.reasoning:  # reasoning models accept only the default temperature
             request["temperature"] = temperature
-        request[self.max_tokens_param] = max_tokens
+        # a reasoning model's hidden reasoning counts against max_completion_tokens: the allowance
+        # comes on top of the visible reply's cap
+        request[self.max_tokens_param] = int(max_tokens) + (self.reasoning_allowance if self.reasoning else 0)
         if self.top_p is not None:
             request["top_p"] = float(self.top_p)
         if self.seed is not None:
@@ -501,14 +561,28 @@ class OpenAIBackend(Backend):
     def close(self) -> None:
         with self._client_lock:
             clients, self._all_clients, self._idle_clients = self._all_clients, [], []
-            lean, self._lean = self._lean, None
-        if lean is not None:
+            leans, self._leans = list(self._leans.values()), {}
+        for lean in leans:
             lean.close()
         for client in clients:
             try:
                 client.close()
             except Exception:  # noqa: BLE001 - closing is best effort
                 pass
+
+
+def _prompt_tokens(messages: list[dict]) -> int:
+    """The prompt's tokens as counted here (cl100k over the messages' text)."""
+    from ragrouter.llm import tokens
+
+    total = 0
+    for m in messages:
+        content = m.get("content") if isinstance(m, dict) else None
+        if isinstance(content, list):
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        if isinstance(content, str):
+            total += tokens.count(content)
+    return total
 
 
 def _cached_tokens(usage: dict) -> int | None:

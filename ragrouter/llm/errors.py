@@ -79,6 +79,9 @@ class ChatReply:
     """Prompt tokens the provider served from its own prompt cache (billed at the
     ``cached_input`` price): OpenAI's ``prompt_tokens_details.cached_tokens`` or DeepSeek's
     ``prompt_cache_hit_tokens``."""
+    reasoning_tokens: int | None = None
+    """Hidden reasoning tokens of a reasoning model (``completion_tokens_details.reasoning_tokens``),
+    part of ``completion_tokens`` and billed with it."""
 
 
 @dataclass
