@@ -519,3 +519,25 @@ def test_the_spool_is_replayed_once_without_doubling_and_a_refused_row_is_set_as
     rejected = path.with_name(path.name + ".rejected")
     assert [json.loads(x)["row"] for x in rejected.read_text().splitlines()] == [{"no_such_column": 1}]
     assert "2 row(s) kept in" in caplog.text and "refused by the store" in caplog.text
+
+
+def test_postgres_engines_time_out_connecting_and_keep_the_session_alive(pg_url):
+    """A blackholed store: connecting gives up after 10 s and TCP keepalives find a dead peer
+    (libpq parameters on every PostgreSQL engine); a URL's own parameter wins."""
+    from ragrouter.db import engine as eng
+
+    engine = eng.make_engine(pg_url)
+    try:
+        with engine.connect() as conn:
+            raw = conn.connection.dbapi_connection
+            params = raw.info.get_parameters()
+            assert params["connect_timeout"] == "10" and params["keepalives_idle"] == "30", params
+            assert params["keepalives"] == "1" and params["keepalives_count"] == "3"
+    finally:
+        eng.dispose_all()
+    mine = eng.make_engine(pg_url + ("&" if "?" in pg_url else "?") + "connect_timeout=30")
+    try:
+        with mine.connect() as conn:
+            assert conn.connection.dbapi_connection.info.get_parameters()["connect_timeout"] == "30"
+    finally:
+        eng.dispose_all()

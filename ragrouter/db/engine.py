@@ -151,6 +151,10 @@ def _explain_open(exc: BaseException, url: str, read_only: bool) -> StoreError:
     return StoreError(f"cannot open store {_redact(url)}: {first}")
 
 
+# libpq connection parameters of every PostgreSQL engine (see make_engine)
+PG_CONNECT_ARGS = {"connect_timeout": 10, "keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10,
+                   "keepalives_count": 3}
+
 _ENGINES: dict[tuple[str, bool | str], Engine] = {}
 
 # A sandboxed DuckDB reader (``sql`` without --write): no file written or read outside the
@@ -203,6 +207,15 @@ def make_engine(url: str | None = None, *, read_only: bool = False, create: bool
                 kwargs["connect_args"]["config"] = dict(DUCKDB_SANDBOX)
     else:
         kwargs["pool_pre_ping"] = True
+        # a store that vanishes from the network (not restarted: blackholed) must not hang a
+        # worker: connecting gives up after PG_CONNECT_TIMEOUT_S, and TCP keepalives notice a dead
+        # peer within about a minute, so db/outage.py can wait for it and the server drops the
+        # session's locks (a dead worker's leases become claimable). Explicit URL query
+        # parameters (…?connect_timeout=30) win.
+        from sqlalchemy.engine import make_url as _make_url
+
+        given = set(_make_url(url_eff).query)
+        kwargs["connect_args"] = {k: v for k, v in PG_CONNECT_ARGS.items() if k not in given}
     engine = create_engine(url_eff, **kwargs)
     engine.ragrouter_read_only = bool(read_only and is_duckdb(url_eff))  # type: ignore[attr-defined]
     if not is_duckdb(url_eff):
