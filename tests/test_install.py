@@ -13,20 +13,28 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def test_editable_install_in_a_fresh_venv(tmp_path):
+def _fresh_venv_install(tmp_path: Path, *target: str) -> Path:
+    """A fresh venv under ``tmp_path`` that sees this interpreter's packages through a .pth
+    file (no download), with ``pip install --no-deps --no-build-isolation --no-index
+    *target`` run in it (the build backend from this interpreter's packages, ahead of the
+    venv's own); the venv's folder."""
+    import os
+
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True, system_site_packages=False).create(env_dir)
     py = env_dir / "bin" / "python"
     site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           capture_output=True, text=True, check=True).stdout.strip()
     (Path(site) / "zz_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    # the build backend (setuptools, wheel) from this interpreter's packages, ahead of the venv's own
-    import os
-
     pip = subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                          "--no-index", "-e", str(REPO)], capture_output=True, text=True, cwd=tmp_path,
+                          "--no-index", *target], capture_output=True, text=True, cwd=tmp_path,
                          timeout=600, env={**os.environ, "PYTHONPATH": sysconfig.get_paths()["purelib"]})
     assert pip.returncode == 0, pip.stderr[-2000:]
+    return env_dir
+
+
+def test_editable_install_in_a_fresh_venv(tmp_path):
+    env_dir = _fresh_venv_install(tmp_path, "-e", str(REPO))
     exe = env_dir / "bin" / "ragrouter"
     version = subprocess.run([str(exe), "--version"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert version.returncode == 0, version.stderr
@@ -57,22 +65,13 @@ def test_pip_install_dot_outside_the_clone_runs_the_pipeline_commands(tmp_path):
     import json
     import os
 
-    env_dir = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=True, system_site_packages=False).create(env_dir)
-    py = env_dir / "bin" / "python"
-    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    (Path(site) / "zz_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    env = {**os.environ, "PYTHONPATH": sysconfig.get_paths()["purelib"]}
     import shutil
 
     src = tmp_path / "src"  # pip builds a local folder in place: a copy keeps build/ out of the clone
     shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info", "__pycache__",
                                                              "mlflow", "reports", "exports", "*.duckdb*"))
-    pip = subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                          "--no-index", str(src)], capture_output=True, text=True, cwd=tmp_path, timeout=600,
-                         env=env)
-    assert pip.returncode == 0, pip.stderr[-2000:]
+    env_dir = _fresh_venv_install(tmp_path, str(src))
+    py = env_dir / "bin" / "python"
     work = tmp_path / "elsewhere"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAGROUTER_DB", "RAGROUTER_CONFIG")}
