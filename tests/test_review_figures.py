@@ -29,6 +29,10 @@ def test_kappa_interval_against_sklearn_and_bootstrap():
     assert a.binary_kappa == pytest.approx(cohen_kappa_score(hb, jb))
     assert a.false_correct == pytest.approx(float(np.mean(jb[~hb])))
     # perfect agreement: [1, 1]; no items: undefined
-    p = figures.agreement([("correct", "correct"), ("incorrect", "incorrect")])
+    p = figures.agreement([("correct", "correct"), ("incorrect", "incorrect")] * 5)
     assert (p.kappa, p.kappa_low, p.kappa_high) == (1.0, 1.0, 1.0)
+    # below 10 items no large-sample interval (one disagreeing item would give a width of 0)
+    one = figures.agreement([("correct", "incorrect")])
+    assert one.kappa == 0.0 and np.isnan(one.kappa_low)
+    assert figures.kappa_text(one.kappa, one.kappa_low, one.kappa_high) == "0.00"
     assert figures.kappa_text(figures.agreement([]).kappa, np.nan, np.nan) == "undefined"

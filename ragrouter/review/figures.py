@@ -8,10 +8,11 @@ same code ``judge calibrate`` uses.
 
 Kappa's interval is the large-sample one of Fleiss, Cohen & Everitt (1969), the variance of
 kappa when agreement is not chance: deterministic (no seed), per stratum, and what a
-bootstrap over the reviewed items approaches (``tests/test_review.py`` checks both, and the
-point estimate against ``sklearn.metrics.cohen_kappa_score``). With few items it is wide, and
-at perfect agreement it is [1, 1] whatever N is — so N is printed beside it. The bounds are
-clipped to [-1, 1].
+bootstrap over the reviewed items approaches (``tests/test_review_figures.py`` checks both, and
+the point estimate against ``sklearn.metrics.cohen_kappa_score``). It is a large-sample
+interval: below :data:`MIN_INTERVAL_N` items it is not given (with one disagreeing item the
+variance formula returns 0), and at perfect agreement it is [1, 1] whatever N is — so N is
+printed beside it. The bounds are clipped to [-1, 1].
 """
 
 from __future__ import annotations
@@ -23,15 +24,17 @@ from dataclasses import dataclass, field
 from ragrouter.evaluation.calibration import LABELS, confusion, kappa_from_confusion
 
 Z95 = 1.959963984540054
+MIN_INTERVAL_N = 10
 
 
 def kappa_interval(m, z: float = Z95) -> tuple[float, float]:
     """The 95 % interval of Cohen's kappa of confusion matrix ``m`` from its large-sample
-    variance (Fleiss, Cohen & Everitt 1969); (nan, nan) when kappa is undefined."""
+    variance (Fleiss, Cohen & Everitt 1969); (nan, nan) when kappa is undefined or the matrix
+    has fewer than :data:`MIN_INTERVAL_N` items."""
     m = [[float(v) for v in row] for row in m]
     n = sum(map(sum, m))
     kappa = kappa_from_confusion(m)
-    if n == 0 or math.isnan(kappa):
+    if n < MIN_INTERVAL_N or math.isnan(kappa):
         return math.nan, math.nan
     k = len(m)
     p = [[v / n for v in row] for row in m]
