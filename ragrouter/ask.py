@@ -158,10 +158,10 @@ def choose(probabilities: dict[str, float], costs: dict[str, float], budget: int
     """The most probable paradigm whose expected tokens fit the budget (and why)."""
     ranked = sorted(probabilities.items(), key=lambda kv: -kv[1])
     for label, p in ranked:
-        paradigm = fallback if label == "cannot_answer" else label
+        paradigm = fallback if label in ("cannot_answer", "unanswerable") else label
         cost = costs.get(paradigm)
         if budget is None or cost is None or cost <= budget:
-            note = f" ('cannot_answer' falls back to {fallback})" if label == "cannot_answer" else ""
+            note = f" ('{label}' falls back to {fallback})" if label in ("cannot_answer", "unanswerable") else ""
             fits = "" if budget is None else f", expected {cost:.0f} tokens ≤ budget {budget}" if cost is not None else ""
             return paradigm, f"highest router probability {p:.2f}{fits}{note}"
     cheapest = min(costs, key=costs.get) if costs else "llm_only"

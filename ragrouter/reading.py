@@ -63,7 +63,7 @@ def router_fallback(engine: Engine, run_id: str) -> str | None:
     ``routers.evaluate.fallback_paradigm``."""
     with engine.connect() as conn:
         row = conn.execute(text(
-            "SELECT true_label FROM router_predictions WHERE mlflow_run_id = :r AND true_label <> 'cannot_answer' "
+            "SELECT true_label FROM router_predictions WHERE mlflow_run_id = :r AND true_label NOT IN ('cannot_answer', 'unanswerable') "
             "GROUP BY true_label ORDER BY COUNT(*) DESC, true_label LIMIT 1"), {"r": run_id}).first()
     return None if row is None else str(row[0])
 

@@ -81,12 +81,13 @@ def all_cases() -> list[tuple[cal.Source, cal.Case]]:
 # Construction: labels by construction
 
 
-def test_the_kinds_cover_each_label_twice():
+def test_the_kinds_cover_each_label():
     by_label = defaultdict(list)
     for kind in cal.KINDS.values():
-        by_label[kind.true_label].append(kind.kind)
+        if not kind.unanswerable:
+            by_label[kind.true_label].append(kind.kind)
     assert {k: sorted(v) for k, v in by_label.items()} == {
-        "correct": ["gold", "paraphrase"], "incomplete": ["first_clause", "refusal"],
+        "correct": ["extra_clause", "gold", "paraphrase"], "incomplete": ["coarsened", "first_clause", "refusal"],
         "incorrect": ["altered", "other_gold"]}
 
 
@@ -123,9 +124,14 @@ def test_every_case_has_its_intended_label_and_each_rule_does_what_it_says():
                                cal.content_words(gold) | cal.content_words(src.question)) < cal.OTHER_GOLD_MAX_JACCARD
         elif case.kind == "altered":
             assert case.answer != gold
-    # q-single has no first clause; every other source yields all six kinds.
+        elif case.kind == "coarsened":
+            assert case.answer != gold and re.findall(r"\d+", case.answer) != re.findall(r"\d+", gold)
+    # q-single has no first clause; no source has evidence text (no extra_clause); two golds have a
+    # figure to blur (age 45, 1889); every source yields the other five kinds.
     assert seen["first_clause"] == len(SOURCES) - 1
-    assert all(seen[k] == len(SOURCES) for k in cal.KINDS if k != "first_clause")
+    assert seen["coarsened"] == 2 and seen["extra_clause"] == 0
+    assert all(seen[k] == len(SOURCES) for k in ("gold", "paraphrase", "refusal", "other_gold", "altered"))
+    assert not any(seen[k] for k, kind in cal.KINDS.items() if kind.unanswerable)
 
 
 def test_paraphrase_rules():
@@ -236,7 +242,7 @@ def test_no_leak_on_the_real_medical_questions():
             if r["question_type"] != "Creative Generation"]
     pool = cal.Pool(srcs)
     chosen = cal.select_sources(srcs, 30, pool)
-    assert len(chosen) == 30 and all(len(cases) == 6 for _, cases in chosen)
+    assert len(chosen) == 30 and all(cal.usable(cases) and len(cases) >= 5 for _, cases in chosen)
     for src, cases in chosen:
         for case in cases:
             assert case.true_label == cal.KINDS[case.kind].true_label
@@ -258,8 +264,9 @@ def test_selection_is_deterministic_interleaves_types_and_extends():
     assert [s.id for s, _ in cal.select_sources(srcs, 3)] == [s.id for s, _ in first]
     more = cal.select_sources(srcs, 6)
     assert [s.id for s, _ in more][:3] == [s.id for s, _ in first]
-    assert "q-single" not in {s.external_id for s, _ in cal.select_sources(srcs, 100)}
-    assert len(cal.select_sources(srcs, 100)) == len(SOURCES) - 1
+    # a one-clause gold still yields a correct and a not-correct case: it is selected too
+    assert "q-single" in {s.external_id for s, _ in cal.select_sources(srcs, 100)}
+    assert len(cal.select_sources(srcs, 100)) == len(SOURCES)
     with pytest.raises(cal.CalibrationError, match="at least 1"):
         cal.select_sources(srcs, 0)
 
@@ -398,7 +405,8 @@ class ScriptedJudges:
     def __init__(self, cases=(), scripts=None):
         self.truth = {(s.answer, c.answer): c for s, c in cases}
         self.by_kind = {"gold": "correct", "paraphrase": "incomplete", "refusal": "incomplete",
-                        "first_clause": "correct", "other_gold": "incorrect", "altered": "correct"}
+                        "first_clause": "correct", "other_gold": "incorrect", "altered": "correct",
+                        "extra_clause": "incorrect", "coarsened": "correct"}
         self.scripts = scripts or {}
         self.calls = defaultdict(int)
         self.lock = threading.Lock()
@@ -470,28 +478,35 @@ def test_scripted_judges_give_the_figures_they_must(store):
         backends = {name: fake(srv, name) for name in ("lenient", "oracle", "by-kind")}
         out = calibrate(store, cset, ["lenient", "oracle", "by-kind"], backends)
         n_requests = srv.stats()["total"]
-        assert n_requests == 3 * 24
+        n = len(cset.run_ids)
+        assert n_requests == 3 * n  # every case of an answerable question is put to the model, refusals too
         # A second run is all done: no request.
         again = calibrate(store, cset, ["lenient", "oracle", "by-kind"], backends)
         assert srv.stats()["total"] == n_requests and all(rep.pending == 0 for rep, _ in again.values())
     lenient, oracle, by_kind = (out[j][1] for j in ("lenient", "oracle", "by-kind"))
-    assert lenient.agreement == {"correct": 1.0, "incorrect": 0.0, "incomplete": 0.0}
-    assert lenient.confusion == [[8, 0, 0], [8, 0, 0], [8, 0, 0]] and lenient.kappa == pytest.approx(0.0)
-    assert lenient.binary["false_correct"] == 1.0 and lenient.binary["missed_correct"] == 0.0
+    per = cset.cases_by_label
+    refusals = sum(c.kind == "refusal" for _, c in cases)
+    assert refusals == 4  # one per source; the judge stage's rule labels them incomplete whatever the model says
+    assert lenient.agreement == {"correct": 1.0, "incorrect": 0.0, "incomplete": refusals / per["incomplete"]}
+    assert lenient.confusion == [[per["correct"], 0, 0], [per["incorrect"], 0, 0],
+                                 [per["incomplete"] - refusals, 0, refusals]]
+    assert lenient.binary["false_correct"] == pytest.approx((n - per["correct"] - refusals) / (n - per["correct"]))
+    assert lenient.binary["missed_correct"] == 0.0
     assert oracle.kappa == pytest.approx(1.0) and oracle.accuracy == 1.0
-    assert oracle.confusion == [[8, 0, 0], [0, 8, 0], [0, 0, 8]]
-    # by-kind: paraphrase -> incomplete, first_clause -> correct, altered -> correct.
-    assert by_kind.by_kind == {"gold": 1.0, "paraphrase": 0.0, "refusal": 1.0, "first_clause": 0.0,
-                               "other_gold": 1.0, "altered": 0.0}
+    assert oracle.confusion == [[per["correct"], 0, 0], [0, per["incorrect"], 0], [0, 0, per["incomplete"]]]
+    # by-kind: paraphrase -> incomplete, first_clause -> correct, altered -> correct (refusals: the rule).
+    said = {k: ("incomplete" if k == "refusal" else v) for k, v in responder.by_kind.items()}
+    assert by_kind.by_kind == {k: float(said[k] == cal.KINDS[k].true_label) for k in {c.kind for _, c in cases}}
+    assert by_kind.by_kind["altered"] == 0.0 and by_kind.by_kind["refusal"] == 1.0
     y_true = [c.true_label for _, c in cases]
-    y_pred = [responder.by_kind[c.kind] for _, c in cases]
+    y_pred = [said[c.kind] for _, c in cases]
     assert by_kind.kappa == pytest.approx(cohen_kappa_score(y_true, y_pred, labels=list(jd.LABELS)))
-    assert by_kind.calls == 24 and by_kind.call_seconds > 0
+    assert by_kind.calls == n and by_kind.call_seconds > 0
     # Judgments: flagged, one per case and judge; v_judgment ignores them; the view agrees.
-    assert scalar(store, "SELECT COUNT(*) FROM judgments WHERE is_calibration") == 72
+    assert scalar(store, "SELECT COUNT(*) FROM judgments WHERE is_calibration") == 3 * n
     assert scalar(store, "SELECT COUNT(*) FROM judgments WHERE NOT is_calibration") == 0
     assert scalar(store, "SELECT COUNT(*) FROM v_judgment") == 0
-    assert scalar(store, "SELECT COUNT(*) FROM llm_calls WHERE stage = 'calibrate'") == 72
+    assert scalar(store, "SELECT COUNT(*) FROM llm_calls WHERE stage = 'calibrate'") == 3 * n
     check_view_matches(store, {out[j][1].judge: out[j][1] for j in out})
     assert out["oracle"][1].judge == jd.judge_key("oracle")  # backend/prompt version: the judgment key
 
@@ -524,6 +539,11 @@ def test_repeated_calibration_samples_take_the_majority(store):
         assert srv.stats()["total"] == 18
     rows = {r["kind"]: r for r in cal.case_labels(store, [jd.judge_key("voter")], cset.run_ids)}
     for i, (_, c) in enumerate(cases):
+        assert rows[c.kind]["raw_labels"] == seqs[i]  # the model's verdicts, sample by sample
+        if c.kind == "refusal":  # labelled by the judge stage's rule, whatever the model said
+            assert rows[c.kind]["labels"] == ["incomplete"] * 3 and rows[c.kind]["label"] == "incomplete"
+            seqs[i] = ["incomplete"] * 3
+            continue
         assert rows[c.kind]["labels"] == seqs[i]
         assert (rows[c.kind]["label"], rows[c.kind]["agreement"]) == jd.majority(seqs[i])
     assert rows[cases[1][1].kind]["label"] == "incorrect"
@@ -584,11 +604,17 @@ def test_report_section(store, tmp_path):
         calibrate(store, cset, ["oracle", "lenient"], {"oracle": fake(srv, "oracle"), "lenient": fake(srv, "lenient")})
     md = rc.section(store, tmp_path)
     assert md.startswith("## Judge calibration")
-    assert ("**Judge `oracle/judge-v3`** (case set `calib-v1`, 12 cases): accuracy 100%, Cohen's kappa 1.00; correct vs. "
-            "not correct: accuracy 100%, kappa 1.00, wrong or incomplete answers judged correct 0%") in md
-    assert ("**Judge `lenient/judge-v3`** (case set `calib-v1`, 12 cases): accuracy 33%, Cohen's kappa 0.00; correct vs. "
-            "not correct: accuracy 33%, kappa 0.00, wrong or incomplete answers judged correct 100%") in md
-    assert "| incorrect | 4 | 4 | 0 | 0 | 0% |" in md  # lenient: every incorrect case judged correct
+    assert ("**Judge `oracle/judge-v4`** (case set `calib-v2`, N = 12 cases): accuracy 100%, Cohen's kappa 1.00 "
+            "[1.00, 1.00]; correct vs. not correct: accuracy 100%, kappa 1.00 [1.00, 1.00], wrong or incomplete "
+            "answers judged correct 0%") in md
+    # lenient: every case judged correct, except the two refusals the judge stage's rule labels incomplete
+    from ragrouter.evaluation.agreement import kappa_interval
+
+    low, high = kappa_interval([[4, 0], [6, 2]])
+    assert ("**Judge `lenient/judge-v4`** (case set `calib-v2`, N = 12 cases): accuracy 50%, Cohen's kappa 0.25 "
+            f"[0.00, 0.58]; correct vs. not correct: accuracy 50%, kappa 0.18 [{low:.2f}, {high:.2f}], wrong or "
+            "incomplete answers judged correct 75%") in md
+    assert "| incorrect | 4 | 4 | 0 | 0 | 0% |" in md and "| incomplete | 4 | 2 | 0 | 2 | 50% |" in md
     assert (tmp_path / "judge_calibration.csv").read_text().startswith("judge,case_set,true_label,n_cases")
     # A store migrated before the view existed says what to do instead of failing.
     with store.begin() as conn:
@@ -754,7 +780,7 @@ def test_cli_judge_calibrate(store, duck_url, tmp_path, cli_main, capsys):
         # The oracle needs the truth: build the set first (the command reuses it).
         assert cli_main(["--db", duck_url, "--config", config, "judge", "cases", "--n", "2", "--format", "json"]) == 0
         listed = json.loads(capsys.readouterr().out)
-        assert len(listed) == 12 and {r["kind"] for r in listed} == set(cal.KINDS)
+        assert len(listed) == 12 and {r["kind"] for r in listed} <= set(cal.KINDS)
         for r in listed:
             assert r["true_label"] == cal.KINDS[r["kind"]].true_label
         gold_of = {q: a for _, _, q, a in SOURCES}
@@ -766,17 +792,20 @@ def test_cli_judge_calibrate(store, duck_url, tmp_path, cli_main, capsys):
         assert code == 0, out.err
         data = json.loads(out.out)
         assert data["cases"] == 12 and [j["backend"] for j in data["judges"]] == ["oracle", "lenient"]
-        assert [j["judge"] for j in data["judges"]] == ["oracle/judge-v3", "lenient/judge-v3"]
+        assert [j["judge"] for j in data["judges"]] == ["oracle/judge-v4", "lenient/judge-v4"]
         oracle, lenient = data["judges"]
         assert oracle["kappa"] == pytest.approx(1.0) and oracle["model"] == "oracle" and oracle["failed"] == 0
-        assert lenient["kappa"] == pytest.approx(0.0) and lenient["agreement"]["correct"] == 1.0
-        assert lenient["binary"]["false_correct"] == 1.0 and oracle["binary"]["kappa"] == pytest.approx(1.0)
+        # lenient: correct to everything but the two refusals, which the judge stage's rule labels incomplete
+        assert lenient["kappa"] == pytest.approx(0.25) and lenient["agreement"]["correct"] == 1.0
+        assert lenient["binary"]["false_correct"] == 0.75 and oracle["binary"]["kappa"] == pytest.approx(1.0)
+        assert lenient["binary"]["n"] == 12 and lenient["binary"]["kappa_low"] <= lenient["binary"]["kappa"]
         assert oracle["confusion"] == [[4, 0, 0], [0, 4, 0], [0, 0, 4]]
         code = cli_main(["--db", duck_url, "--config", config, "judge", "calibrate", "--judge", "oracle", "--n", "2",
                          "--quiet"])
         out = capsys.readouterr().out
         assert code == 0
-        assert "judge oracle/judge-v3 (model oracle): 12 cases, 1 sample(s) each; accuracy 100%, Cohen's kappa 1.00" in out
+        assert "judge oracle/judge-v4 (model oracle): 12 cases, 1 sample(s) each; accuracy 100%, Cohen's kappa 1.00" in out
+        assert "N = 12, accuracy 100%, kappa 1.00 [1.00, 1.00] (95 % bootstrap interval)" in out
         assert "this run: 0 case(s) judged" in out  # all cached / done
         # One-line errors naming the setting.
         code = cli_main(["--db", duck_url, "--config", config, "judge", "calibrate", "--judge", "nowhere"])
@@ -859,7 +888,8 @@ def test_calibration_variants_from_the_same_verdicts(store):
         return 0.0
 
     figs = {v: cal.figures(cal.relabel(rows, v, jd.Gate(True, 0.5), sem), fig.judge) for v in cal.VARIANTS}
-    assert n == 12 and figs["model"].confusion == fig.confusion == [[4, 0, 0], [4, 0, 0], [4, 0, 0]]
+    assert n == len(cset.run_ids) == 12 and figs["model"].confusion == [[4, 0, 0], [4, 0, 0], [4, 0, 0]]
+    assert fig.confusion == figs["stage"].confusion == [[4, 0, 0], [4, 0, 0], [2, 0, 2]]  # stored: the rules
     # stage: the two refusals become incomplete; gated: other golds share no evidence word.
     by = {k: v for k, v in zip(cal.VARIANTS, (figs[v].by_kind for v in cal.VARIANTS))}
     refusals = [r for r in rows if r["kind"] == "refusal"]
@@ -897,3 +927,137 @@ def test_cached_subset_needs_no_call(store):
         finally:
             services.finish()
         assert srv.stats()["total"] == n == 6
+
+
+# ---------------------------------------------------------------------------------------------
+# Precision, extra detail, short golds and unanswerable questions (issue 30 item 3)
+
+
+def test_the_registry_and_the_view_give_every_kind_the_same_label():
+    from pathlib import Path
+
+    sql = (Path(__file__).resolve().parents[1] / "queries" / "views" / "160_v_judge_calibration.sql").read_text()
+    pairs = dict(re.findall(r"WHEN '(\w+)' THEN '(\w+)'", sql.split("CASE r.config_hash")[1].split("END")[0]))
+    assert pairs == {k: kind.true_label for k, kind in cal.KINDS.items()}
+    assert {k for k, kind in cal.KINDS.items() if kind.unanswerable} == {"unanswerable_refusal", "unanswerable_answer"}
+    assert cal.KINDS["coarsened"].true_label == "incomplete" and cal.KINDS["extra_clause"].true_label == "correct"
+
+
+@pytest.mark.parametrize("gold, expected", [
+    ("5:30 PM", "5 PM"),
+    ("The shift ends at 5:30 p.m. on Fridays.", "The shift ends at 5 PM on Fridays."),
+    ("The meeting starts at 17:45.", "The meeting starts at about 17 o'clock."),
+    ("It was signed on March 4, 2021.", "It was signed on March 2021."),
+    ("It was signed on 4th March 2021.", "It was signed on March 2021."),
+    ("2021-03-04", "2021"),
+    ("The report is due March 4.", "The report is due March."),
+    ("She was born in 1994.", "She was born in the 1990s."),
+    ("Take 3.75 mg twice a day.", "Take about 4 mg twice a day."),
+    ("27 patients were enrolled.", "about 30 patients were enrolled."),
+    ("It has 1,234 members.", "It has about 1,000 members."),
+])
+def test_coarsened_golds_are_less_precise(gold, expected):
+    out, rule = cal.coarsen(gold)
+    assert out == expected and rule
+
+
+@pytest.mark.parametrize("gold", ["It was red.", "5:00 PM", "80% of cases", "Stage 2 disease.", ""])
+def test_coarsen_skips_golds_without_a_figure_to_blur(gold):
+    assert cal.coarsen(gold) is None
+
+
+def test_short_golds_yield_cases_and_are_selected():
+    short = cal.Source(1, "q-shift", 1, "factual", "When does Maria's shift end on Fridays?", "5:30 PM",
+                       context=("Maria works at the bakery on Main Street. Her shift ends at 5:30 PM.",))
+    donor = cal.Source(2, "q-car", 1, "factual", "What does Maria drive?", "A blue bicycle.")
+    pool = cal.Pool([short, donor])
+    cases = {c.kind: c for c in cal.build_cases(short, pool)}
+    assert list(cases) == ["gold", "paraphrase", "extra_clause", "refusal", "coarsened", "other_gold", "altered"]
+    assert cases["coarsened"].answer == "5 PM" and cases["coarsened"].true_label == "incomplete"
+    assert cases["extra_clause"].answer == "5:30 PM. Maria works at the bakery on Main Street."
+    assert cases["altered"].answer == "10:30 PM" and cases["other_gold"].answer == "A blue bicycle."
+    assert {s.external_id for s, _ in cal.select_sources([short, donor], 5)} == {"q-shift", "q-car"}
+
+
+def test_extra_clause_needs_a_new_true_sentence():
+    assert cal.extra_clause("5:30 PM", ()) is None
+    assert cal.extra_clause("5:30 PM", ("Her shift ends at 5:30 PM.",)) == (
+        "5:30 PM. Her shift ends at 5:30 PM.", "gold plus a sentence of evidence text 1")
+    # a sentence that adds nothing (its content words are all in the gold) or refuses is skipped
+    assert cal.extra_clause("The liver and the lungs are affected.", (
+        "The lungs and the liver are affected.", "I cannot answer that.", "Too short.",
+        "Both organs recover within weeks after treatment.")) == (
+        "The liver and the lungs are affected. Both organs recover within weeks after treatment.",
+        "gold plus a sentence of evidence text 4")
+
+
+def test_unanswerable_sources_yield_a_right_refusal_and_a_hallucination():
+    marked = cal.Source(1, "q-colour", 1, "factual", "What colour is Maria's car?", "Insufficient information",
+                        unanswerable=True)
+    other = cal.Source(2, "q-pet", 1, "factual", "What is Maria's dog called?", "Insufficient information",
+                       unanswerable=True)
+    answerable = cal.Source(3, "q-shift", 1, "factual", "When does Maria's shift end?", "5:30 PM")
+    pool = cal.Pool([marked, other, answerable])
+    cases = cal.build_cases(marked, pool)
+    assert [(c.kind, c.true_label) for c in cases] == [("unanswerable_refusal", "correct"),
+                                                        ("unanswerable_answer", "incorrect")]
+    assert cases[0].answer in cal.REFUSALS and cases[1].answer == "5:30 PM"  # never another refusal gold
+    assert {c.kind for c in cal.build_cases(answerable, pool)} >= {"gold", "coarsened", "altered"}
+    assert "other_gold" not in {c.kind for c in cal.build_cases(answerable, pool)}  # no answerable donor
+    chosen = cal.select_sources([marked, other, answerable], 10, pool)
+    assert [s.external_id for s, _ in chosen][-1] in {"q-colour", "q-pet"}  # a group of their own, last
+
+
+def test_kappa_interval():
+    from ragrouter.evaluation.agreement import kappa_from_confusion, kappa_interval
+
+    assert kappa_interval([[6, 0], [0, 6]]) == (1.0, 1.0)
+    assert all(math.isnan(v) for v in kappa_interval([[0, 0], [0, 0]]))
+    m = [[40, 10], [5, 45]]
+    k = kappa_from_confusion(m)
+    low, high = kappa_interval(m)
+    assert low < k < high and kappa_interval(m) == (low, high)  # seeded
+    low4, high4 = kappa_interval([[4 * v for v in row] for row in m])
+    assert 0.35 < (high4 - low4) / (high - low) < 0.65  # ~1/sqrt(4) with four times the cases
+    # the analytic large-sample interval (Fleiss, Cohen and Everitt 1969) agrees at N = 400
+    from sklearn.metrics import cohen_kappa_score
+
+    y = [0] * 160 + [0] * 40 + [1] * 20 + [1] * 180
+    p = [0] * 160 + [1] * 40 + [0] * 20 + [1] * 180
+    assert kappa_from_confusion([[160, 40], [20, 180]]) == pytest.approx(cohen_kappa_score(y, p))
+
+
+def test_the_prompt_asks_for_precision_and_allows_extra_detail():
+    assert jd.PROMPT_VERSION == "judge-v4" and jd.judge_key("b") == "b/judge-v4"
+    assert "'5 PM' for a gold of '5:30 PM'" in jd.SYSTEM and "extra true detail" in jd.SYSTEM
+    assert "less precise than the gold" in jd.SYSTEM
+
+
+def test_calibration_stage_applies_the_judge_rules(store):
+    with store.begin() as conn:
+        cid = conn.execute(insert(models.Corpus).values(name="logs").returning(models.Corpus.id)).scalar_one()
+        for ext, q, a, marked in (("q-shift", "When does Maria's shift end on Fridays?", "5:30 PM", False),
+                                  ("q-car", "What does Maria drive?", "A blue bicycle.", False),
+                                  ("q-colour", "What colour is Maria's car?", "Insufficient information", True)):
+            conn.execute(insert(models.Query).values(corpus_id=cid, external_id=ext, origin="imported",
+                                                     qtype="factual", question=q, answer=a, status="accepted",
+                                                     unanswerable=marked))
+    cset = cal.ensure_set(store, n=3)
+    with store.connect() as conn:
+        kinds = {r[0]: (r[1], bool(r[2])) for r in conn.execute(text(
+            "SELECT r.config_hash, r.id, q.unanswerable FROM paradigm_runs r JOIN queries q ON q.id = r.query_id "
+            "WHERE q.external_id = 'calib:q-colour'"))}
+    assert set(kinds) == {"unanswerable_refusal", "unanswerable_answer"} and all(m for _, m in kinds.values())
+    with FakeOpenAI(responder=ScriptedJudges(scripts={})) as srv:
+        [(report, fig)] = calibrate(store, cset, ["lenient"], {"lenient": fake(srv, "lenient")}).values()
+        calls = srv.stats()["total"]
+    assert calls == len(cset.run_ids) - 2  # the unanswerable question's two cases need no call
+    rows = {c["kind"]: c for c in cal.case_labels(store) if c["run_id"] in cset.run_ids}
+    assert rows["unanswerable_refusal"]["label"] == "correct"
+    assert rows["unanswerable_answer"]["label"] == "incorrect"
+    assert rows["refusal"]["label"] == "incomplete" and rows["refusal"]["raw_labels"] == ["correct"]  # model asked
+    assert rows["coarsened"]["label"] == "correct"  # the lenient judge calls '5 PM' correct: a false correct
+    b = fig.binary
+    assert b["n"] == len(cset.run_ids) and b["kappa_low"] <= b["kappa"] <= b["kappa_high"]
+    text_out = cal.render(fig)
+    assert f"N = {len(cset.run_ids)}" in text_out and "incorrect and incomplete merged" in text_out

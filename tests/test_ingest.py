@@ -174,12 +174,16 @@ def test_musique_slice():
     assert docs[ds.questions[0].supporting_doc_ids[0]].title == "Journal of Psychotherapy Integration"
 
 
-def test_musique_unanswerable_dropped(tmp_path):
+def test_musique_unanswerable_is_a_question_marked_unanswerable(tmp_path):
+    # MuSiQue-Full's answerable: false maps to Question.unanswerable (issue 30); it is no longer dropped
     raw = json.loads((HERE / "musique_slice.json").read_text())[:2]
     raw[1]["answerable"] = False
     ds = load("musique", [write(tmp_path / "m.jsonl", raw)])  # JSONL works too
-    assert [q.external_id for q in ds.questions] == [raw[0]["id"]]
-    assert len(ds.documents) == 20 and ds.dropped == {"unanswerable": 1}
+    assert [(q.external_id, q.unanswerable) for q in ds.questions] == [(raw[0]["id"], False), (raw[1]["id"], True)]
+    assert ds.questions[1].answer == "Insufficient information"
+    assert ds.questions[1].meta["dataset_answer"] == raw[1]["answer"]
+    paragraphs = {(p["title"], p["paragraph_text"]) for r in raw for p in r["paragraphs"]}
+    assert len(ds.documents) == len(paragraphs) and "unanswerable" not in ds.dropped
 
 
 def test_quality_example_flat_layout():

@@ -319,9 +319,16 @@ def test_judge_calibration_line_figure_and_empty_context(store, tmp_path):
     # correct vs. not (the labels the tables use): true correct 4 -> 4 correct; true not 8 -> 4 correct, 4 not
     binary = cohen_kappa_score([1] * 4 + [0] * 8, [1] * 4 + [1] * 4 + [0] * 4)
     assert binary < 0.6
-    line = (f"> Judge `judge-x`: calibrated on 2026-03-04 (case set `cases-v1`, 12 cases): Cohen's κ correct vs. "
-            f"not = {binary:.2f} (3 labels: {kappa:.2f})")
-    assert md.count(line) >= 6  # Tables 2, 13, 15, oracle, routers, Figs. 4, 7, 13 …
+    from ragrouter.evaluation.agreement import kappa_interval
+    from ragrouter.evaluation.stats import wilson_interval
+
+    low, high = kappa_interval([[4, 0], [4, 4]])
+    wlo, whi = wilson_interval(8, 12)
+    line = (f"> Judge `judge-x`: calibrated on 2026-03-04 (case set `cases-v1`, N = 12 cases): Cohen's κ correct vs. "
+            f"not = {binary:.2f} [{low:.2f}, {high:.2f}] (95 % bootstrap, agreement 8/12 = 67 % "
+            f"[{100 * wlo:.0f}, {100 * whi:.0f}]; 3 labels: {kappa:.2f})")
+    # once per section that rests on judgments (paradigm results; oracle labels and routers; figures)
+    assert md.count(line) == 3, [ln for ln in md.splitlines() if ln.startswith("> Judge")]
     assert "**Warning: κ < 0.6" in md
     assert "fig_calibration" in report.figures
     assert_figures_and_html(report)
@@ -590,3 +597,35 @@ def test_router_not_beating_the_majority_class_says_so(store, tmp_path):
     assert cells["perfect"]["vs. majority"] == f"better (p={2 * 0.5 ** 12:.3g})"
     assert cells["majority-only"]["Majority-class R.A %"] == "naive 80.0"
 
+
+def test_report_describes_what_ran(store, tmp_path):
+    """Issue 30 item 6: imported questions are not counted as generated; querygen and validate are
+    not 'missing' where the questions came with the dataset; the Corpora section lists the
+    corpora the tables rest on and names the one stored but never processed."""
+    rows = demo_rows(12)
+    for q in rows["queries"]:
+        q["origin"] = "imported"
+    rows["query_checks"] = []
+    rows["corpora"].append(dict(rows["corpora"][0], id=999, name="whole-corpus"))
+    rows["documents"].append(dict(rows["documents"][0], id=99_999, corpus_id=999, external_id="w-1"))
+    synthetic.insert_rows(store, rows)
+    report = build_report(store, tmp_path / "ran", with_figures=False)
+    md = report.markdown.read_text()
+    n = len(rows["queries"])
+    [(_, header, body)] = [t for t in parse_md_tables(md) if t[1] == ["Stage", "Table", "Rows"]]
+    by_stage = {r[0]: r for r in body}
+    assert by_stage["querygen"][1:] == ["queries (generated)", "0"]
+    assert by_stage["ingest (questions)"][1:] == ["queries (imported)", f"{n:,}"]
+    assert "querygen" not in report.empty_stages and "validate" not in report.empty_stages
+    assert f"querygen and validate did not run: the {n:,} questions came with the dataset (ingest)." in md
+    corpus = rows["corpora"][0]["name"]
+    [(_, header, body)] = [t for t in parse_md_tables(md) if t[1][:2] == ["Corpus", "Docs processed"]]
+    assert [r[0] for r in body] == [corpus]  # not the corpus nothing was processed of
+    cells = dict(zip(header, body[0]))
+    assert cells["Questions imported"] == str(n) and cells["Queries generated"] == "0"
+    assert "Stored but not processed (in no table below): `whole-corpus` (1 documents, 0 accepted queries)." in md
+    # the judge line once per judged section, not above every table
+    line = "> Judge `judge-x`: **not calibrated**"
+    heads = [ln for ln in md.splitlines() if ln.startswith("## ")]
+    assert "## Paradigm results (judged)" in heads and "## Oracle labels and routers (judged)" in heads
+    assert sum(ln.startswith(line) for ln in md.splitlines()) == 2

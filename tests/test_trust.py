@@ -177,10 +177,11 @@ def test_demo_calibrates_its_judge_on_a_few_cases(store, capsys):
             _calibrate_judge(store, services, cfg, "medical-demo", 1, quiet=True)
         finally:
             services.finish()
-        assert srv.stats()["total"] == 6
+        assert srv.stats()["total"] == 7  # a source with two cases of every label, and its evidence sentence
     out = capsys.readouterr().out
     key = jd.judge_key("fake-gen", cfg)
-    assert f"calibrate 6 done, 0 failed of 6 pending" in out and f"judge {key} on 6 cases" in out
-    assert "false-correct 100%" in out  # a lenient judge calls every wrong answer correct
+    assert f"calibrate 7 done, 0 failed of 7 pending" in out and f"judge {key} on 7 cases" in out
+    # a lenient judge calls every wrong answer correct; only the refusal is labelled by the rule
+    assert "false-correct 75%" in out
     summ = rc.summary(rc.frame(store)).set_index("judge")
-    assert summ.loc[key, "n_cases"] == 6  # the report's calibration section finds the demo's judge
+    assert summ.loc[key, "n_cases"] == 7  # the report's calibration section finds the demo's judge

@@ -2,6 +2,7 @@
 -- created_at, then id). Runs made with older hyperparameters stay in paradigm_runs but do
 -- not enter the tables; n_configs says how many config hashes exist for the triple.
 -- Every query is here whatever its status: tables filter on query_status = 'accepted'.
+-- unanswerable = 1 for a question marked unanswerable at ingest (queries.unanswerable; NULL = 0).
 --
 -- Costs as paper eq. 16-20 define them, in ONE place that every consumer reads (v_run_judged ->
 -- Table 2's Tok., Figure 7, v_oracle_label's token tie-break, v_router_outcomes / the router
@@ -31,6 +32,7 @@ SELECT r.id AS run_id,
        q.qtype,
        q.hops,
        q.status AS query_status,
+       CASE WHEN q.unanswerable THEN 1 ELSE 0 END AS unanswerable,
        r.paradigm,
        r.generator,
        r.config_hash,

@@ -5,6 +5,8 @@
 --   2. the highest semantic F1 wins; ties: fewest total tokens (v_run_latest.total_tokens, with
 --      the amortised graph construction); then the fixed paradigm order llm_only, naive, graph,
 --      hybrid, iterative, iterative_naive, then any other paradigm by name;
+--   0. a question marked unanswerable -> 'unanswerable' (its right answer is a refusal, whichever
+--      paradigm gave it; distinct from 'cannot_answer');
 --   3. no paradigm judged correct -> 'cannot_answer';
 --   4. correct paradigms exist but none has an F1 yet -> label NULL (undecided: run the score
 --      stage); such rows stay here (n_correct > 0, n_scored_correct = 0) but not in the router data.
@@ -21,17 +23,19 @@ SELECT query_id,
        hops,
        generator,
        judge,
-       CASE WHEN n_correct = 0 THEN 'cannot_answer'
+       CASE WHEN unanswerable = 1 THEN 'unanswerable'
+            WHEN n_correct = 0 THEN 'cannot_answer'
             WHEN n_scored_correct = 0 THEN NULL
             ELSE paradigm END AS label,
+       CAST(unanswerable AS INTEGER) AS unanswerable,
        CAST(n_correct AS INTEGER) AS n_correct,
        CAST(n_scored_correct AS INTEGER) AS n_scored_correct,
        CAST(n_paradigms AS INTEGER) AS n_paradigms,
-       CASE WHEN n_scored_correct > 0 THEN semantic_f1 END AS label_f1,
-       CASE WHEN n_scored_correct > 0 THEN total_tokens END AS label_tokens
+       CASE WHEN n_scored_correct > 0 AND unanswerable = 0 THEN semantic_f1 END AS label_f1,
+       CASE WHEN n_scored_correct > 0 AND unanswerable = 0 THEN total_tokens END AS label_tokens
 FROM (
     SELECT query_id, corpus_id, corpus, qtype, hops, generator, judge, paradigm,
-           semantic_f1, total_tokens,
+           semantic_f1, total_tokens, unanswerable,
            SUM(correct) OVER (PARTITION BY query_id, generator, judge) AS n_correct,
            SUM(candidate) OVER (PARTITION BY query_id, generator, judge) AS n_scored_correct,
            COUNT(*) OVER (PARTITION BY query_id, generator, judge) AS n_paradigms,
@@ -40,7 +44,7 @@ FROM (
                                        paradigm_rank ASC, paradigm) AS rk
     FROM (
         SELECT query_id, corpus_id, corpus, qtype, hops, generator, judge, paradigm, correct,
-               semantic_f1, total_tokens,
+               semantic_f1, total_tokens, unanswerable,
                CASE WHEN correct = 1 AND semantic_f1 IS NOT NULL THEN 1 ELSE 0 END AS candidate,
                CASE paradigm WHEN 'llm_only' THEN 1 WHEN 'naive' THEN 2 WHEN 'graph' THEN 3
                              WHEN 'hybrid' THEN 4 WHEN 'iterative' THEN 5 WHEN 'iterative_naive' THEN 6

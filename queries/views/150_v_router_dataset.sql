@@ -1,6 +1,7 @@
 -- The router dataset (contract with ragrouter.routers.dataset): one row per (accepted query,
 -- generator, judge) that has at least one judged paradigm run: ids, query type and text, the
--- six corpus indicators (avg_distance = dist_mean), the oracle label, and per paradigm p
+-- six corpus indicators (avg_distance = dist_mean), the oracle label ('unanswerable' for a
+-- question marked unanswerable, whose unanswerable column is 1), and per paradigm p
 -- correct__p (0/1), tokens__p (total tokens consumed), f1__p (semantic F1), and the standard QA
 -- metrics em__p (exact match) and token_f1__p (token F1, SQuAD v1.1 normalisation).
 -- SQL cannot pivot an unknown paradigm set portably, so the five default paradigms and
@@ -23,6 +24,7 @@ SELECT o.query_id,
        p.hubness,
        p.dist_mean AS avg_distance,
        o.label,
+       o.unanswerable,
        w.correct__llm_only,
        w.correct__naive,
        w.correct__graph,

@@ -5,8 +5,9 @@
 -- verdicts per label (a row of the confusion matrix), agreement = share of verdicts equal to
 -- the true label, avg_sample_agreement = mean share of samples that gave the verdict.
 -- The true label follows from the case kind (paradigm_runs.config_hash of a 'calibration'
--- run): gold/paraphrase -> correct, refusal/first_clause -> incomplete, other_gold/altered
--- -> incorrect. Cohen's kappa per judge comes from these rows (ragrouter.report.calibration).
+-- run): gold/paraphrase/extra_clause/unanswerable_refusal -> correct, refusal/first_clause/
+-- coarsened -> incomplete, other_gold/altered/unanswerable_answer -> incorrect (the registry
+-- ragrouter.evaluation.calibration_cases.KINDS; a test keeps the two equal). Cohen's kappa per judge comes from these rows (ragrouter.report.calibration).
 -- rk <= 1, not rk = 1: PostgreSQL estimates an equality on a window function's result at
 -- 0.5 % of the rows and then nests loops over this view (v_run_judged took 11 s instead of 0.06 s
 -- on 9,480 runs; benchmarks/README.md, issue 17). For ROW_NUMBER() the two are the same filter.
@@ -28,10 +29,14 @@ FROM (
            CASE r.config_hash
                WHEN 'gold' THEN 'correct'
                WHEN 'paraphrase' THEN 'correct'
+               WHEN 'extra_clause' THEN 'correct'
+               WHEN 'unanswerable_refusal' THEN 'correct'
                WHEN 'refusal' THEN 'incomplete'
                WHEN 'first_clause' THEN 'incomplete'
+               WHEN 'coarsened' THEN 'incomplete'
                WHEN 'other_gold' THEN 'incorrect'
                WHEN 'altered' THEN 'incorrect'
+               WHEN 'unanswerable_answer' THEN 'incorrect'
            END AS true_label,
            m.label,
            CAST(m.n_label AS DOUBLE PRECISION) / CAST(m.n_samples AS DOUBLE PRECISION) AS sample_agreement

@@ -4,7 +4,9 @@
 -- dataset in the other folds; ties: alphabetical), so no test label leaks into the correct
 -- rate (the paper says "globally"). Where training stored the fold's fallback
 -- (router_fold_metrics.fallback, ragrouter.routers.evaluate.fallback_paradigm) that value is
--- used, so this view and MLflow run the same paradigm. For dataset = 'store' the routed
+-- used, so this view and MLflow run the same paradigm. An 'unanswerable' prediction runs no
+-- paradigm (the router abstains): routed = 'unanswerable', correct = 1 when the true label is
+-- 'unanswerable' (the question is marked so), tokens = 0. For dataset = 'store' the routed
 -- paradigm's outcome comes from v_router_outcomes, once per judge (judge is NULL for imported
 -- datasets, whose outcomes live in the dataset file, and for store queries no judge judged).
 -- rk <= 1, not rk = 1: PostgreSQL estimates an equality on a window function's result at
@@ -19,8 +21,12 @@ SELECT p.id AS prediction_id,
        CASE WHEN p.predicted = p.true_label THEN 1 ELSE 0 END AS hit,
        CASE WHEN p.predicted = 'cannot_answer' THEN COALESCE(fm.fallback, f.fallback) ELSE p.predicted END AS routed,
        jg.judge,
-       o.correct,
-       o.tokens,
+       CASE WHEN p.predicted = 'unanswerable'
+            THEN CASE WHEN jg.judge IS NOT NULL THEN CASE WHEN p.true_label = 'unanswerable' THEN 1 ELSE 0 END END
+            ELSE o.correct END AS correct,
+       CASE WHEN p.predicted = 'unanswerable'
+            THEN CASE WHEN jg.judge IS NOT NULL THEN 0.0 END
+            ELSE o.tokens END AS tokens,
        p.mlflow_run_id
 FROM router_predictions p
 LEFT JOIN router_fold_metrics fm
@@ -36,7 +42,7 @@ LEFT JOIN (
         JOIN router_predictions t
           ON t.router = k.router AND t.features = k.features AND t.encoder = k.encoder
          AND t.generator = k.generator AND t.dataset = k.dataset AND t.fold <> k.fold
-        WHERE t.true_label <> 'cannot_answer'
+        WHERE t.true_label NOT IN ('cannot_answer', 'unanswerable')
         GROUP BY k.router, k.features, k.encoder, k.generator, k.dataset, k.fold, t.true_label
     ) AS ranked
     WHERE rk <= 1

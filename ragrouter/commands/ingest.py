@@ -96,8 +96,10 @@ def ingest_command(ctx: Ctx, corpus: str, fmt: str, update: bool, verbatim_quest
                     fail(f"{names}: question {q.external_id!r}: supporting document id {missing[0]!r} is not in "
                          f"corpus {corpus!r}")
         rep = store.write_dataset(conn, corpus, fmt, dataset, [str(p) for p in paths], update=update)
+    marked = sum(bool(q.unanswerable) for q in dataset.questions)
     changed = (f", updated {rep.documents_updated} documents and {rep.questions_updated} questions"
                if rep.documents_updated or rep.questions_updated else "")
     click.echo(f"corpus {rep.corpus}: {rep.documents_new} new documents ({rep.documents_total} in files), "
                f"{rep.questions_new} new questions ({rep.questions_total} in files)" + changed
+               + (f", {marked} of them marked unanswerable" if marked else "")
                + (f", dropped {rep.dropped}" if rep.dropped else ""))

@@ -32,7 +32,10 @@ def judge_group() -> None:
               help="Judge backend to calibrate (repeatable; a backend name from the config, or 'judge' "
                    "for the configured judge role, the default).")
 @click.option("--n", "n", type=int, default=10, show_default=True,
-              help="Source queries; each gives six cases (2 correct, 2 incomplete, 2 incorrect).")
+              help="Source queries; each gives the cases whose rule applies to it: up to 3 correct (gold, "
+                   "paraphrase, gold + a true evidence sentence), 3 incomplete (refusal, first clause, a less "
+                   "precise gold) and 2 incorrect; a question marked unanswerable gives a right refusal and a "
+                   "hallucination.")
 @click.option("--corpus", help="Take the source queries from this corpus only.")
 @click.option("--samples", type=int, help="Verdicts per case, majority kept (default: judge.samples).")
 @click.option("--workers", type=int, help="Threads (default: the backend's concurrency).")

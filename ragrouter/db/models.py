@@ -377,11 +377,13 @@ class Judgment(Base):
     judge: Mapped[str] = mapped_column(String(200), nullable=False, doc="Judge key: backend/prompt version[/gate] (judge.judge_key).")
     sample_index: Mapped[int] = mapped_column(Integer, nullable=False, default=0, doc="Repeat index when judging k times.")
     label: Mapped[str] = mapped_column(String(20), nullable=False, doc="'correct', 'incorrect' or 'incomplete'.")
-    reason: Mapped[str | None] = mapped_column(Text, doc="The judge's reason.")
+    reason: Mapped[str | None] = mapped_column(Text, doc="The judge's reason (a rule's fixed reason when no call was made, e.g. a hallucination on a question marked unanswerable).")
     is_calibration: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False, doc="Judgment of a calibration case.")
     llm_call_id: Mapped[int | None] = mapped_column(Integer, doc="Ledger row of the judge call.")
     created_at: Mapped[dt.datetime] = _created()
     raw_label: Mapped[str | None] = mapped_column(String(20), doc="The judge model's own verdict; differs from label when the evidence gate (judge.gate) overruled it.")
+    refusal: Mapped[bool | None] = mapped_column(
+        Boolean, doc="True when the answer is a refusal (judge.rule_verdict; labelled without a call); NULL before 0009.")
 
 
 class AnswerScore(Base):

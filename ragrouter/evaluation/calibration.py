@@ -21,11 +21,20 @@ Storage
     ``v_judge_calibration`` aggregates them per judge and true label.
 
 Selection
-    :func:`select_sources` takes the imported queries (of one corpus, or all) whose gold yields
-    all six cases — so every source contributes two cases per label — ordered by a stable hash
-    of their external id within each query type, and interleaves the types (factual,
-    reasoning, summary, factual, …) up to ``n``. The same store and ``n`` always give the
-    same set; a larger ``n`` extends a smaller one.
+    :func:`select_sources` takes the imported queries (of one corpus, or all) that yield at
+    least one correct and one not-correct case (a short gold such as "5:30 PM" does: gold,
+    paraphrase, refusal, coarsened, other_gold, altered), ordered by a stable hash of their
+    external id within each query type — first those with two cases of every label (a
+    multi-clause gold), then the others — and interleaves the types (factual, reasoning,
+    summary, then questions marked unanswerable as a group of their own) up to ``n``. The same
+    store and ``n`` always give the same set; a larger ``n`` extends a smaller one.
+
+Judging
+    A case is judged exactly like a run (:class:`CalibrationStage`): the same prompt, and the
+    same rules without a call (:func:`ragrouter.evaluation.judge.rule_verdict`) — on an
+    answerable question the model is still asked about a refusal (its verdict is kept as
+    ``raw_label``, the ``model`` variant), but the stored label is the rule's, as the judge
+    stage's would be.
 """
 
 from __future__ import annotations
@@ -42,6 +51,13 @@ from sqlalchemy.engine import Engine
 from ragrouter.db import models
 from ragrouter.db.engine import write_lock
 from ragrouter.evaluation import judge as jd
+from ragrouter.evaluation.agreement import (  # re-exported: callers and tests use them from here
+    binary_figures,
+    cohen_kappa,
+    confusion,
+    kappa_from_confusion,
+    kappa_interval,
+)
 from ragrouter.evaluation.calibration_cases import (  # re-exported: callers and tests use them from here
     KINDS,
     OTHER_GOLD_MAX_JACCARD,
@@ -55,23 +71,28 @@ from ragrouter.evaluation.calibration_cases import (  # re-exported: callers and
     altered,
     build_cases,
     case_messages,
+    coarsen,
     content_words,
     contradict,
+    extra_clause,
     first_clause,
     jaccard,
     paraphrase,
     stable_hash,
 )
+from ragrouter.evaluation.calibration_render import render, render_variants  # re-exported
 from ragrouter.stages.base import Estimate, Stage, Unit
 
 __all__ = [
     # defined here
     "LABELS", "ORIGIN", "PARADIGM", "STAGE", "STATUS", "CalibrationError", "CalibrationSet", "CalibrationStage",
     "JudgeFigures", "VARIANTS", "binary_figures", "cached_subset", "case_labels", "relabel", "variant_figures", "cohen_kappa", "confusion", "ensure_set", "figures",
-    "judge_set", "kappa_from_confusion", "load_sources", "render", "resolve_judges", "select_sources",
+    "judge_set", "kappa_from_confusion", "kappa_interval", "load_sources", "render", "render_variants", "resolve_judges",
+    "select_sources",
     # from calibration_cases
     "KINDS", "OTHER_GOLD_MAX_JACCARD", "PARAPHRASE_LEADS", "REFUSALS", "SWAPS", "VERSION", "Case", "Pool",
-    "Source", "altered", "build_cases", "case_messages", "content_words", "contradict", "first_clause",
+    "Source", "altered", "build_cases", "case_messages", "coarsen", "content_words", "contradict", "extra_clause",
+    "first_clause",
     "jaccard", "paraphrase", "stable_hash",
 ]
 
@@ -88,8 +109,11 @@ class CalibrationError(ValueError):
 # --------------------------------------------------------------------------- the store
 
 def load_sources(conn, corpus: str | None = None) -> list[Source]:
-    """Imported queries with a non-empty gold answer (of one corpus, or all)."""
-    sql = ("SELECT q.id, q.external_id, q.corpus_id, q.qtype, q.question, q.answer, q.hops FROM queries q "
+    """Imported queries with a non-empty gold answer (of one corpus, or all), with their
+    evidence text (the dataset's evidence, else the text of their supporting documents) and
+    whether they are marked unanswerable."""
+    sql = ("SELECT q.id, q.external_id, q.corpus_id, q.qtype, q.question, q.answer, q.hops, q.evidence, "
+           "q.supporting_doc_ids, COALESCE(q.unanswerable, FALSE) FROM queries q "
            "JOIN corpora c ON c.id = q.corpus_id WHERE q.origin = 'imported' AND TRIM(q.answer) <> ''")
     params = {}
     if corpus:
@@ -98,36 +122,73 @@ def load_sources(conn, corpus: str | None = None) -> list[Source]:
         params["cid"] = storeio.corpus_ids(conn, corpus)[0][0]
         sql += " AND q.corpus_id = :cid"
     rows = conn.execute(text(sql + " ORDER BY q.id"), params).all()
-    return [Source(int(r[0]), r[1], int(r[2]), r[3], r[4], r[5], r[6]) for r in rows]
+    docs: dict[tuple[int, str], str] = {}
+    wanted = {(int(r[2]), str(d)) for r in rows if not _json(r[7]) for d in _json(r[8])}
+    if wanted:
+        for cid in sorted({c for c, _ in wanted}):
+            for ext, body in conn.execute(text("SELECT external_id, text FROM documents WHERE corpus_id = :c"),
+                                          {"c": cid}).all():
+                if (cid, str(ext)) in wanted:
+                    docs[(cid, str(ext))] = body
+    out = []
+    for r in rows:
+        evidence = [str(e) for e in _json(r[7]) if str(e).strip()]
+        context = evidence or [docs[(int(r[2]), str(d))] for d in _json(r[8]) if (int(r[2]), str(d)) in docs]
+        out.append(Source(int(r[0]), r[1], int(r[2]), r[3], r[4], r[5], r[6], tuple(context), bool(r[9])))
+    return out
+
+
+def _json(value) -> list:
+    import json
+
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = json.loads(value)
+    return list(value) if isinstance(value, (list, tuple)) else []
 
 
 def select_sources(sources: list[Source], n: int, pool: Pool | None = None) -> list[tuple[Source, list[Case]]]:
-    """Up to ``n`` sources that yield every case kind, types interleaved (see module doc)."""
+    """Up to ``n`` sources with a correct and a not-correct case, types interleaved (see module doc)."""
     if n < 1:
         raise CalibrationError(f"--n must be at least 1 (got {n})")
     pool = pool or Pool(sources)
+    built = {s.id: build_cases(s, pool) for s in sources}
+    ordered = sorted((s for s in sources if usable(built[s.id])), key=lambda s: stable_hash("select", s.external_id))
+    # rich sources first (two cases of every label, as a multi-clause gold gives), then the others
+    # (short golds); the sequence does not depend on n, so a larger n extends a smaller one
+    sequence = _interleave([s for s in ordered if rich(built[s.id])]) + \
+        _interleave([s for s in ordered if not rich(built[s.id])])
+    return [(s, built[s.id]) for s in sequence[:n]]
+
+
+def _interleave(sources: list[Source]) -> list[Source]:
+    """factual, reasoning, summary, (other types by name), unanswerable, factual, …"""
     by_type: dict[str, list[Source]] = defaultdict(list)
-    for s in sorted(sources, key=lambda s: stable_hash("select", s.external_id)):
-        by_type[s.qtype].append(s)
-    order = [t for t in ("factual", "reasoning", "summary") if t in by_type] + \
-            sorted(t for t in by_type if t not in ("factual", "reasoning", "summary"))
-    iters = {t: iter(by_type[t]) for t in order}
-    chosen: list[tuple[Source, list[Case]]] = []
-    while len(chosen) < n and iters:
-        for t in list(order):
-            if t not in iters:
-                continue
-            for s in iters[t]:
-                cases = build_cases(s, pool)
-                if len(cases) == len(KINDS):
-                    chosen.append((s, cases))
-                    break
-            else:
-                del iters[t]
-                continue
-            if len(chosen) >= n:
-                break
-    return chosen
+    for s in sources:
+        by_type[UNANSWERABLE if s.unanswerable else s.qtype].append(s)
+    first = ("factual", "reasoning", "summary")
+    order = [t for t in first if t in by_type] + \
+        sorted(t for t in by_type if t not in first and t != UNANSWERABLE) + \
+        ([UNANSWERABLE] if UNANSWERABLE in by_type else [])
+    out = []
+    for i in range(max((len(v) for v in by_type.values()), default=0)):
+        out += [by_type[t][i] for t in order if i < len(by_type[t])]
+    return out
+
+
+UNANSWERABLE = "unanswerable"
+
+
+def usable(cases: list[Case]) -> bool:
+    """A source is selected when its cases include a correct and a not-correct one."""
+    labels = {c.true_label for c in cases}
+    return "correct" in labels and bool(labels - {"correct"})
+
+
+def rich(cases: list[Case]) -> bool:
+    """At least two cases of every label: such sources are taken first."""
+    return all(sum(c.true_label == lab for c in cases) >= 2 for lab in LABELS)
 
 
 @dataclasses.dataclass
@@ -150,11 +211,12 @@ def ensure_set(engine: Engine, *, n: int = 10, corpus: str | None = None) -> Cal
                                "(python cli.py ingest …)")
     chosen = select_sources(sources, n, Pool(sources))
     if not chosen:
-        raise CalibrationError("no imported query's gold answer yields every calibration case (each needs a "
-                               "gold with at least two clauses and another query's gold to contrast)")
+        raise CalibrationError("no imported query yields a correct and a not-correct calibration case (a question "
+                               "marked unanswerable needs another query's gold to contrast)")
     with write_lock(engine), engine.begin() as conn:
         mirrors = [{"corpus_id": s.corpus_id, "external_id": f"calib:{s.external_id}"[:300], "origin": ORIGIN,
                     "qtype": s.qtype, "hops": s.hops, "question": s.question, "answer": s.answer, "status": STATUS,
+                    "unanswerable": bool(s.unanswerable),
                     "meta": {"source_query_id": s.id, "calibration_version": VERSION}} for s, _ in chosen]
         conn.execute(insert(models.Query).values(mirrors).on_conflict_do_nothing(
             index_elements=["corpus_id", "external_id"]))
@@ -229,11 +291,12 @@ class CalibrationStage(Stage):
 
     def pending(self, conn, scope):
         rows = conn.execute(text(
-            "SELECT r.id, q.question, q.answer, r.answer FROM paradigm_runs r JOIN queries q ON q.id = r.query_id "
-            f"WHERE {self._where()} AND {self._done_sql('<')} ORDER BY r.id"
+            "SELECT r.id, q.question, q.answer, r.answer, COALESCE(q.unanswerable, FALSE) FROM paradigm_runs r "
+            f"JOIN queries q ON q.id = r.query_id WHERE {self._where()} AND {self._done_sql('<')} ORDER BY r.id"
             + (f" LIMIT {int(scope.limit)}" if getattr(scope, "limit", None) else "")), {"judge": self.judge}).all()
         return [Unit(f"calib:{r[0]}:{self.judge}:k{self.samples}",
-                     {"run_id": int(r[0]), "question": r[1], "gold": r[2], "answer": r[3]}) for r in rows]
+                     {"run_id": int(r[0]), "question": r[1], "gold": r[2], "answer": r[3],
+                      "unanswerable": bool(r[4])}) for r in rows]
 
     def _kwargs(self, config, sample: int) -> dict:
         from ragrouter.evaluation.stages import JudgeStage
@@ -242,23 +305,33 @@ class CalibrationStage(Stage):
         return {**JudgeStage()._kwargs(config, sample), "stage": STAGE}
 
     def compute(self, unit, services):
+        """The judge stage's rules (:func:`ragrouter.evaluation.judge.rule_verdict`): a question
+        marked unanswerable is decided without a call; a refusal on an answerable one is still
+        put to the model (its verdict kept as raw_label) but labelled by the rule."""
         from ragrouter.evaluation.stages import gate_f1
 
         p = unit.payload
+        rule = jd.rule_verdict(p["answer"], bool(p.get("unanswerable")))
+        if rule is not None and p.get("unanswerable"):
+            return [(i, rule.label, rule.reason, None, None, rule.refusal) for i in range(self.samples)]
         out = []
         for i in range(self.samples):
             res = services.gateway.chat(self.backend, jd.messages(p["question"], p["gold"], p["answer"]),
                                         **self._kwargs(services.config, i))
             raw, reason = jd.parse_label(res.data)
+            if rule is not None:
+                out.append((i, rule.label, reason, res.call_id, raw, rule.refusal))
+                continue
             label = jd.apply_gate(self.gate, raw, p["question"], p["gold"], p["answer"],
                                   lambda: gate_f1(services, p["answer"], p["gold"]))
-            out.append((i, label, reason, res.call_id, raw))
+            out.append((i, label, reason, res.call_id, raw, False))
         return out
 
     def write(self, conn, unit, result):
         rows = [{"run_id": unit.payload["run_id"], "judge": self.judge, "sample_index": i, "label": label,
-                 "reason": reason, "is_calibration": True, "llm_call_id": call_id, "raw_label": raw}
-                for i, label, reason, call_id, raw in result]
+                 "reason": reason, "is_calibration": True, "llm_call_id": call_id, "raw_label": raw,
+                 "refusal": refusal}
+                for i, label, reason, call_id, raw, refusal in result]
         conn.execute(insert(models.Judgment).values(rows).on_conflict_do_nothing(
             index_elements=["run_id", "judge", "sample_index"]))
 
@@ -267,6 +340,8 @@ class CalibrationStage(Stage):
         est = Estimate(stage=self.name, model=str(services.config.backend(self.backend)["model"]))
         for unit in units:
             p = unit.payload
+            if p.get("unanswerable"):
+                continue  # decided by rule, no call
             msgs = jd.messages(p["question"], p["gold"], p["answer"])
             for i in range(self.samples):
                 kw = self._kwargs(services.config, i)
@@ -294,36 +369,6 @@ def resolve_judges(config, names: Iterable[str]) -> list[str]:
 
 # --------------------------------------------------------------------------- figures
 
-def cohen_kappa(y_true: list[str], y_pred: list[str], labels: Iterable[str] = LABELS) -> float:
-    """Cohen's kappa of two label sequences; NaN when undefined (chance agreement is 1)."""
-    return kappa_from_confusion(confusion(y_true, y_pred, labels))
-
-
-def confusion(y_true: list[str], y_pred: list[str], labels: Iterable[str] = LABELS) -> list[list[int]]:
-    """Rows = true label, columns = predicted label, in ``labels`` order."""
-    labels = list(labels)
-    if len(y_true) != len(y_pred):
-        raise ValueError(f"{len(y_true)} true labels but {len(y_pred)} predictions")
-    index = {lab: i for i, lab in enumerate(labels)}
-    m = [[0] * len(labels) for _ in labels]
-    for t, p in zip(y_true, y_pred):
-        if t not in index or p not in index:
-            raise ValueError(f"label {t if t not in index else p!r} is not one of {', '.join(labels)}")
-        m[index[t]][index[p]] += 1
-    return m
-
-
-def kappa_from_confusion(m: list[list[int]]) -> float:
-    n = sum(map(sum, m))
-    if n == 0:
-        return math.nan
-    po = sum(m[i][i] for i in range(len(m))) / n
-    pe = sum(sum(m[i]) * sum(row[i] for row in m) for i in range(len(m))) / (n * n)
-    if pe >= 1.0:
-        return math.nan
-    return (po - pe) / (1.0 - pe)
-
-
 @dataclasses.dataclass
 class JudgeFigures:
     """How one judge agrees with the calibration labels (majority over its samples per case)."""
@@ -336,7 +381,7 @@ class JudgeFigures:
     agreement: dict[str, float | None]
     """Per true label: the share of its cases judged with that label."""
     by_kind: dict[str, float | None]
-    """Per case kind: the share judged with the kind's true label."""
+    """Per case kind of the set: the share judged with the kind's true label."""
     accuracy: float | None
     kappa: float
     mean_sample_agreement: float | None
@@ -364,31 +409,13 @@ class JudgeFigures:
         return d
 
 
-def binary_figures(m: list[list[int]]) -> dict:
-    """From a 3×3 confusion matrix (:data:`LABELS` order): the 2×2 matrix correct vs. not
-    correct, its accuracy and kappa, the share of not-correct cases judged correct
-    (``false_correct``: wrong answers that would count as solved) and the share of correct
-    cases judged not correct (``missed_correct``). Shares are None without such cases."""
-    c = LABELS.index("correct")
-    others = [i for i in range(len(LABELS)) if i != c]
-    tp = m[c][c]
-    fn = sum(m[c][i] for i in others)
-    fp = sum(m[i][c] for i in others)
-    tn = sum(m[i][j] for i in others for j in others)
-    n = tp + fn + fp + tn
-    return {"confusion": [[tp, fn], [fp, tn]], "accuracy": (tp + tn) / n if n else None,
-            "kappa": kappa_from_confusion([[tp, fn], [fp, tn]]),
-            "false_correct": fp / (fp + tn) if fp + tn else None,
-            "missed_correct": fn / (tp + fn) if tp + fn else None}
-
-
 def case_labels(engine: Engine, judges: list[str] | None = None, run_ids: list[int] | None = None,
                 samples: int | None = None) -> list[dict]:
     """Per (judge, case): true label, kind, the majority label over its samples (ties → the
     worse label, :func:`ragrouter.evaluation.judge.majority`), agreement share, and the
     ledger latency of its calls."""
     sql = ("SELECT j.judge, r.id, r.config_hash, j.sample_index, j.label, lc.latency_s, "
-           "COALESCE(j.raw_label, j.label), q.question, q.answer, r.answer "
+           "COALESCE(j.raw_label, j.label), q.question, q.answer, r.answer, COALESCE(q.unanswerable, FALSE) "
            "FROM judgments j JOIN paradigm_runs r ON r.id = j.run_id JOIN queries q ON q.id = r.query_id "
            "LEFT JOIN llm_calls lc ON lc.id = j.llm_call_id "
            f"WHERE j.is_calibration AND r.paradigm = '{PARADIGM}'")
@@ -403,13 +430,14 @@ def case_labels(engine: Engine, judges: list[str] | None = None, run_ids: list[i
     with engine.connect() as conn:
         rows = conn.execute(text(sql + " ORDER BY j.judge, r.id, j.sample_index"), params).all()
     grouped: dict[tuple[str, int], dict] = {}
-    for judge, run_id, kind, _, label, latency, raw, question, gold, answer in rows:
+    for judge, run_id, kind, _, label, latency, raw, question, gold, answer, unanswerable in rows:
         if kind not in KINDS:
             continue
         g = grouped.setdefault((judge, int(run_id)), {"judge": judge, "run_id": int(run_id), "kind": kind,
                                                       "true_label": KINDS[kind].true_label, "labels": [],
                                                       "raw_labels": [], "question": question, "gold": gold,
-                                                      "answer": answer, "seconds": 0.0, "calls": 0})
+                                                      "answer": answer, "unanswerable": bool(unanswerable),
+                                                      "seconds": 0.0, "calls": 0})
         g["labels"].append(label)
         g["raw_labels"].append(raw)
         if latency is not None:
@@ -424,8 +452,9 @@ def case_labels(engine: Engine, judges: list[str] | None = None, run_ids: list[i
 
 VARIANTS = ("model", "stage", "gated")
 """Post-hoc label variants of the same model verdicts (:func:`relabel`): ``model`` = the
-judge model's own verdicts; ``stage`` = what the judge stage records without the gate (a
-refusal is labelled incomplete without a call); ``gated`` = ``stage`` with the evidence
+judge model's own verdicts (on a question marked unanswerable, which no model sees, the
+rule's); ``stage`` = what the judge stage records without the gate (the rules of
+:func:`ragrouter.evaluation.judge.rule_verdict`); ``gated`` = ``stage`` with the evidence
 gate applied."""
 
 
@@ -442,8 +471,9 @@ def relabel(cases: list[dict], variant: str, gate: jd.Gate | None = None, semant
     out = []
     for c in cases:
         labels = list(c["raw_labels"])
-        if variant in ("stage", "gated") and jd.is_refusal(c["answer"]):
-            labels = ["incomplete"] * len(labels)
+        rule = jd.rule_verdict(c["answer"], bool(c.get("unanswerable")))
+        if variant in ("stage", "gated") and rule is not None:
+            labels = [rule.label] * len(labels)
         elif variant == "gated":
             f1_cache: list[float] = []
 
@@ -469,9 +499,10 @@ def figures(cases: list[dict], judge: str, n_set: int | None = None) -> JudgeFig
     for i, lab in enumerate(LABELS):
         agreement[lab] = m[i][i] / sum(m[i]) if sum(m[i]) else None
     by_kind = {}
-    for kind in KINDS:
+    for kind in KINDS:  # the kinds the set has (a kind whose rule applied to no source is absent)
         ks = [c for c in mine if c["kind"] == kind]
-        by_kind[kind] = sum(c["label"] == c["true_label"] for c in ks) / len(ks) if ks else None
+        if ks:
+            by_kind[kind] = sum(c["label"] == c["true_label"] for c in ks) / len(ks)
     n = len(mine)
     return JudgeFigures(
         judge=judge, n_cases=n, samples=max((len(c["labels"]) for c in mine), default=0), confusion=m,
@@ -489,13 +520,15 @@ def cached_subset(services, judge: str, cset: CalibrationSet, samples: int) -> C
     stage = CalibrationStage(judge, samples, cset.run_ids)
     with services.engine.connect() as conn:
         rows = conn.execute(text(
-            "SELECT r.id, q.question, q.answer, r.answer FROM paradigm_runs r JOIN queries q ON q.id = r.query_id "
-            f"WHERE r.id IN ({','.join(str(i) for i in cset.run_ids) or 'NULL'})")).all()
-    texts = {int(r[0]): r[1:] for r in rows}
+            "SELECT r.id, q.question, q.answer, r.answer, COALESCE(q.unanswerable, FALSE) FROM paradigm_runs r "
+            f"JOIN queries q ON q.id = r.query_id WHERE r.id IN ({','.join(str(i) for i in cset.run_ids) or 'NULL'})"
+        )).all()
+    texts = {int(r[0]): r[1:4] for r in rows}
+    ruled = {int(r[0]) for r in rows if r[4]}  # decided by rule: no call to be cached
     gw = services.gateway
     keep = [rid for rid in cset.run_ids
-            if all(gw.is_cached(judge, jd.messages(*texts[rid]), **stage._kwargs(services.config, i))
-                   for i in range(samples))]
+            if rid in ruled or all(gw.is_cached(judge, jd.messages(*texts[rid]), **stage._kwargs(services.config, i))
+                                   for i in range(samples))]
     return dataclasses.replace(cset, run_ids=keep)
 
 
@@ -523,50 +556,3 @@ def variant_figures(engine: Engine, judge_key: str, cset: CalibrationSet, sample
     all from the same model replies: with and without the evidence gate costs no call."""
     rows = case_labels(engine, [judge_key], cset.run_ids, samples)
     return {v: figures(relabel(rows, v, gate, semantic_f1), judge_key, len(cset.run_ids)) for v in VARIANTS}
-
-
-def render_variants(figs: dict[str, JudgeFigures], gate: jd.Gate) -> str:
-    """One line per variant: binary kappa, false-correct, missed-correct, 3-class kappa."""
-    def pct(v):
-        return "-" if v is None else f"{100 * v:.0f}%"
-
-    def num(v):
-        return "undefined" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.2f}"
-
-    names = {"model": "model verdicts", "stage": "judge stage, no gate",
-             "gated": f"judge stage + gate (shared evidence word or semantic F1 >= {gate.min_semantic_f1:g})"}
-    lines = ["label variants (same model replies; correct vs. not correct):"]
-    for v, fig in figs.items():
-        b = fig.binary
-        lines.append(f"  {names[v]}: kappa {num(b['kappa'])}, false-correct {pct(b['false_correct'])}, "
-                     f"missed-correct {pct(b['missed_correct'])}; 3-class kappa {num(fig.kappa)}")
-    return "\n".join(lines)
-
-
-def render(fig: JudgeFigures, model: str | None = None) -> str:
-    """A judge's figures as plain text: header line, confusion matrix, agreement per kind."""
-    def pct(v):
-        return "-" if v is None else f"{100 * v:.0f}%"
-
-    kappa = "undefined" if math.isnan(fig.kappa) else f"{fig.kappa:.2f}"
-    spc = fig.seconds_per_call
-    head = (f"judge {fig.judge}" + (f" (model {model})" if model else "") +
-            f": {fig.n_cases} cases, {fig.samples} sample(s) each; accuracy {pct(fig.accuracy)}, "
-            f"Cohen's kappa {kappa}; {fig.calls} calls, "
-            + ("-" if spc is None else f"{spc:.1f}") + " s per call (ledger)"
-            + (f"; {fig.unjudged} case(s) without a verdict (replies that could not be used)" if fig.unjudged else ""))
-    width = max(len(x) for x in LABELS) + 2
-    lines = [head, "", "true \\ judged".ljust(14) + "".join(lab.rjust(width) for lab in LABELS) + "agreement".rjust(11)]
-    for i, lab in enumerate(LABELS):
-        lines.append(lab.ljust(14) + "".join(str(v).rjust(width) for v in fig.confusion[i])
-                     + pct(fig.agreement[lab]).rjust(11))
-    b = fig.binary
-    bk = "undefined" if math.isnan(b["kappa"]) else f"{b['kappa']:.2f}"
-    lines.append("")
-    lines.append(f"correct vs. not correct (what oracle labels use): accuracy {pct(b['accuracy'])}, kappa {bk}; "
-                 f"wrong or incomplete answers judged correct {pct(b['false_correct'])}, "
-                 f"correct answers judged not correct {pct(b['missed_correct'])}")
-    lines.append("by case kind: " + ", ".join(f"{k} ({KINDS[k].true_label}) {pct(v)}" for k, v in fig.by_kind.items()))
-    if fig.samples > 1 and fig.mean_sample_agreement is not None:
-        lines.append(f"mean agreement of the samples with their majority: {pct(fig.mean_sample_agreement)}")
-    return "\n".join(lines)

@@ -4,21 +4,32 @@ The text helpers and case makers of :mod:`ragrouter.evaluation.calibration`. Fro
 query with a gold answer (:class:`Source`) they make candidate answers (:class:`Case`) by fixed
 rules — no LLM is involved in making them — and give the judge prompt of a case.
 
-Case kinds (:data:`KINDS`, a plain dict registry: kind → true label and maker)
+Case kinds (:data:`KINDS`, a plain dict registry: kind → true label and maker). A kind whose
+rule does not apply to a source is left out for it, so short golds ("5:30 PM") still yield
+cases (gold, paraphrase, refusal, coarsened, other_gold, altered).
     ``gold``          correct     the gold answer itself.
     ``paraphrase``    correct     the gold behind a fixed lead-in (``"In short: …"``), with
                                   meaning-preserving swaps of phrasing words (:data:`SWAPS`,
                                   e.g. "such as" → "like", "typically" → "usually"). Content
                                   words, numbers, names and negations are never touched.
+    ``extra_clause``  correct     the gold plus a true sentence from the source's own evidence
+                                  or supporting documents (4–40 words, not already said by the
+                                  gold): a right answer with extra true detail. Skipped when
+                                  the source has no evidence text.
     ``refusal``       incomplete  a refusal (:data:`REFUSALS`, e.g. "I cannot answer"); the
-                                  judge prompt defines refusals as incomplete.
+                                  judge prompt defines refusals as incomplete (and the judge
+                                  stage's rule labels them so without a call).
     ``first_clause``  incomplete  the gold cut to its first clause: the first sentence of a
                                   multi-sentence gold, else the text before the first clause
                                   boundary (``;``, ``,``, " because ", " but ", " which ",
                                   " and ", …). Only made when the cut keeps ≥ 3 words and
-                                  drops ≥ 2 content words that the kept part does not contain,
-                                  so the cut really loses information (single-clause golds
-                                  are skipped).
+                                  drops ≥ 2 content words that the kept part does not contain.
+    ``coarsened``     incomplete  the gold with its most precise figure made less precise
+                                  (:func:`coarsen`): a time loses its minutes ("5:30 PM" →
+                                  "5 PM"), a full date its day ("March 4, 2021" → "March
+                                  2021"), a year becomes its decade ("1994" → "the 1990s"), a
+                                  decimal or a number ≥ 20 is rounded ("3.75" → "about 4",
+                                  "27" → "about 30"). Skipped when the gold has no figure.
     ``other_gold``    incorrect   another query's gold answer: among the other imported
                                   queries of the corpus (same query type first), the one whose
                                   gold shares the fewest content words with this query's
@@ -31,6 +42,12 @@ Case kinds (:data:`KINDS`, a plain dict registry: kind → true label and maker)
                                   decreases, most ↔ least, higher ↔ lower, …), else negate
                                   its first auxiliary ("is" → "is not", "is not" → "is",
                                   "can" → "cannot"), else wrap it ("It is not true that …").
+
+Questions marked unanswerable (``queries.unanswerable``) yield only these two (a refusal is
+their correct answer; the judge's rule decides them without a model call):
+    ``unanswerable_refusal`` correct    a refusal (:data:`REFUSALS`).
+    ``unanswerable_answer``  incorrect  another query's gold, stated as the answer: a
+                                        hallucination.
 
 Limits (documented in ``benchmarks/README.judge.md`` too): the paraphrase is shallow (it tests
 robustness to surface changes, not to a reworded argument); a first-clause cut whose dropped
@@ -52,32 +69,14 @@ from typing import Callable, Iterable
 
 from ragrouter.evaluation import judge as jd
 from ragrouter.evaluation.sentences import split_sentences
+from ragrouter.evaluation.words import content_words, jaccard
 
-VERSION = "calib-v1"
-"""Construction version: the ``generator`` of case runs. Bump it when a rule changes."""
+VERSION = "calib-v2"
+"""Construction version: the ``generator`` of case runs. Bump it when a rule changes.
+v2: extra_clause, coarsened and the unanswerable kinds; short golds yield cases (issue 30)."""
 
 
 # --------------------------------------------------------------------------- text helpers
-
-_STOP = frozenset("""
-a an the of in on at to for from by with and or but nor so yet is are was were be been being am
-it its it's this that these those as such which who whom whose what when where why how than then
-also can cannot may might should would could will shall must do does did done has have had having
-not no into onto about over under between during within without per via each any all some other
-more most less least very there their they them he she his her him we our you your i me my
-""".split())
-_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'’-]*")
-
-
-def content_words(text_: str) -> set[str]:
-    """Lower-cased words of ≥ 3 characters that are not function words."""
-    return {w for w in (m.group(0).lower().strip("'’-") for m in _WORD.finditer(text_))
-            if len(w) >= 3 and w not in _STOP}
-
-
-def jaccard(a: set[str], b: set[str]) -> float:
-    return len(a & b) / len(a | b) if (a or b) else 0.0
-
 
 def stable_hash(*parts: str) -> str:
     """sha256 hex of the parts (selection order and tie-breaks; never Python's salted hash)."""
@@ -119,6 +118,10 @@ class Source:
     question: str
     answer: str
     hops: int | None = None
+    context: tuple[str, ...] = ()
+    """Evidence text of the source (the dataset's evidence, else its supporting documents)."""
+    unanswerable: bool = False
+    """The source question is marked unanswerable (a refusal is its correct answer)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -360,21 +363,134 @@ def make_altered(src: Source, pool: "Pool") -> tuple[str, str] | None:
     return altered(src.answer)
 
 
+EXTRA_MIN_WORDS, EXTRA_MAX_WORDS = 4, 40
+
+
+def extra_clause(gold: str, context: Iterable[str]) -> tuple[str, str] | None:
+    """(gold + a true sentence, rule): the first sentence of the context texts with 4–40 words
+    that the gold does not already say (it adds a content word the gold lacks) and that is not
+    a refusal; None when there is none."""
+    gold = gold.strip()
+    own = content_words(gold)
+    for i, txt in enumerate(context):
+        for sent in split_sentences(str(txt)):
+            sent = sent.strip()
+            words = sent.split()
+            if not EXTRA_MIN_WORDS <= len(words) <= EXTRA_MAX_WORDS or not (content_words(sent) - own):
+                continue
+            if jd.is_refusal(sent) or sent.lower() in gold.lower():
+                continue
+            if not sent.endswith((".", "!", "?")):
+                sent += "."
+            head = gold if gold.endswith((".", "!", "?")) else gold + "."
+            return f"{head} {sent}", f"gold plus a sentence of evidence text {i + 1}"
+    return None
+
+
+def make_extra_clause(src: Source, pool: "Pool") -> tuple[str, str] | None:
+    return extra_clause(src.answer, src.context)
+
+
+_MONTHS = ("January|February|March|April|May|June|July|August|September|October|November|December"
+           "|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec")
+_TIME_RE = re.compile(r"\b(\d{1,2}):([0-5]\d)(?::[0-5]\d)?(\s*[AaPp]\.?\s?[Mm]\.?)?(?!\d)")
+_DATE_MDY_RE = re.compile(rf"\b({_MONTHS})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+(\d{{4}})\b")
+_DATE_DMY_RE = re.compile(rf"\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTHS})\.?,?\s+(\d{{4}})\b")
+_DATE_ISO_RE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+_DATE_MD_RE = re.compile(rf"\b({_MONTHS})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?\b(?!,?\s*\d)")
+_YEAR_RE = re.compile(r"(?<![\w.,])(1[5-9]\d\d|20\d\d)(?![\w.,]\d|\w)")
+_DECIMAL_RE = re.compile(r"(?<![\w.,])(\d+)\.(\d+)(?![\w.]\d|\d)")
+_INT_RE = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d{2,})(?![\w.,]\d|\d)")
+
+
+def _round_coarse(value: int) -> int:
+    """``value`` rounded to its leading digit (27 → 30, 1,234 → 1,000, 150 → 200)."""
+    mag = 10 ** (len(str(value)) - 1)
+    return int((value + mag // 2) // mag * mag)
+
+
+def coarsen(gold: str) -> tuple[str, str] | None:
+    """(the gold with its most precise figure made less precise, rule) or None (no figure):
+    the first rule that applies, in this order — time, full date, month and day, year,
+    decimal, whole number ≥ 20."""
+    m = _TIME_RE.search(gold)
+    if m and m.group(2) != "00":
+        hour = str(int(m.group(1)))
+        ampm = m.group(3)
+        new = f"{hour} {ampm.strip().upper().replace('.', '').replace(' ', '')}" if ampm else f"about {hour} o'clock"
+        return gold[:m.start()] + new + gold[m.end():], f"time '{m.group(0).strip()}' without its minutes"
+    for pattern in (_DATE_MDY_RE, _DATE_DMY_RE):
+        m = pattern.search(gold)
+        if m:
+            return (gold[:m.start()] + f"{m.group(1)} {m.group(2)}" + gold[m.end():],
+                    f"date '{m.group(0)}' without its day")
+    m = _DATE_ISO_RE.search(gold)
+    if m:
+        return gold[:m.start()] + m.group(1) + gold[m.end():], f"date '{m.group(0)}' as its year"
+    m = _DATE_MD_RE.search(gold)
+    if m:
+        return gold[:m.start()] + m.group(1) + gold[m.end():], f"date '{m.group(0)}' without its day"
+    m = _YEAR_RE.search(gold)
+    if m:
+        year = int(m.group(1))
+        return gold[:m.start()] + f"the {year // 10 * 10}s" + gold[m.end():], f"year {year} as its decade"
+    m = _DECIMAL_RE.search(gold)
+    if m:
+        value = float(m.group(0))
+        whole = int(value + 0.5)
+        if whole != value:
+            return gold[:m.start()] + f"about {whole}" + gold[m.end():], f"{m.group(0)} rounded to {whole}"
+    for m in _INT_RE.finditer(gold):
+        value = int(m.group(1).replace(",", ""))
+        new = _round_coarse(value)
+        if value >= 20 and new != value:
+            shown = f"{new:,}" if "," in m.group(1) else str(new)
+            return gold[:m.start()] + f"about {shown}" + gold[m.end():], f"{m.group(1)} rounded to {shown}"
+    return None
+
+
+def make_coarsened(src: Source, pool: "Pool") -> tuple[str, str] | None:
+    return coarsen(src.answer)
+
+
+def make_unanswerable_refusal(src: Source, pool: "Pool") -> tuple[str, str]:
+    out = _pick(REFUSALS, "unanswerable:" + src.external_id)
+    return out, f"refusal '{out}' on a question marked unanswerable"
+
+
+def make_unanswerable_answer(src: Source, pool: "Pool") -> tuple[str, str] | None:
+    donor = pool.donor(src)
+    if donor is None:
+        return None
+    return donor.answer.strip(), f"gold answer of query {donor.id} ({donor.external_id}) as a made-up answer"
+
+
 @dataclasses.dataclass(frozen=True)
 class CaseKind:
     kind: str
     true_label: str
     make: Maker
     description: str
+    unanswerable: bool = False
+    """The kind is made for sources marked unanswerable only (else for answerable ones only)."""
 
 
 KINDS: dict[str, CaseKind] = {
     "gold": CaseKind("gold", "correct", make_gold, "the gold answer itself"),
     "paraphrase": CaseKind("paraphrase", "correct", make_paraphrase, "the gold behind a lead-in, phrasing words swapped"),
+    "extra_clause": CaseKind("extra_clause", "correct", make_extra_clause,
+                             "the gold plus a true sentence of its evidence"),
     "refusal": CaseKind("refusal", "incomplete", make_refusal, "a refusal such as 'I cannot answer'"),
     "first_clause": CaseKind("first_clause", "incomplete", make_first_clause, "the gold cut to its first clause"),
+    "coarsened": CaseKind("coarsened", "incomplete", make_coarsened,
+                          "the gold with its most precise figure made less precise ('5 PM' for '5:30 PM')"),
     "other_gold": CaseKind("other_gold", "incorrect", make_other_gold, "another query's gold answer"),
     "altered": CaseKind("altered", "incorrect", make_altered, "the gold with every sentence contradicted"),
+    "unanswerable_refusal": CaseKind("unanswerable_refusal", "correct", make_unanswerable_refusal,
+                                     "a refusal on a question marked unanswerable", unanswerable=True),
+    "unanswerable_answer": CaseKind("unanswerable_answer", "incorrect", make_unanswerable_answer,
+                                    "another query's gold as the answer to a question marked unanswerable "
+                                    "(a hallucination)", unanswerable=True),
 }
 
 
@@ -391,6 +507,8 @@ class Pool:
         for cand in self.sources:
             if cand.id == src.id or cand.corpus_id != src.corpus_id or not cand.answer.strip():
                 continue
+            if cand.unanswerable:  # its gold is a refusal, not an answer
+                continue
             if cand.answer.strip().lower() == src.answer.strip().lower():
                 continue
             overlap = jaccard(self._words[cand.id], own)
@@ -403,10 +521,13 @@ class Pool:
 
 
 def build_cases(src: Source, pool: Pool) -> list[Case]:
-    """The cases a source yields, in :data:`KINDS` order (kinds whose rule does not apply
-    are left out)."""
+    """The cases a source yields, in :data:`KINDS` order (kinds whose rule does not apply,
+    or that are made for the other kind of source — answerable or unanswerable — are left
+    out)."""
     out = []
     for kind in KINDS.values():
+        if kind.unanswerable != bool(src.unanswerable):
+            continue
         made = kind.make(src, pool)
         if made is None:
             continue

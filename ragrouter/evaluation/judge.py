@@ -1,12 +1,18 @@
 """LLM-as-a-judge (paper §3.4, App. C.1, Figure 17): a ternary label and its reason.
 
-correct — the answer reaches the gold answer's conclusion; incorrect — it contradicts the
-gold answer; incomplete — partly right but missing critical detail, or a refusal such as
-"I cannot answer". Only the conclusion is judged, not the style.
+correct — the answer reaches the gold answer's conclusion at least as precisely as the gold
+(extra true detail is fine); incorrect — it contradicts the gold answer or states a different
+one; incomplete — partly right but less precise than the gold or missing part of it, or a
+refusal such as "I cannot answer". Only the conclusion is judged, not the style.
 
-A refusal (:func:`is_refusal`) is labelled incomplete by the judge stage without a model call:
-it is the prompt's own rule, and no local judge applied it (benchmarks/README.md, judge
-calibration).
+Rules applied without a model call (:func:`rule_verdict`), by the judge stage and the
+calibration stage alike:
+
+* a refusal (:func:`is_refusal`) on an answerable question is incomplete — the prompt's own
+  rule, which no local judge applied (benchmarks/README.md, judge calibration);
+* on a question marked unanswerable (``queries.unanswerable``) a refusal is correct and any
+  other answer incorrect, recorded as a hallucination (:data:`HALLUCINATION_REASON`,
+  ``judgments.refusal`` false; ``v_run_judged.hallucination``).
 """
 
 from __future__ import annotations
@@ -15,19 +21,33 @@ import dataclasses
 import re
 from typing import Callable
 
-PROMPT_VERSION = "judge-v3"  # v2: reason capped at one short sentence (a cut reply is unusable);
+from ragrouter.evaluation.words import content_words
+
+PROMPT_VERSION = "judge-v4"  # v2: reason capped at one short sentence (a cut reply is unusable);
 #   v3: is_refusal catches whole-answer refusals, not only answers opening with "I cannot answer"
-#   (it decides which runs are labelled incomplete without a call, so stored labels can differ)
+#   (it decides which runs are labelled incomplete without a call, so stored labels can differ);
+#   v4: precision — a less precise answer ("5 PM" for "5:30 PM") is not correct, extra true detail
+#   does not make a right answer wrong; questions marked unanswerable judged by rule (issue 30)
 LABELS = ("correct", "incorrect", "incomplete")
 
 SYSTEM = (
     "You grade an answer against a gold answer. Judge only whether the answer's conclusion "
     "matches the gold answer, not its style or length. Labels: "
-    "'correct' = it states the gold answer's key information without contradicting it; "
-    "'incorrect' = it contradicts the gold answer or states a different answer; "
-    "'incomplete' = it is partly right but misses critical information, or it refuses or says "
-    "it cannot answer. Return JSON {\"label\": \"correct|incorrect|incomplete\", \"reason\": \"one short sentence\"}."
+    "'correct' = it states the gold answer's key information at least as precisely as the gold "
+    "does and contradicts nothing in it; extra true detail beyond the gold does not make it wrong; "
+    "'incomplete' = it is partly right but less precise than the gold (for example '5 PM' for a "
+    "gold of '5:30 PM', 'the 1990s' for '1994', 'a dog' for 'a beagle') or leaves out part of what "
+    "the gold requires, or it refuses or says it cannot answer; "
+    "'incorrect' = it contradicts the gold answer or states a different answer. "
+    "Return JSON {\"label\": \"correct|incorrect|incomplete\", \"reason\": \"one short sentence\"}."
 )
+
+REFUSAL_REASON = "the answer is a refusal (labelled without a judge call)"
+"""The reason of a refusal on an answerable question (incomplete; the text is also what
+``v_judgment`` reads on rows written before ``judgments.refusal`` existed)."""
+UNANSWERABLE_REFUSAL_REASON = "a refusal on a question marked unanswerable (labelled without a judge call)"
+HALLUCINATION_REASON = ("hallucination: an answer other than a refusal to a question marked unanswerable "
+                        "(labelled without a judge call)")
 
 SCHEMA = {
     "type": "object",
@@ -47,7 +67,8 @@ _LEAD_IN = re.compile(
     r"|(?:based\s+on|according\s+to|from|given|in)\s+(?:the\s+)?(?:provided\s+|given\s+|available\s+|retrieved\s+)?"
     r"(?:context|information|text|passages?|documents?|sources?)(?:\s+(?:provided|given))?\s*,?\s*)+", re.I)
 _SOURCE = (r"(?:the\s+|this\s+|these\s+)?(?:provided\s+|given\s+|available\s+|retrieved\s+|supplied\s+)?"
-           r"(?:context|information|text|passages?|documents?|sources?|excerpts?|data)")
+           r"(?:context|information|text|passages?|documents?|sources?|excerpts?|data"
+           r"|(?:chat\s+)?logs?|records?|messages?|conversations?|notes)")
 _REFUSAL = re.compile(
     r"^(?:i\s+(?:cannot|can\s*not|can'?t|am\s+unable\s+to|am\s+not\s+able\s+to|do\s+not|don'?t|could\s+not|couldn'?t)\s+"
     r"(?:answer|determine|find|tell|say|know|provide|identify|infer|confirm|give|locate|be\s+sure)"
@@ -108,6 +129,32 @@ def parse_label(data) -> tuple[str, str]:
     return label, str(data.get("reason", ""))[:2000]
 
 
+@dataclasses.dataclass(frozen=True)
+class RuleVerdict:
+    """A label decided without a model call (:func:`rule_verdict`)."""
+
+    label: str
+    reason: str
+    refusal: bool
+
+
+def rule_verdict(answer: str, unanswerable: bool = False) -> RuleVerdict | None:
+    """The label the rules give without a model call, or None when the judge model decides.
+
+    * question marked unanswerable: a refusal is correct; anything else is incorrect and
+      recorded as a hallucination (the gold is "no answer": nothing else can match it);
+    * answerable question: a refusal is incomplete (App. C.1); otherwise None.
+    """
+    refusal = is_refusal(answer)
+    if unanswerable:
+        if refusal:
+            return RuleVerdict("correct", UNANSWERABLE_REFUSAL_REASON, True)
+        return RuleVerdict("incorrect", HALLUCINATION_REASON, False)
+    if refusal:
+        return RuleVerdict("incomplete", REFUSAL_REASON, True)
+    return None
+
+
 # --------------------------------------------------------------------------- the evidence gate
 
 @dataclasses.dataclass(frozen=True)
@@ -146,7 +193,7 @@ def gate_from_config(config) -> Gate:
 
 def judge_key(backend: str, config=None, gate: Gate | None = None) -> str:
     """The ``judgments.judge`` value of a judge: backend, prompt version and gate, e.g.
-    ``local-qwen-1.5b/judge-v3`` or ``local-qwen-1.5b/judge-v3/gate-f1-0.5``. A new prompt
+    ``local-qwen-1.5b/judge-v4`` or ``local-qwen-1.5b/judge-v4/gate-f1-0.5``. A new prompt
     or gate setting is a new judge (its labels are made beside the old ones; the model calls
     they need are cache hits when the prompt is unchanged)."""
     if gate is None:
@@ -162,15 +209,11 @@ def key_backend(key: str) -> str:
 def evidence_words(question: str, gold: str) -> set[str]:
     """Content words of the gold answer that the question does not contain (all of the
     gold's content words when the question contains every one)."""
-    from ragrouter.evaluation.calibration_cases import content_words
-
     g = content_words(gold)
     return (g - content_words(question)) or g
 
 
 def shares_evidence(question: str, gold: str, answer: str) -> bool:
-    from ragrouter.evaluation.calibration_cases import content_words
-
     return bool(content_words(answer) & evidence_words(question, gold))
 
 

@@ -33,12 +33,13 @@ def _run_filter(conn, scope: Scope) -> tuple[str, dict]:
     return cond, params
 
 
-REFUSAL_REASON = "the answer is a refusal (labelled without a judge call)"
+REFUSAL_REASON = jd.REFUSAL_REASON
 
 
 class JudgeStage(Stage):
     name = "judge"
-    description = "LLM-as-a-judge: correct / incorrect / incomplete per run (k samples, majority in SQL)"
+    description = ("LLM-as-a-judge: correct / incorrect / incomplete per run (k samples, majority in SQL); refusals "
+                   "and questions marked unanswerable by rule, without a call")
     uses_llm = True
 
     def backend_name(self, services):
@@ -60,9 +61,9 @@ class JudgeStage(Stage):
         cond, params = _run_filter(conn, scope)
         k = self._samples(scope.config)
         return conn.execute(text(
-            "SELECT r.id, q.question, q.answer, r.answer FROM paradigm_runs r JOIN queries q ON q.id = r.query_id "
-            f"WHERE q.status = 'accepted'{cond} AND (SELECT COUNT(*) FROM judgments j WHERE j.run_id = r.id "
-            f"AND j.judge = :judge AND j.sample_index < {k}) < {k} ORDER BY r.id"
+            "SELECT r.id, q.question, q.answer, r.answer, COALESCE(q.unanswerable, FALSE) FROM paradigm_runs r "
+            f"JOIN queries q ON q.id = r.query_id WHERE q.status = 'accepted'{cond} AND (SELECT COUNT(*) "
+            f"FROM judgments j WHERE j.run_id = r.id AND j.judge = :judge AND j.sample_index < {k}) < {k} ORDER BY r.id"
             + (f" LIMIT {int(scope.limit)}" if scope.limit else "")),
             {"judge": self._judge(scope.config), **params}).all()
 
@@ -81,7 +82,8 @@ class JudgeStage(Stage):
     def pending(self, conn, scope):
         judge = self._judge(scope.config)
         return [Unit(f"run:{r[0]}:{judge}", {"run_id": int(r[0]), "question": r[1], "gold": r[2], "answer": r[3],
-                                             "judge": judge, "k": self._samples(scope.config)})
+                                             "unanswerable": bool(r[4]), "judge": judge,
+                                             "k": self._samples(scope.config)})
                 for r in self._pending_rows(conn, scope)]
 
     def _kwargs(self, config, sample: int) -> dict:
@@ -90,8 +92,9 @@ class JudgeStage(Stage):
 
     def compute(self, unit, services):
         p = unit.payload
-        if jd.is_refusal(p["answer"]):  # the prompt's own rule, applied without a call
-            return [(i, "incomplete", REFUSAL_REASON, None, None) for i in range(p["k"])]
+        rule = jd.rule_verdict(p["answer"], bool(p.get("unanswerable")))
+        if rule is not None:  # a refusal, or any answer to a question marked unanswerable: no call
+            return [(i, rule.label, rule.reason, None, None, rule.refusal) for i in range(p["k"])]
         gate = jd.gate_from_config(services.config)
         out = []
         for i in range(p["k"]):
@@ -100,14 +103,14 @@ class JudgeStage(Stage):
             raw, reason = jd.parse_label(res.data)
             label = jd.apply_gate(gate, raw, p["question"], p["gold"], p["answer"],
                                   lambda: gate_f1(services, p["answer"], p["gold"]))
-            out.append((i, label, reason, res.call_id, raw))
+            out.append((i, label, reason, res.call_id, raw, False))
         return out
 
     def write(self, conn, unit, result):
         p = unit.payload
         rows = [{"run_id": p["run_id"], "judge": p["judge"], "sample_index": i, "label": label, "reason": reason,
-                 "is_calibration": False, "llm_call_id": call_id, "raw_label": raw}
-                for i, label, reason, call_id, raw in result]
+                 "is_calibration": False, "llm_call_id": call_id, "raw_label": raw, "refusal": refusal}
+                for i, label, reason, call_id, raw, refusal in result]
         conn.execute(insert(models.Judgment).values(rows).on_conflict_do_nothing(
             index_elements=["run_id", "judge", "sample_index"]))
 
@@ -116,7 +119,7 @@ class JudgeStage(Stage):
         est = Estimate(stage=self.name, model=self._judge_model(services.config))
         for unit in units:
             p = unit.payload
-            if jd.is_refusal(p["answer"]):
+            if jd.rule_verdict(p["answer"], bool(p.get("unanswerable"))) is not None:
                 continue
             for i in range(p["k"]):
                 est.add_chat(gw, "judge", jd.messages(p["question"], p["gold"], p["answer"]),

@@ -28,6 +28,10 @@ ragrouter          the paper's release: ``Corpus.json`` + ``Question.json`` (JSO
 jsonl              one JSONL of documents ``{id,title?,text}`` + optionally one of questions
 =================  =========================================================================
 
+A question whose corpus does not answer it is marked ``unanswerable`` (``Question.unanswerable``,
+stored as ``queries.unanswerable``): the ``unanswerable: true`` key of the ``ragrouter`` and
+``jsonl`` formats (``answer`` may then be left out), MuSiQue's ``answerable: false``.
+
 How files are read (JSON or JSONL, record by record) is in :mod:`ragrouter.ingest.reading`.
 """
 
@@ -50,7 +54,7 @@ from ragrouter.ingest.reading import (
     _Source,
     content_id,
 )
-from ragrouter.ingest.records import Dataset, Document, LoaderError, Question
+from ragrouter.ingest.records import UNANSWERABLE_GOLD, Dataset, Document, LoaderError, Question
 
 __all__ = [
     "CUAD_QTYPE", "GRAPHRAG_DROPPED", "GRAPHRAG_QTYPES", "JSONL_SUFFIXES", "LOADERS", "QUALITY_QTYPE",
@@ -158,7 +162,8 @@ def load_musique(paths: list[Path]) -> Dataset:
     Questions are 'reasoning' with ``hops`` read from the id prefix (``2hop__…`` → 2,
     ``3hop1__…`` → 3); ``supporting_doc_ids``/``evidence`` are the ids/texts of the
     ``is_supporting`` paragraphs. Unanswerable records (``answerable: false``, MuSiQue-Full) are
-    dropped with their paragraphs (``dropped['unanswerable']``). A HippoRAG corpus file of
+    questions marked unanswerable (``Question.unanswerable``): gold "Insufficient information",
+    the twin's answer kept as ``meta['dataset_answer']``, their paragraphs in the corpus. A HippoRAG corpus file of
     ``{title, text}`` passages may be given too; it is merged into the same deduplicated corpus.
     """
     corpora, qfiles = _classify(paths, _by_keys(("text",), ("paragraphs", "question")),
@@ -178,10 +183,6 @@ def load_musique(paths: list[Path]) -> Dataset:
             answer = rec.string("answer", nonempty=True)
             answerable = rec.get("answerable", bool, required=False, default=True)
             paragraphs = rec.get("paragraphs", list)
-            if not answerable:
-                b.q_ids.add(rec, qid)
-                b.dropped["unanswerable"] += 1
-                continue
             supporting, evidence = [], []
             for j in range(len(paragraphs)):
                 p = rec.child("paragraphs", j)
@@ -194,8 +195,11 @@ def load_musique(paths: list[Path]) -> Dataset:
                     supporting.append(did)
                     evidence.append(text)
             meta = rec.rest("id", "question", "answer", "answerable", "paragraphs")
+            if not answerable:  # MuSiQue-Full's twin: its paragraphs lack a supporting one
+                meta["dataset_answer"] = answer  # the answerable twin's answer, not this question's
+                answer = UNANSWERABLE_GOLD
             b.question(rec, Question(qid, question, answer, "reasoning", int(m.group(1)),
-                                     supporting, evidence, meta))
+                                     supporting, evidence, meta, not answerable))
     return b.result()
 
 
@@ -390,14 +394,18 @@ def _generic_document(rec: _Rec, b: _Builder) -> None:
 def _generic_question(rec: _Rec, b: _Builder) -> None:
     qid = rec.ident("id")
     question = rec.string("question", nonempty=True)
-    answer = rec.string("answer", nonempty=True)
+    unanswerable = rec.get("unanswerable", bool, required=False, default=False)
+    # a question marked unanswerable may leave out its answer: its gold is then the refusal
+    answer = rec.string("answer", nonempty=not unanswerable, required=not unanswerable)
+    if unanswerable and not answer.strip():
+        answer = UNANSWERABLE_GOLD
     qtype = _qtype(rec, "type", RAGROUTER_QTYPES)
     hops = rec.count("hops")  # 1..100 reasoning hops
     supporting = rec.strings("supporting_doc_ids", required=False)
     evidence = _evidence(rec, "evidence")
     b.check_supporting(rec, supporting)
-    meta = rec.rest("id", "question", "answer", "hops", "supporting_doc_ids", "evidence")
-    b.question(rec, Question(qid, question, answer, qtype, hops, supporting, evidence, meta))
+    meta = rec.rest("id", "question", "answer", "hops", "supporting_doc_ids", "evidence", "unanswerable")
+    b.question(rec, Question(qid, question, answer, qtype, hops, supporting, evidence, meta, unanswerable))
 
 
 _GENERIC = (_by_keys(("text", "context"), ("question",)),
@@ -411,7 +419,9 @@ def load_ragrouter(paths: list[Path]) -> Dataset:
 
     ``type``: single_hop → factual, multi_hop → reasoning, summary → summary (our own names are
     accepted as well). Optional ``hops``, ``supporting_doc_ids`` (checked against the corpus
-    when one is given) and ``evidence``; other keys (``label``, ``domain``…) go to ``meta``.
+    when one is given), ``evidence`` and ``unanswerable`` (true: the corpus does not answer the
+    question, a refusal is the correct answer; ``answer`` may then be left out and reads
+    "Insufficient information"); other keys (``label``, ``domain``…) go to ``meta``.
     """
     corpora, qfiles = _classify(paths, *_GENERIC)
     b = _Builder()
@@ -426,7 +436,8 @@ def load_ragrouter(paths: list[Path]) -> Dataset:
 
 def load_jsonl(paths: list[Path]) -> Dataset:
     """Generic: one JSONL file of documents ``{id, title?, text}`` and optionally one JSONL file
-    of questions ``{id, question, answer, type}`` (types as in :func:`load_ragrouter`)."""
+    of questions ``{id, question, answer, type, unanswerable?}`` (types and the ``unanswerable``
+    key as in :func:`load_ragrouter`)."""
     paths = list(paths)
     corpora, qfiles = _classify(paths, *_GENERIC)
     if len(corpora) != 1:

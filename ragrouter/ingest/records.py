@@ -14,6 +14,10 @@ from pathlib import Path
 #: summaries. RAGRouter's ``single_hop``/``multi_hop``/``summary`` map onto these.
 QTYPES = ("factual", "reasoning", "summary")
 
+UNANSWERABLE_GOLD = "Insufficient information"
+"""The gold answer of a question marked unanswerable whose record gives none (a refusal, so
+the judge's refusal rule reads it as one)."""
+
 
 @dataclass
 class Document:
@@ -46,6 +50,10 @@ class Question:
     """Gold evidence text (quoted passages, spans or triples), where the dataset gives it."""
     meta: dict = field(default_factory=dict)
     """Everything else: the dataset's original question type, options, aliases, …"""
+    unanswerable: bool = False
+    """The honest answer is a refusal: the corpus does not answer the question (the
+    ``unanswerable`` key of the jsonl and ragrouter formats; MuSiQue's ``answerable: false``).
+    A refusal is then the correct answer, any other answer a hallucination."""
 
 
 @dataclass

@@ -103,9 +103,10 @@ def write_dataset(conn: Connection, corpus: str, fmt: str, dataset: Dataset, sou
     qs = [{"corpus_id": cid, "external_id": q.external_id, "origin": "imported", "qtype": q.qtype,
            "hops": q.hops, "question": q.question, "answer": q.answer,
            "supporting_doc_ids": q.supporting_doc_ids or None, "evidence": q.evidence or None,
-           "status": "accepted", "meta": q.meta or None} for q in dataset.questions]
+           "status": "accepted", "meta": q.meta or None, "unanswerable": bool(q.unanswerable)}
+          for q in dataset.questions]
     doc_changes = _changed(conn, models.Document, cid, docs, ("title", "text"))
-    q_changes = _changed(conn, models.Query, cid, qs, ("question", "answer", "qtype"))
+    q_changes = _changed(conn, models.Query, cid, qs, ("question", "answer", "qtype", "unanswerable"))
     if (doc_changes or q_changes) and not update:
         parts = [_describe("documents", doc_changes)] if doc_changes else []
         parts += [_describe("questions", q_changes)] if q_changes else []
@@ -158,7 +159,8 @@ def _update_questions(conn, cid, corpus, qs, changes, sources) -> int:
         q = by_id[eid]
         conn.execute(sa_update(models.Query).where(models.Query.corpus_id == cid, models.Query.external_id == eid)
                      .values(question=q["question"], answer=q["answer"], qtype=q["qtype"], hops=q["hops"],
-                             supporting_doc_ids=q["supporting_doc_ids"], evidence=q["evidence"], meta=q["meta"]))
+                             supporting_doc_ids=q["supporting_doc_ids"], evidence=q["evidence"], meta=q["meta"],
+                             unanswerable=q["unanswerable"]))
     return len(ids)
 
 

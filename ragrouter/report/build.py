@@ -3,10 +3,12 @@
 :func:`build_report` reads every view in :data:`REPORT_VIEWS`, writes each as CSV, renders the
 tables into one ``report.md`` with a section per table, draws Figs. 4, 5, 6, 7, the judge
 calibration heat map and the Table 13 stacked bars (each as PNG and SVG with a caption), and
-writes ``report.html`` with every figure inline (viewable offline). Above every table and figure
-that rests on judgments a line names the judge and its calibration (κ, date) or says "not
-calibrated", with a warning when κ < 0.6. Sections and figures whose stages have produced
-nothing say so instead of failing.
+writes ``report.html`` with every figure inline (viewable offline). Once at the head of each
+section that rests on judgments (paradigm results, labels and routers, figures) a line names
+the judge and its calibration (κ with its 95 % interval, N, date) or says "not calibrated",
+with a warning when κ < 0.6. Sections and figures whose stages have produced nothing say so
+instead of failing; the report describes what ran: imported questions are not counted as
+generated, and the Corpora section lists the corpora the tables below rest on.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import pandas as pd
 from sqlalchemy import Engine
 
 from ragrouter.report import figures, tables
-from ragrouter.report.data import STAGE_TABLES, choose_judge, read_sql, read_view, stage_counts
+from ragrouter.report.data import choose_judge, imported_questions, read_sql, read_view, stage_counts, stage_table
 
 # CSV name -> (view, ORDER BY, stages whose data it needs). The CSVs hold the full-precision rows.
 REPORT_VIEWS: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -29,6 +31,7 @@ REPORT_VIEWS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "query_rejections": ("v_query_rejections", "corpus, qtype, check_name", ("validate",)),
     "accuracy_by_type": ("v_accuracy_by_type", "generator, judge, corpus, paradigm, qtype", ("answer", "judge")),
     "judgment_breakdown": ("v_judgment_breakdown", "generator, judge, corpus, paradigm, qtype", ("answer", "judge")),
+    "abstention": ("v_abstention", "generator, judge, corpus, paradigm", ("answer", "judge")),
     "quality": ("v_quality", "corpus, generator, paradigm, judge", ("answer", "score")),
     "token_breakdown": ("v_token_breakdown", "corpus, paradigm, generator", ("answer",)),
     "graph_build": ("v_graph_build", "corpus", ("extract",)),
@@ -107,7 +110,10 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
     out.mkdir(parents=True, exist_ok=True)
     _clean(out)
     counts = stage_counts(engine)
-    empty = [s for s, n in counts.items() if n == 0]
+    n_imported = imported_questions(engine)
+    # querygen / validate are not missing where the questions came with the dataset
+    not_asked = {"querygen", "validate"} if n_imported and counts["querygen"] == 0 else set()
+    empty = [s for s, n in counts.items() if n == 0 and s not in not_asked]
     frames: dict[str, pd.DataFrame] = {}
     report = Report(out_dir=out, markdown=out / "report.md", empty_stages=empty)
     for name, (view, order, _) in REPORT_VIEWS.items():
@@ -138,16 +144,29 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
               + (f"; figures use judge `{judge}`." if judge else "."))
     md.append("")
     md.append("## Data by stage\n")
-    md.append(tables.md_table(["Stage", "Table", "Rows"],
-                              [[s, STAGE_TABLES[s], tables.fmt_int(n)] for s, n in counts.items()]))
+    stage_rows = [[s, stage_table(s), tables.fmt_int(n)] for s, n in counts.items()]
+    stage_rows.insert(1, ["ingest (questions)", "queries (imported)", tables.fmt_int(n_imported)])
+    md.append(tables.md_table(["Stage", "Table", "Rows"], stage_rows))
     if empty:
         md.append("")
-        md.append("Stages with no data yet: " + ", ".join(f"**{s}** (`{STAGE_TABLES[s]}` is empty)" for s in empty)
+        md.append("Stages with no data yet: " + ", ".join(f"**{s}** (`{stage_table(s)}` is empty)" for s in empty)
                   + ". Run them with `" + STAGE_HINT.format(stage="STAGE") + "`.")
+    if not_asked:
+        md.append("")
+        md.append(f"querygen and validate did not run: the {n_imported:,} questions came with the dataset (ingest).")
     md.append("")
 
-    def section(title: str, name: str, body: str, note: str = "", judged: bool = False) -> None:
+    def group(title: str, judges_present) -> None:
+        """A section whose tables rest on judgments: the judge line once, under its heading."""
         md.append(f"## {title}\n")
+        md.append(trust(judges_present) + "\n")
+
+    def judges_of(*names: str) -> list:
+        return [j for n in names if "judge" in frames[n].columns for j in frames[n]["judge"]]
+
+    def section(title: str, name: str, body: str, note: str = "", judged: bool = False, level: int = 2,
+                empty_note: str | None = None) -> None:
+        md.append(f"{'#' * level} {title}\n")
         if judged:
             j = frames[name]["judge"] if "judge" in frames[name].columns else []
             md.append(trust(list(j)) + "\n")
@@ -155,6 +174,8 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
             md.append(note + "\n")
         if body.strip():
             md.append(body)
+        elif empty_note:
+            md.append(empty_note)
         else:
             needs = REPORT_VIEWS[name][2]
             missing = [s for s in needs if s in empty] or list(needs)
@@ -162,13 +183,17 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
                       f" (view `{REPORT_VIEWS[name][0]}`)._")
         md.append(f"\nCSV: [`{name}.csv`]({name}.csv)\n")
 
-    prof = frames["corpus_profile"]
+    prof, idle = _processed_corpora(engine, frames["corpus_profile"])
     has_metrics = not prof.empty and prof[[c for c, _, _ in tables.STRUCTURAL_COLUMNS + tables.SEMANTIC_COLUMNS
                                            if c != "n_chunks"]].notna().any().any()
     section("Corpora", "corpus_profile", tables.table_profile(prof, tables.CORPUS_COLUMNS),
-            "What was processed, beside what is stored: a chunk is processed when it was embedded or extracted; a "
-            "document when one of its chunks was; queries answered = accepted queries with at least one paradigm "
-            "run. The indicators below are computed over the processed chunks' graph and vectors.")
+            "The corpora the tables below rest on, with what was processed beside what is stored: a chunk is "
+            "processed when it was embedded or extracted; a document when one of its chunks was; queries answered = "
+            "accepted queries with at least one paradigm run; questions imported came with the dataset, queries "
+            "generated from querygen. The indicators below are computed over the processed chunks' graph and vectors."
+            + (" Stored but not processed (in no table below): " + ", ".join(
+                f"`{r.corpus}` ({tables.fmt_int(r.n_documents)} documents, {tables.fmt_int(r.n_queries)} accepted "
+                "queries)" for r in idle.itertuples(index=False)) + "." if not idle.empty else ""))
     md.append("### Structural statistics (Table 8)\n")
     md.append(tables.table_profile(prof, tables.STRUCTURAL_COLUMNS) if has_metrics
               else "_No data: needs the metrics stage (`corpus_metrics` is empty)._")
@@ -177,14 +202,28 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
               else "_No data: needs the metrics stage (`corpus_metrics` is empty)._")
     md.append("")
     section("Query validation (Table 6)", "query_validation", tables.table_validation(frames["query_validation"]),
-            "Generated queries only; Gen. = validated (accepted + rejected), Pass = accepted.")
+            "Generated queries only; Gen. = validated (accepted + rejected), Pass = accepted."
+            + (f" The {n_imported:,} imported questions are not in this table (they came with the dataset)."
+               if n_imported else ""))
     per_query = read_sql(engine, "SELECT query_id, corpus, generator, judge, paradigm, qtype, correct FROM v_run_judged")
+    group("Paradigm results (judged)", judges_of("accuracy_by_type", "judgment_breakdown", "quality", "abstention"))
     section("Accuracy by query type (Table 2)", "accuracy_by_type",
-            tables.table_accuracy(frames["accuracy_by_type"], per_query, _decisions(engine)), judged=True)
+            tables.table_accuracy(frames["accuracy_by_type"], per_query, _decisions(engine)), level=3)
     section("Judgment breakdown (Table 13)", "judgment_breakdown", tables.table_breakdown(frames["judgment_breakdown"]),
-            "Cor = correct, Inc = incorrect, No-A = incomplete (refusals and partial answers).", judged=True)
+            "Cor = correct, Inc = incorrect, No-A = incomplete: refusals (labelled by rule, without a judge call) and "
+            "answers the judge found partly right or less precise than the gold. `incomplete` stays a label of its "
+            "own here only; every figure that decides correctness (Table 2, the oracle labels, the routers) merges "
+            "it with incorrect as 'not correct', and the judge's κ above is for that split (how often the judge "
+            "model itself says incomplete is in the Judge calibration section).", level=3)
     section("Generation quality (Table 15)", "quality", tables.table_quality(frames["quality"]),
-            "Means over the current runs of accepted queries; '-' = not applicable or not scored.", judged=True)
+            "Means over the current runs of accepted queries; '-' = not applicable or not scored.", level=3)
+    section("Abstention (questions marked unanswerable)", "abstention", tables.table_abstention(frames["abstention"]),
+            "A question marked unanswerable at ingest (`unanswerable` key) has a refusal as its right answer: the "
+            "judge labels a refusal there correct and any other answer incorrect, a hallucination. Per paradigm: "
+            "the refusal rate on those questions (right) beside the refusal rate on the answerable ones (missed "
+            "answers), each with its 95 % Wilson interval and N.", level=3,
+            empty_note="_No data: no question marked unanswerable has a judged run (mark such questions with the "
+                       "`unanswerable` key at ingest)._")
     section("Token consumption (Table 16)", "token_breakdown", tables.table_tokens(frames["token_breakdown"]),
             "Token sums over the current runs of accepted queries, in the unit the header names (k = thousands, "
             "M = millions); Avg-Ctx and Build/query in tokens. Costs as paper eq. 16-20 define them: for the "
@@ -202,21 +241,24 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
               "retrieval similarity threshold does not suit the embedder.\n")
     md.append(tables.table_empty_context(frames["token_breakdown"]) or "_No data: needs the answer stage._")
     md.append("")
+    tests_frame = router_tests(engine)
+    group("Oracle labels and routers (judged)",
+          judges_of("oracle_labels", "router_scores") + (list(tests_frame["judge"]) if not tests_frame.empty else []))
     section("Oracle labels", "oracle_labels", tables.table_oracle(frames["oracle_labels"]),
             "Per query, the one rule (view `v_oracle_label`, equal to `ragrouter.routers.dataset.oracle_labels`): "
             "among the paradigms judged correct that have a semantic F1, the highest F1; ties go to the fewest total "
             "tokens (construction amortised), then to the fixed order llm_only, naive, graph, hybrid, iterative, "
-            "iterative_naive; a missing F1 never wins. None correct = cannot_answer; correct but none scored yet = "
-            "undecided.", judged=True)
+            "iterative_naive; a missing F1 never wins. A question marked unanswerable = unanswerable (its right "
+            "answer is a refusal); otherwise none correct = cannot_answer; correct but none scored yet = undecided.",
+            level=3)
     section("Routers", "router_scores", tables.table_routers(frames["router_scores"]),
             "R.A = routing accuracy, C.R = correct rate of the routed paradigm (cannot_answer falls back to the "
             "most frequent optimal paradigm); F1 = macro-F1 over the classes present in each fold; macro-F1 and "
             "MRR are logged to MLflow. Each rate is the fold mean ± std; the pooled figure (over all N CV "
-            "predictions) is its own column with its Wilson interval. " + ROUTER_SCORES_UNITS,
-            judged=True)
-    tests_frame = router_tests(engine)
+            "predictions) is its own column with its Wilson interval. An `unanswerable` prediction runs no paradigm "
+            "(the router abstains): right on a question marked unanswerable, 0 tokens. " + ROUTER_SCORES_UNITS,
+            level=3)
     md.append("### Routers vs. best-fixed and oracle (paired tests)\n")
-    md.append(trust(list(tests_frame["judge"]) if not tests_frame.empty else []) + "\n")
     md.append("On the same queries: the router's routed paradigm against the best fixed paradigm (the paradigm with "
               "the highest correct rate on these queries; ties: fewest tokens, then the paper's order) and against "
               "the oracle (correct whenever any paradigm is), exact McNemar on correct/incorrect; tokens: mean paired "
@@ -237,8 +279,9 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
 
     # Figures ------------------------------------------------------------------------------
     md.append("## Figures\n")
+    fig_head = len(md)  # the judge line of the judged figures goes here, once
     fig_notes: list[str] = []
-    fig_trust: dict[str, str] = {}
+    fig_judges: list[str] = []
 
     def add_figure(name: str, make, caption: str, judged_by: str | None = None) -> None:
         """Draw (``make()``; None = nothing to draw) and save one figure, unless ``with_figures`` is off."""
@@ -250,7 +293,7 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
         report.figures[name] = figures.save(fig, out / f"{name}.png")
         report.captions[name] = caption
         if judged_by is not None:
-            fig_trust[name] = trust([judged_by])
+            fig_judges.append(judged_by)
 
     acc = frames["accuracy_by_type"]
     bd = frames["judgment_breakdown"]
@@ -313,9 +356,10 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
                    "columns = verdict; count and share of the row).")
     else:
         fig_notes.append("Judge calibration figure: no calibration verdicts yet (`" + calibration.COMMAND + "`).")
+    if fig_judges:
+        md.insert(fig_head, "The figures drawn from judgments (Figs. 4, 5, 7 and Table 13's bars) use:\n\n"
+                  + trust(fig_judges) + "\n")
     for name, path in report.figures.items():
-        if name in fig_trust:
-            md.append(fig_trust[name] + "\n")
         md.append(f"![{name}]({path.name})\n")
         md.append(report.captions[name] + f" ([SVG]({path.with_suffix('.svg').name}))\n")
     md += [f"- {n}" for n in fig_notes]
@@ -326,6 +370,26 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
 
     report.html = html.write_html(text_md, out, out / "report.html")
     return report
+
+
+def _processed_corpora(engine: Engine, prof: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the corpora the tables rest on, the others): a corpus is processed when a chunk of it was
+    embedded or extracted or a query of it answered. When none is, every corpus is listed (a
+    store that was only ingested). Each row gains ``n_questions_imported`` and
+    ``n_queries_generated`` (accepted ones)."""
+    if prof.empty:
+        return prof, prof
+    origin = read_sql(engine, "SELECT corpus_id, "
+                              "SUM(CASE WHEN origin = 'imported' THEN 1 ELSE 0 END) AS n_questions_imported, "
+                              "SUM(CASE WHEN origin = 'generated' AND status = 'accepted' THEN 1 ELSE 0 END) "
+                              "AS n_queries_generated FROM queries GROUP BY corpus_id")
+    prof = prof.merge(origin, on="corpus_id", how="left")
+    for c in ("n_questions_imported", "n_queries_generated"):
+        prof[c] = prof[c].fillna(0)
+    done = (prof["n_chunks_processed"].fillna(0) > 0) | (prof["n_queries_answered"].fillna(0) > 0)
+    if not done.any():
+        return prof, prof.iloc[0:0]
+    return prof[done].reset_index(drop=True), prof[~done].reset_index(drop=True)
 
 
 def _bounds(engine: Engine, scores: pd.DataFrame, generator: str, judge: str | None) -> dict:

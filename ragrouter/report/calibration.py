@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 from sqlalchemy import Engine
 
-from ragrouter.evaluation.calibration import LABELS, binary_figures, kappa_from_confusion
+from ragrouter.evaluation.agreement import LABELS, binary_figures, fmt_kappa, kappa_from_confusion, kappa_interval
 from ragrouter.report.data import read_view
 
 VIEW = "v_judge_calibration"
@@ -49,14 +49,20 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
         m = confusion(block)
         n = sum(map(sum, m))
         kappa = kappa_from_confusion(m)
+        low, high = kappa_interval(m)
         row = {"judge": judge, "case_set": case_set, "n_cases": n,
                "accuracy": sum(m[i][i] for i in range(len(LABELS))) / n if n else None,
-               "kappa": None if math.isnan(kappa) else kappa}
+               "kappa": None if math.isnan(kappa) else kappa,
+               "kappa_low": None if math.isnan(low) else low, "kappa_high": None if math.isnan(high) else high}
         for i, lab in enumerate(LABELS):
             row[f"agreement_{lab}"] = m[i][i] / sum(m[i]) if sum(m[i]) else None
         b = binary_figures(m)
+        (tp, fn), (fp, tn) = b["confusion"]
         row.update({"binary_accuracy": b["accuracy"], "binary_kappa": None if math.isnan(b["kappa"]) else b["kappa"],
-                    "false_correct": b["false_correct"], "missed_correct": b["missed_correct"]})
+                    "binary_kappa_low": None if math.isnan(b["kappa_low"]) else b["kappa_low"],
+                    "binary_kappa_high": None if math.isnan(b["kappa_high"]) else b["kappa_high"],
+                    "binary_agree": tp + tn, "false_correct": b["false_correct"],
+                    "missed_correct": b["missed_correct"]})
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -78,17 +84,20 @@ def markdown(df: pd.DataFrame) -> str:
     """The section body: a note, then per judge a confusion table with agreement."""
     if df.empty:
         return (f"_No data: no judge has been calibrated yet (view `{VIEW}`). Run `{COMMAND}`._")
-    out = ["Verdicts on calibration cases whose label is known by construction (the gold answer and a "
-           "paraphrase are correct; a refusal and the gold cut to its first clause are incomplete; another "
-           "query's gold and a contradicted gold are incorrect). Rows: true label; columns: the judge's "
-           "verdict (majority over its samples).", ""]
+    out = ["Verdicts on calibration cases whose label is known by construction (the gold answer, a "
+           "paraphrase and the gold plus a true sentence of its evidence are correct; a refusal, the gold cut to "
+           "its first clause and the gold made less precise — '5 PM' for '5:30 PM' — are incomplete; another "
+           "query's gold and a contradicted gold are incorrect; on a question marked unanswerable a refusal is "
+           "correct and another query's gold a hallucination, incorrect). Rows: true label; columns: the judge's "
+           "verdict (majority over its samples). κ with its 95 % bootstrap interval over the cases (seeded); "
+           "the tables rest on correct vs. not correct, where incorrect and incomplete are one class.", ""]
     summ = summary(df)
     for r in summ.itertuples(index=False):
         block = df[(df["judge"] == r.judge) & (df["case_set"] == r.case_set)]
         m = confusion(block)
-        kappa = "undefined" if r.kappa is None else f"{r.kappa:.2f}"
-        bk = "undefined" if r.binary_kappa is None or math.isnan(r.binary_kappa) else f"{r.binary_kappa:.2f}"
-        out.append(f"**Judge `{r.judge}`** (case set `{r.case_set}`, {r.n_cases} cases): accuracy "
+        kappa = fmt_kappa(r.kappa, r.kappa_low, r.kappa_high)
+        bk = fmt_kappa(r.binary_kappa, r.binary_kappa_low, r.binary_kappa_high)
+        out.append(f"**Judge `{r.judge}`** (case set `{r.case_set}`, N = {r.n_cases} cases): accuracy "
                    f"{_pct(r.accuracy)}, Cohen's kappa {kappa}; correct vs. not correct: accuracy "
                    f"{_pct(r.binary_accuracy)}, kappa {bk}, wrong or incomplete answers judged correct "
                    f"{_pct(r.false_correct)}")
@@ -130,14 +139,20 @@ def judge_trust(engine: Engine, judge: str | None) -> dict:
     kappa = None if r["kappa"] is None or (isinstance(r["kappa"], float) and math.isnan(r["kappa"])) else float(r["kappa"])
     bk = r.get("binary_kappa")
     binary_kappa = None if bk is None or (isinstance(bk, float) and math.isnan(bk)) else float(bk)
+    def num(v):
+        return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+
     out.update(calibrated=True, kappa=kappa, binary_kappa=binary_kappa, false_correct=r["false_correct"],
-               n_cases=int(r["n_cases"]),
+               n_cases=int(r["n_cases"]), binary_kappa_low=num(r.get("binary_kappa_low")),
+               binary_kappa_high=num(r.get("binary_kappa_high")), binary_agree=int(r.get("binary_agree") or 0),
                case_set=r["case_set"], date=str(when)[:10] if when is not None else None)
     return out
 
 
 def trust_line(trust: dict) -> str:
-    """The line the report prints above every table and figure that rests on judgments (#15.1)."""
+    """The line the report prints once at the head of each section that rests on judgments (#15.1,
+    issue 30): κ correct vs. not with its 95 % bootstrap interval, the agreement with its Wilson
+    interval, N."""
     judge = trust.get("judge")
     if judge is None:
         return "> Judge: none (nothing judged yet)."
@@ -149,11 +164,19 @@ def trust_line(trust: dict) -> str:
     # one `judge calibrate` and the README's trust table report); the 3-label κ is shown beside it.
     binary = trust.get("binary_kappa", kappa)
     k = "undefined" if kappa is None else f"{kappa:.2f}"
-    bk = "undefined" if binary is None else f"{binary:.2f}"
+    bk = fmt_kappa(binary, trust.get("binary_kappa_low"), trust.get("binary_kappa_high"))
     fc = trust.get("false_correct")
+    n = int(trust.get("n_cases") or 0)
+    agree = trust.get("binary_agree")
+    agreement = ""
+    if n and agree is not None:
+        from ragrouter.evaluation.stats import wilson_interval
+
+        lo, hi = wilson_interval(agree, n)
+        agreement = f", agreement {agree}/{n} = {100 * agree / n:.0f} % [{100 * lo:.0f}, {100 * hi:.0f}]"
     line = (f"> Judge `{judge}`: calibrated on {trust.get('date') or 'an unknown date'} (case set "
-            f"`{trust.get('case_set')}`, {trust.get('n_cases')} cases): Cohen's κ correct vs. not = {bk} "
-            f"(3 labels: {k})"
+            f"`{trust.get('case_set')}`, N = {n} cases): Cohen's κ correct vs. not = {bk} (95 % bootstrap"
+            f"{agreement}; 3 labels: {k})"
             + (f", wrong or incomplete answers judged correct {_pct(fc)}" if fc is not None else "") + ".")
     if binary is None or binary < KAPPA_WARN:
         line += (f" **Warning: κ < {KAPPA_WARN}: the judge's labels are unreliable; treat every accuracy, correct "

@@ -46,13 +46,30 @@ def read_view(engine: Engine, name: str, order_by: str | None = None) -> pd.Data
     return read_sql(engine, sql)
 
 
+STAGE_FILTERS: dict[str, str] = {"querygen": "origin = 'generated'"}
+"""Rows of a stage's table that the stage wrote: the queries table also holds imported questions
+(ingest) and calibration mirrors, which querygen did not generate."""
+
+
+def stage_table(stage: str) -> str:
+    """The table a stage fills, as the report names it (``queries (generated)`` for querygen)."""
+    return STAGE_TABLES[stage] + (" (generated)" if stage == "querygen" else "")
+
+
 def stage_counts(engine: Engine) -> dict[str, int]:
-    """Rows per stage's result table, e.g. ``{'judge': 0, …}``."""
+    """Rows per stage's result table, e.g. ``{'judge': 0, …}`` (querygen: generated queries only)."""
     counts = {}
     with engine.connect() as conn:
         for stage, table in STAGE_TABLES.items():
-            counts[stage] = int(conn.execute(text(f"SELECT COUNT(*) FROM {table}")).scalar_one())
+            cond = f" WHERE {STAGE_FILTERS[stage]}" if stage in STAGE_FILTERS else ""
+            counts[stage] = int(conn.execute(text(f"SELECT COUNT(*) FROM {table}{cond}")).scalar_one())
     return counts
+
+
+def imported_questions(engine: Engine) -> int:
+    """Questions that came with a dataset (ingest), not from querygen."""
+    with engine.connect() as conn:
+        return int(conn.execute(text("SELECT COUNT(*) FROM queries WHERE origin = 'imported'")).scalar_one())
 
 
 def judges(engine: Engine) -> pd.DataFrame:
@@ -110,7 +127,8 @@ def router_dataset(engine: Engine, judge: str | None = None, generator: str | No
     labels = read_sql(
         engine,
         "SELECT o.query_id, o.corpus, o.generator, o.judge, q.qtype AS query_type, q.question AS query_text, "
-        "p.lcc_ratio, p.density, p.clustering, p.intrinsic_dim, p.hubness, p.dist_mean AS avg_distance, o.label "
+        "p.lcc_ratio, p.density, p.clustering, p.intrinsic_dim, p.hubness, p.dist_mean AS avg_distance, o.label, "
+        "o.unanswerable "
         "FROM v_oracle_label o JOIN queries q ON q.id = o.query_id "
         "LEFT JOIN v_corpus_profile p ON p.corpus_id = o.corpus_id"
         + (" WHERE " + " AND ".join("o." + w for w in where) if where else ""),

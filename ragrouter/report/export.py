@@ -66,7 +66,8 @@ EXPORTS: dict[str, Export] = {
     "oracle_labels": Export("SELECT * FROM v_oracle_label ORDER BY generator, judge, query_id",
                             description="The oracle label per (query, generator, judge) (view v_oracle_label: "
                                         "highest F1 among correct paradigms, then fewest tokens, then a fixed "
-                                        "paradigm order; cannot_answer when none is correct)."),
+                                        "paradigm order; unanswerable for a question marked so; "
+                                        "cannot_answer when none is correct)."),
     "router_dataset": Export("", frame=lambda engine: router_dataset(engine),
                              description="The router dataset: one row per (query, generator, judge) with the "
                                          "corpus indicators, the oracle label and per paradigm p correct__p, "
@@ -82,7 +83,9 @@ STR_LISTS = {"supporting_doc_ids"}
 VIEW_FIELDS = {
     "corpus_id": "Store id of the corpus.", "corpus": "Corpus name.", "query_id": "Store id of the query.",
     "generator": "Generator model of the runs.", "judge": "Judge model whose labels are used.",
-    "label": "Oracle label: a paradigm name or 'cannot_answer' (NULL = undecided: correct runs not scored yet).",
+    "label": "Oracle label: a paradigm name, 'cannot_answer', or 'unanswerable' for a question marked unanswerable "
+             "(NULL = undecided: correct runs not scored yet).",
+    "unanswerable": "1 when the question is marked unanswerable (a refusal is its right answer), else 0.",
     "qtype": "Query type (factual, reasoning, summary).", "query_type": "Query type (factual, reasoning, summary).",
     "query_text": "The question.", "hops": "Reasoning hops (when known).",
     "n_correct": "Paradigms judged correct.", "n_scored_correct": "Correct paradigms that have a semantic F1.",

@@ -228,6 +228,30 @@ def table_breakdown(bd: pd.DataFrame) -> str:
     return "\n\n".join(out)
 
 
+def table_abstention(a: pd.DataFrame) -> str:
+    """Abstention per paradigm (``v_abstention``): refusal rate on the questions marked
+    unanswerable (a refusal is right there) and on the answerable ones (a missed answer), each
+    with its 95 % Wilson interval and N, and the hallucinations (answers to an unanswerable
+    question). Empty when no judged run is on a question marked unanswerable."""
+    if a.empty or not (a["n_unanswerable"].fillna(0) > 0).any():
+        return ""
+    out = []
+    for (generator, judge), part in _blocks(a, ["generator", "judge"]):
+        order = {p: i for i, p in enumerate(paradigm_order(part["paradigm"].unique()))}
+        part = part.assign(_o=part["paradigm"].map(order)).sort_values(["corpus", "_o"])
+        rows = [[r.corpus, r.paradigm,
+                 fmt_ci(r.refusal_unanswerable_pct, r.refusal_unanswerable_ci_low, r.refusal_unanswerable_ci_high,
+                        r.n_unanswerable),
+                 fmt_int(r.n_hallucinated),
+                 fmt_ci(r.refusal_answerable_pct, r.refusal_answerable_ci_low, r.refusal_answerable_ci_high,
+                        r.n_answerable)]
+                for r in part.itertuples(index=False)]
+        out.append(f"**Generator `{generator}`, judge `{judge}`** (refusal % [95 % Wilson interval] n = judged runs)\n\n"
+                   + md_table(["Corpus", "Paradigm", "Refusal % on unanswerable (right)", "Hallucinations",
+                               "Refusal % on answerable (missed)"], rows, ["l", "l", "r", "r", "r"]))
+    return "\n\n".join(out)
+
+
 def table_quality(q: pd.DataFrame) -> str:
     """Table 15: mean semantic F1, coverage, faithfulness and LLM-judge correct %, with the
     standard QA metrics exact match (EM) and token F1 (Tok-F1, SQuAD normalisation) beside Sem-F1."""
@@ -294,7 +318,9 @@ SEMANTIC_COLUMNS = [("n_chunks", "Chunks", fmt_int), ("intrinsic_dim", "Int. Dim
 CORPUS_COLUMNS = [("n_documents_processed", "Docs processed", fmt_int), ("n_documents", "Docs stored", fmt_int),
                   ("processed_tokens", "Tokens processed", fmt_int), ("total_tokens", "Tokens stored", fmt_int),
                   ("n_chunks_processed", "Chunks processed", fmt_int), ("n_chunks", "Chunks stored", fmt_int),
-                  ("n_queries_answered", "Queries answered", fmt_int), ("n_queries", "Accepted queries", fmt_int)]
+                  ("n_queries_answered", "Queries answered", fmt_int), ("n_queries", "Accepted queries", fmt_int),
+                  ("n_questions_imported", "Questions imported", fmt_int),
+                  ("n_queries_generated", "Queries generated", fmt_int)]
 
 
 def table_profile(prof: pd.DataFrame, columns) -> str:
@@ -338,8 +364,8 @@ def table_oracle(oracle: pd.DataFrame) -> str:
     out = []
     for (generator, judge), part in _blocks(oracle, ["generator", "judge"]):
         part = part.assign(label=part["label"].where(part["label"].notna(), "undecided"))
-        labels = paradigm_order(set(part["label"]) - {"cannot_answer", "undecided"})
-        labels += [x for x in ("cannot_answer", "undecided") if x in set(part["label"])]
+        labels = paradigm_order(set(part["label"]) - {"cannot_answer", "unanswerable", "undecided"})
+        labels += [x for x in ("cannot_answer", "unanswerable", "undecided") if x in set(part["label"])]
         both = pd.concat([part, part.assign(qtype="all")], ignore_index=True)
         counts = both.groupby(["corpus", "qtype", "label"]).size()
         rows = []

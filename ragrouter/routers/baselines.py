@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from ragrouter.routers.base import Router
-from ragrouter.routers.dataset import CANNOT_ANSWER, best_fixed
+from ragrouter.routers.dataset import NOT_PARADIGMS, best_fixed
 from ragrouter.routers.features import Features
 
 
@@ -28,7 +28,7 @@ class RandomRouter(Router):
 
 class BestFixedRouter(Router):
     """Always the globally most frequent *optimal paradigm* of the training labels (paper §4.1):
-    ``cannot_answer`` is not a paradigm, so it is chosen only when no training label is a
+    ``cannot_answer`` and ``unanswerable`` are no paradigm, so one is chosen only when no training label is a
     paradigm; ties go to the fewest mean tokens, then the paper's order
     (:func:`ragrouter.routers.dataset.best_fixed`). Probabilities are the training label frequencies, with the chosen class lifted to
     the top so that it is the arg-max (and the remaining classes keep their frequency order)."""
@@ -39,7 +39,7 @@ class BestFixedRouter(Router):
 
     def _fit(self, X: Features, y: np.ndarray, meta: pd.DataFrame | None) -> None:
         counts = np.array([(y == c).sum() for c in self.classes_], dtype=float)
-        paradigm = self.classes_ != CANNOT_ANSWER
+        paradigm = ~np.isin(self.classes_, NOT_PARADIGMS)
         if paradigm.any():
             names = [str(c) for c in self.classes_[paradigm]]
             tokens = {p: float(meta[f"tokens__{p}"].mean()) for p in names

@@ -5,7 +5,9 @@ Shape (a contract shared with the ``router_dataset`` SQL view):
 * ``query_id`` (str), ``corpus`` (str), ``generator`` (str),
   ``query_type`` ('factual' | 'reasoning' | 'summary'), ``query_text`` (str);
 * the six corpus indicators :data:`INDICATORS` (float);
-* ``label``: a paradigm name or ``'cannot_answer'``;
+* ``label``: a paradigm name, ``'cannot_answer'`` (answerable, but no paradigm got it) or
+  ``'unanswerable'`` (the question is marked unanswerable: a refusal is its right answer);
+* optional ``unanswerable`` (0/1): the question is marked unanswerable;
 * for every paradigm ``p`` of the run: ``correct__p`` (0/1), ``tokens__p`` (int, total tokens
   consumed) and ``f1__p`` (float, semantic F1).
 
@@ -31,6 +33,9 @@ INDICATORS: tuple[str, ...] = (
     "avg_distance",
 )
 CANNOT_ANSWER = "cannot_answer"
+UNANSWERABLE = "unanswerable"
+NOT_PARADIGMS: tuple[str, ...] = (CANNOT_ANSWER, UNANSWERABLE)
+"""Labels that name no paradigm."""
 DEFAULT_PARADIGMS: tuple[str, ...] = ("llm_only", "naive", "graph", "hybrid", "iterative")
 BASE_COLUMNS: tuple[str, ...] = (
     "query_id",
@@ -55,8 +60,21 @@ def paradigms_of(df: pd.DataFrame) -> list[str]:
 
 
 def class_order(df: pd.DataFrame) -> list[str]:
-    """All possible labels: the paradigms in column order, then ``cannot_answer``."""
-    return [*paradigms_of(df), CANNOT_ANSWER]
+    """All possible labels: the paradigms in column order, then ``cannot_answer``, then
+    ``unanswerable`` when the frame has a row with that label (a store without questions
+    marked unanswerable keeps the paper's six classes)."""
+    extra = [UNANSWERABLE] if "label" in df.columns and (df["label"].astype(str) == UNANSWERABLE).any() else []
+    return [*paradigms_of(df), CANNOT_ANSWER, *extra]
+
+
+def unanswerable_mask(df: pd.DataFrame) -> np.ndarray:
+    """Rows whose question is marked unanswerable: the ``unanswerable`` column when the frame
+    has one, else the rows labelled ``unanswerable``."""
+    if "unanswerable" in df.columns:
+        return pd.to_numeric(df["unanswerable"], errors="coerce").fillna(0).to_numpy(float) == 1.0
+    if "label" in df.columns:
+        return (df["label"].astype(str) == UNANSWERABLE).to_numpy()
+    return np.zeros(len(df), dtype=bool)
 
 
 def validate_router_dataset(df: pd.DataFrame, source: str = "router dataset") -> pd.DataFrame:
@@ -82,10 +100,10 @@ def validate_router_dataset(df: pd.DataFrame, source: str = "router dataset") ->
     bad_types = sorted(set(out["query_type"]) - set(QUERY_TYPES))
     if bad_types:
         raise RouterDatasetError(f"{source}: column 'query_type' has unknown value {bad_types[0]!r} (allowed: {', '.join(QUERY_TYPES)})")
-    allowed = set(paradigms) | {CANNOT_ANSWER}
+    allowed = set(paradigms) | set(NOT_PARADIGMS)
     bad_labels = sorted(set(out["label"]) - allowed)
     if bad_labels:
-        raise RouterDatasetError(f"{source}: column 'label' has value {bad_labels[0]!r}, which is neither a paradigm ({', '.join(paradigms)}) nor {CANNOT_ANSWER!r}")
+        raise RouterDatasetError(f"{source}: column 'label' has value {bad_labels[0]!r}, which is neither a paradigm ({', '.join(paradigms)}) nor {CANNOT_ANSWER!r} nor {UNANSWERABLE!r}")
     numeric = [*INDICATORS, *(f"{k}__{p}" for p in paradigms for k in ("correct", "tokens", "f1"))]
     for c in numeric:
         values = pd.to_numeric(out[c], errors="coerce")
@@ -158,7 +176,8 @@ def oracle_labels(df: pd.DataFrame, paradigms: Sequence[str] | None = None) -> n
     among the paradigms judged correct (``correct__p`` = 1) that have a semantic F1 (a NaN F1
     never wins), the highest ``f1__p``; ties go to the fewest ``tokens__p`` (total tokens with
     the amortised graph construction; NaN counts as the most), then to the fixed
-    :data:`PARADIGM_ORDER`. ``cannot_answer`` when no paradigm is correct; ``None`` when correct
+    :data:`PARADIGM_ORDER`. ``unanswerable`` for a question marked unanswerable
+    (:func:`unanswerable_mask`); ``cannot_answer`` when no paradigm is correct; ``None`` when correct
     paradigms exist but none has an F1 yet (undecided; the view's NULL). A NaN ``correct__p``
     (paradigm not run or not judged) counts as not correct.
     """
@@ -170,7 +189,11 @@ def oracle_labels(df: pd.DataFrame, paradigms: Sequence[str] | None = None) -> n
     is_correct = correct == 1.0  # NaN -> False
     candidate = is_correct & ~np.isnan(f1)
     labels = np.empty(len(df), dtype=object)
+    marked = unanswerable_mask(df)
     for i in range(len(df)):
+        if marked[i]:
+            labels[i] = UNANSWERABLE
+            continue
         if not is_correct[i].any():
             labels[i] = CANNOT_ANSWER
             continue

@@ -10,7 +10,8 @@ Metrics (per fold, then averaged over folds as in the paper):
   ``f1_score(average='macro', zero_division=0)`` with its default labels. A class that is
   neither (no query has it, no router chose it) has no F1; averaging a 0 for it made the
   oracle's macro-F1 read 37.5 % at a routing accuracy of 100 % (issue 30). Predictions
-  outside the label space (the dataset's paradigms and ``cannot_answer``) are an error;
+  outside the label space (the dataset's paradigms, ``cannot_answer`` and, where a question is
+  marked unanswerable, ``unanswerable``) are an error;
 * ``mrr`` — from the unrounded probabilities: mean of 1/rank of the true class in the predicted probabilities, rank =
   #classes whose probability ≥ the true class's (pessimistic on ties, as scikit-learn's
   ``label_ranking_average_precision_score`` with one relevant label);
@@ -18,7 +19,9 @@ Metrics (per fold, then averaged over folds as in the paper):
   the prediction, or, for a ``cannot_answer`` prediction, the fallback = the most frequent
   optimal paradigm (non-``cannot_answer`` label) of the *training* fold (ties: alphabetical),
   so no test label leaks into the score. The paper says "the most frequent optimal paradigm
-  globally"; computed on the training fold it is the same rule without the leak;
+  globally"; computed on the training fold it is the same rule without the leak. An
+  ``unanswerable`` prediction runs no paradigm (the router abstains): correct when the question
+  is marked unanswerable, 0 tokens;
 * ``avg_tokens`` — mean ``tokens__p`` of that same paradigm;
 * ``abstain_rate`` — share of ``cannot_answer`` predictions.
 
@@ -51,7 +54,15 @@ import pandas as pd
 from sklearn.model_selection import StratifiedKFold
 
 from ragrouter.routers.base import Router
-from ragrouter.routers.dataset import CANNOT_ANSWER, class_order, paradigms_of, validate_router_dataset
+from ragrouter.routers.dataset import (
+    CANNOT_ANSWER,
+    NOT_PARADIGMS,
+    UNANSWERABLE,
+    class_order,
+    paradigms_of,
+    unanswerable_mask,
+    validate_router_dataset,
+)
 from ragrouter.routers.features import Encoder, Features, build_features, check_feature_set
 from ragrouter.routers.registry import ROUTERS, make_router
 
@@ -138,17 +149,23 @@ def fallback_paradigm(y_train, paradigms: Sequence[str], meta: pd.DataFrame | No
 
 
 def route_outcomes(pred, meta: pd.DataFrame, fallback: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(paradigm run, its correctness, its tokens) per row; ``cannot_answer`` → ``fallback``."""
+    """(paradigm run, its correctness, its tokens) per row; ``cannot_answer`` → ``fallback``;
+    ``unanswerable`` → no paradigm runs (the router abstains): correct when the question is
+    marked unanswerable, 0 tokens."""
     pred = np.asarray(pred).astype(str).astype(object)
     paradigms = paradigms_of(meta)
     routed = pred.copy()
     routed[pred == CANNOT_ANSWER] = fallback
-    unknown = sorted(set(routed) - set(paradigms))
+    unknown = sorted(set(routed) - set(paradigms) - {UNANSWERABLE})
     if unknown:
         raise ValueError(f"prediction {unknown[0]!r} is not a paradigm of the dataset ({', '.join(paradigms)})")
     correct = np.empty(len(pred))
     tokens = np.empty(len(pred))
-    for p in np.unique(routed):
+    abstain = routed == UNANSWERABLE
+    if abstain.any():
+        correct[abstain] = unanswerable_mask(meta)[abstain].astype(float)
+        tokens[abstain] = 0.0
+    for p in np.unique(routed[~abstain]):
         m = routed == p
         correct[m] = meta[f"correct__{p}"].to_numpy(float)[m]
         tokens[m] = meta[f"tokens__{p}"].to_numpy(float)[m]
@@ -231,7 +248,11 @@ def cost_aware_labels(df: pd.DataFrame, lam: float, token_scale: float | None = 
     names = [paradigm_rank(p)[1] for p in paradigms]
     order = sorted(range(len(paradigms)), key=lambda j: (rank[j], names[j]))  # fixed order, then name
     labels = np.empty(len(df), dtype=object)
+    marked = unanswerable_mask(df)
     for i in range(len(df)):
+        if marked[i]:  # the oracle's first rule: its right answer is a refusal
+            labels[i] = UNANSWERABLE
+            continue
         best = None
         for j in order:  # strict comparisons keep the earlier paradigm of the fixed order
             if not candidate[i, j]:
@@ -353,7 +374,7 @@ def cross_validate(
     classes = class_order(df)
     extra = sorted(set(y) - set(classes))
     if extra:
-        raise ValueError(f"label {extra[0]!r} is neither a paradigm nor {CANNOT_ANSWER!r}")
+        raise ValueError(f"label {extra[0]!r} is neither a paradigm nor one of {', '.join(NOT_PARADIGMS)}")
     paradigms = paradigms_of(df)
     counts = pd.Series(y).value_counts()
     if counts.max() < n_splits:
