@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sqlalchemy import text
+
 from ragrouter.commands import status
 from ragrouter.config import Config
 from ragrouter.evaluation import judge as jd
@@ -185,3 +187,30 @@ def test_demo_calibrates_its_judge_on_a_few_cases(store, capsys):
     assert "false-correct 75%" in out
     summ = rc.summary(rc.frame(store)).set_index("judge")
     assert summ.loc[key, "n_cases"] == 7  # the report's calibration section finds the demo's judge
+
+
+def test_querygen_on_a_corpus_of_imported_questions_is_not_pending(store):
+    """Issue 30 item 6: a stage nobody asked for is not pending work. The toy corpus came with
+    its questions; querygen would make units for it (it is chunked), but status does not count
+    them as pending and says why."""
+    from ragrouter.querygen.stages import QueryGenStage
+
+    ingest(store)
+    with FakeOpenAI(responder=judging_responder, embedding_dim=32) as srv:
+        cfg = fake_config(srv)
+        reports, _ = run(store, cfg, "chunk")
+    assert reports[0].failed == 0
+    with store.connect() as conn:
+        would, _ = QueryGenStage().counts(conn, Scope(corpus="toy", config=cfg))
+    assert would > 0
+    got = {s["stage"]: s for s in status.collect(store, Scope(config=cfg))["stages"]}
+    assert (got["querygen"]["expected"], got["querygen"]["pending"]) == (0, 0)
+    assert got["querygen"]["not_requested"] == {"expected": would, "corpora": ["toy"]}
+    assert got["chunk"]["pending"] == 0 and "not_requested" not in got["chunk"]
+    # once queries are generated there, querygen is asked for on that corpus and counts again
+    with store.begin() as conn:
+        conn.execute(text("INSERT INTO queries (corpus_id, external_id, origin, qtype, question, answer, status) "
+                          "SELECT id, 'gen:x', 'generated', 'factual', 'q?', 'a', 'pending' FROM corpora "
+                          "WHERE name = 'toy'"))
+    got = {s["stage"]: s for s in status.collect(store, Scope(config=cfg))["stages"]}
+    assert got["querygen"]["expected"] == would and "not_requested" not in got["querygen"]

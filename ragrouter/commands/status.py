@@ -7,6 +7,10 @@ under which most of its units are done, the newest on a tie). A finished run the
 looks finished without repeating its ``--config``; a stage that no run of this store ran
 shows as ``not run``. With ``--config`` (or ``RAGROUTER_CONFIG``) the expectations are what
 that config would run.
+
+Stages nobody asked for are not pending: querygen on a corpus whose questions came with the
+dataset (imported, none generated) is left out of querygen's expected units and named in a note
+(``not_requested`` in ``--json``); ``run --stage querygen --corpus C`` still generates them.
 """
 
 from __future__ import annotations
@@ -55,6 +59,30 @@ def _counts(stage, conn, scope) -> tuple[int, int] | None:
         return None  # the stored config lacks something this stage needs
 
 
+NOT_REQUESTED = {"querygen": (
+    "SELECT c.name FROM corpora c WHERE EXISTS (SELECT 1 FROM queries q WHERE q.corpus_id = c.id "
+    "AND q.origin = 'imported') AND NOT EXISTS (SELECT 1 FROM queries q WHERE q.corpus_id = c.id "
+    "AND q.origin IN ('generated', 'querygen-note')) ORDER BY c.name")}
+"""Per stage: the corpora on which nobody asked for it (querygen where the questions were imported)."""
+
+
+def not_requested(stage, conn, scope: Scope) -> tuple[int, int, list[str]]:
+    """(expected, done, corpora) of ``stage`` on the corpora of :data:`NOT_REQUESTED` in scope."""
+    sql = NOT_REQUESTED.get(stage.name)
+    if sql is None:
+        return 0, 0, []
+    names = [r[0] for r in conn.execute(text(sql)).all() if scope.corpus in (None, r[0])]
+    expected = done = 0
+    kept = []
+    for name in names:
+        got = _counts(stage, conn, Scope(corpus=name, limit=scope.limit, paradigms=scope.paradigms,
+                                         models=scope.models, config=scope.config))
+        if got and got[0]:
+            expected, done = expected + int(got[0]), done + int(got[1])
+            kept.append(name)
+    return expected, done, kept
+
+
 def collect(engine, scope: Scope, from_store: bool = False) -> dict:
     """Status as a dict (the --json output). ``from_store``: expectations from the configs
     the store's runs used (see the module doc) instead of ``scope.config``."""
@@ -84,8 +112,15 @@ def collect(engine, scope: Scope, from_store: bool = False) -> dict:
                     stages.append(row)
                     continue
                 (expected, done), row["config"] = best
+                unasked = not_requested(stage, conn, Scope(corpus=scope.corpus, limit=scope.limit,
+                                                           paradigms=scope.paradigms, models=scope.models,
+                                                           config=next(c for c, _ in stored if c.source == best[1])))
             else:
                 expected, done = stage.counts(conn, scope)
+                unasked = not_requested(stage, conn, scope)
+            if unasked[2]:
+                expected, done = expected - unasked[0], done - unasked[1]
+                row["not_requested"] = {"expected": unasked[0], "corpora": unasked[2]}
             row.update(expected=int(expected), done=int(done), pending=int(expected - done))
             stages.append(row)
         tokens = [dict(r._mapping) for r in conn.execute(text(
@@ -163,6 +198,11 @@ def status_command(ctx: Ctx, corpus: str | None, as_json: bool) -> None:
             else (s["stage"], "-", "-", "not run", s["failed"], format_skipped(s["skipped"]))
             for s in data["stages"]]
     click.echo(render_rows(cols + ["skipped"], rows, "table"))
+    for s in data["stages"]:
+        if s.get("not_requested"):
+            nr = s["not_requested"]
+            click.echo(f"({s['stage']}: {nr['expected']} units on {', '.join(nr['corpora'])} not counted — their "
+                       f"questions were imported; run --stage {s['stage']} --corpus NAME to make them)")
     if data.get("expectations") == "store":
         click.echo("(expectations: the configs this store's runs used; pass --config to see what another "
                    "config would run)")
