@@ -48,13 +48,20 @@ class Answer:
     router_run_id: str = ""
 
 
+_CENTROIDS: dict[tuple, dict] = {}  # (engine, encoder, labelled questions) -> type centroids: serve encodes them once
+
+
 def infer_query_type(engine, question: str, encoder) -> str:
-    rows = reading.labelled_questions(engine)
+    with write_lock(engine):
+        rows = reading.labelled_questions(engine)
     if not rows:
         raise AskError("the store has no accepted questions to infer the query type from; pass --type")
     from ragrouter.routers.qtype import nearest_type, type_centroids
 
-    return nearest_type(type_centroids(rows, encoder), np.asarray(encoder.encode([question])[0], dtype=np.float64))
+    key = (id(engine), getattr(encoder, "name", id(encoder)), len(rows), hash(tuple(rows)))
+    if key not in _CENTROIDS:
+        _CENTROIDS[key] = type_centroids(rows, encoder)
+    return nearest_type(_CENTROIDS[key], np.asarray(encoder.encode([question])[0], dtype=np.float64))
 
 
 @dataclass
@@ -179,22 +186,41 @@ class Routed:
     probabilities: dict[str, float]
 
 
+_MEMO: dict[tuple, object] = {}  # serve: what does not change between its requests, read once
+
+
+def _memo(memo: bool, key: tuple, fn):
+    if not memo:
+        return fn()
+    if key not in _MEMO:
+        _MEMO[key] = fn()
+    return _MEMO[key]
+
+
 def route(engine, config, corpus: str, question: str, router: str | None = None, query_type: str | None = None,
-          services=None, run_id: str | None = None) -> Routed:
+          services=None, run_id: str | None = None, memo: bool = False) -> Routed:
     """Route ``question`` on ``corpus``: pick this store's router (:func:`pick_router`), load its
     MLflow pyfunc model (:func:`load_router`), encode the question with the router's own
-    encoder (through the gateway: a ledger row) and return the class probabilities."""
+    encoder (through the gateway: a ledger row) and return the class probabilities. ``memo``
+    (serve): the corpus' id and indicators and the chosen router are read once per process."""
     generator = config.generators()[0]
-    cid = reading.corpus_id(engine, corpus)
-    values = reading.corpus_indicators(engine, corpus)
+
+    def constants():
+        with write_lock(engine):  # one DuckDB connection per process: readers in threads (serve) take turns
+            return reading.corpus_id(engine, corpus), reading.corpus_indicators(engine, corpus)
+
+    cid, values = _memo(memo, ("corpus", id(engine), corpus), constants)
     if values is None:
         raise AskError(f"corpus '{corpus}' has no indicators yet: run 'python cli.py run --stage metrics --corpus {corpus}'")
     if query_type is None:
         from ragrouter.llm.encoder import get_encoder
 
         query_type = infer_query_type(engine, question, get_encoder(str(config.get("scoring.encoder"))))
-    chosen = choose_router(engine, config, generator, router, run_id)
-    sid = routing.store_id(engine)
+    def picked():
+        with write_lock(engine):
+            return choose_router(engine, config, generator, router, run_id), routing.store_id(engine)
+
+    chosen, sid = _memo(memo, ("router", id(engine), generator, router, run_id), picked)
     model = load_router(config, chosen, sid)
     meta = model.metadata.metadata or {}
     if meta.get("store_id") and meta["store_id"] != sid:
@@ -224,20 +250,23 @@ def route(engine, config, corpus: str, question: str, router: str | None = None,
 
 def ask(engine, config, corpus: str, question: str, router: str | None = None, budget: int | None = None,
         query_type: str | None = None, services=None, run_id: str | None = None, *, origin: str = "ask",
-        routed: Routed | None = None, allowed: set[str] | None = None, why_not: str = "") -> Answer:
+        routed: Routed | None = None, allowed: set[str] | None = None, why_not: str = "", index=None) -> Answer:
     """Route ``question``, run the chosen paradigm through the gateway and store the query
     (``origin``: 'ask' or 'serve') and its run. ``routed``: the router's verdict already
     computed (serve); ``allowed``: only these paradigms may run (serve's cost share), the
-    reason being ``why_not``."""
+    reason being ``why_not``; ``index``: the corpus' retrieval state already loaded (serve)."""
     from ragrouter.paradigms import paradigms
     from ragrouter.stages.answer import AnswerStage, run_hash
 
-    r = route(engine, config, corpus, question, router, query_type, services, run_id)
+    r = routed or route(engine, config, corpus, question, router, query_type, services, run_id)
     cid, generator, qtype, chosen, probs = r.corpus_id, r.generator, r.query_type, r.chosen, r.probabilities
     router, features, encoder_name = chosen.router, chosen.features, chosen.encoder
-    costs = expected_tokens(engine, cid, generator)
-    # 'cannot_answer' runs the router's own fallback: its training labels' most frequent paradigm
-    fallback = reading.router_fallback(engine, chosen.run_id) or "naive"
+    def costs_and_fallback():
+        with write_lock(engine):  # one DuckDB connection per process: readers in threads (serve) take turns
+            # 'cannot_answer' runs the router's own fallback: its training labels' most frequent paradigm
+            return expected_tokens(engine, cid, generator), reading.router_fallback(engine, chosen.run_id) or "naive"
+
+    costs, fallback = _memo(index is not None, ("costs", id(engine), cid, generator, chosen.run_id), costs_and_fallback)
     candidates = probs
     if allowed is not None:
         candidates = {k: v for k, v in probs.items() if k in allowed or k in ("cannot_answer", "unanswerable")}
@@ -249,15 +278,15 @@ def ask(engine, config, corpus: str, question: str, router: str | None = None, b
     out = Answer(question, qtype, router, features, probs, paradigm, why, encoder=encoder_name,
                  router_run_id=chosen.run_id)
 
-    ext = "ask:" + hashlib.sha256(question.encode()).hexdigest()[:16]
+    ext = f"{origin}:" + hashlib.sha256(question.encode()).hexdigest()[:16]
     with write_lock(engine), engine.begin() as conn:
         conn.execute(insert(models.Query).values(
-            corpus_id=cid, external_id=ext, origin="ask", qtype=qtype, question=question, answer="",
+            corpus_id=cid, external_id=ext, origin=origin, qtype=qtype, question=question, answer="",
             status="asked", meta={"router": router, "features": features, "probabilities": probs}
         ).on_conflict_do_nothing(index_elements=["corpus_id", "external_id"]))
         qid = conn.execute(text("SELECT id FROM queries WHERE corpus_id = :c AND external_id = :e"),
                            {"c": cid, "e": ext}).scalar_one()
-        index = reading.corpus_index(conn, cid, corpus, config)
+        index = index if index is not None else reading.corpus_index(conn, cid, corpus, config)
     own = services is None
     if own:
         from ragrouter.stages.services import Services

@@ -450,7 +450,7 @@ class FakeOpenAI:
             self.admitted_log.clear()
 
     def _record(self, method: str, path: str, body: Any) -> dict:
-        entry = {"method": method, "path": path, "body": body, "fault": None}
+        entry = {"method": method, "path": path, "body": body, "fault": None, "t": time.monotonic()}
         with self._lock:
             self.total += 1
             self.by_path[path] += 1

@@ -146,6 +146,25 @@ def test_serve_routes_answers_streams_and_stores_each_question(served_store):
             assert c.post("/chat/completions", content=b"{not json", headers={"content-type": "application/json"}
                           ).status_code == 400
             assert c.get("/nothing").json()["error"]["code"] == "not_found"
+            long = c.post("/chat/completions", json={"model": "toy", "messages": [
+                {"role": "user", "content": "why " * 5000}]})
+            assert long.status_code == 400 and long.json()["error"]["code"] == "context_length_exceeded"
+        # the real openai client: the reply parses as a ChatCompletion, the decision rides along
+        import openai
+
+        client = openai.OpenAI(base_url=base, api_key="unused", max_retries=0)
+        done = client.chat.completions.create(model="ragrouter/toy", messages=[
+            {"role": "user", "content": "In which city did Marie Curie study physics?"}])
+        assert done.choices[0].message.content == body["choices"][0]["message"]["content"]
+        assert done.model_extra["ragrouter"]["paradigm"] == rr["paradigm"]
+        pieces = [ch.choices[0].delta.content or "" for ch in client.chat.completions.create(
+            model="ragrouter/toy", stream=True, messages=[{"role": "user", "content": "In which city did Marie Curie "
+                                                                                       "study physics?"}])]
+        assert "".join(pieces) == body["choices"][0]["message"]["content"]
+        with pytest.raises(openai.NotFoundError):
+            client.chat.completions.create(model="ragrouter/nope", messages=[{"role": "user", "content": "x"}])
+        with pytest.raises(openai.BadRequestError):
+            client.chat.completions.create(model="ragrouter/toy", messages=[])
     finally:
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
@@ -160,7 +179,31 @@ def test_serve_routes_answers_streams_and_stores_each_question(served_store):
                                      "ON r.query_id = q.id WHERE q.origin = 'serve' GROUP BY 1, 2")).all()
     finally:
         eng.dispose_all()
-    assert rows == [("serve", "asked", 1)]  # one question, one run, asked three times
+    assert rows == [("serve", "asked", 1)]  # one question, one run, asked five times
+
+
+def test_a_token_budget_routes_to_the_paradigms_that_fit(served_store):
+    """--max-tokens-budget 1: no paradigm's expected tokens fit, so the cheapest on the corpus runs."""
+    from ragrouter.db import engine as eng
+
+    engine = eng.make_engine(served_store["url"], read_only=True)
+    try:
+        with engine.connect() as conn:
+            costs = dict(conn.execute(text(
+                "SELECT paradigm, AVG(ret_in_tokens + ret_out_tokens + gen_in_tokens + gen_out_tokens) FROM "
+                "paradigm_runs GROUP BY paradigm")).all())
+    finally:
+        eng.dispose_all()
+    proc, base, _ = _serve(["serve", "--corpus", "toy", "--port", "0", "--max-tokens-budget", "1"], served_store["env"])
+    try:
+        with httpx.Client(base_url=base, timeout=120) as c:
+            r = c.post("/chat/completions", json={"model": "ragrouter/toy", "messages": [
+                {"role": "user", "content": "What did Pierre Curie study?"}]}).json()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    assert r["ragrouter"]["paradigm"] == min(costs, key=costs.get)
+    assert "fits the budget 1" in r["ragrouter"]["why"]
 
 
 def test_sigterm_lets_the_request_in_flight_finish(served_store):

@@ -21,10 +21,11 @@ Endpoints (base ``http://127.0.0.1:PORT/v1``):
   forwarded as they are made.
 
 Errors are OpenAI-shaped, ``{"error": {"message", "type", "param", "code"}}``: 400 for a bad
-body, 404 for an unknown model or path, 503 when the corpus cannot be routed (no router, no
-indicators), 500 otherwise (one line in the message, never a traceback). Requests run one at
-a time against the store (DuckDB has one writer); uvicorn drains the request in flight on
-SIGTERM before it exits.
+body or a question over ``--max-question-tokens`` (``context_length_exceeded``), 404 for an
+unknown model or path, 503 when the corpus cannot be routed (no router, no
+indicators), 500 otherwise (one line in the message, never a traceback). Requests are served
+concurrently (the thread pool; the gateway's slots bound the model calls in flight, the write
+lock the store's writes); uvicorn drains the requests in flight on SIGTERM before it exits.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class Served:
     corpus: str
     chosen: ask_mod.TrainedRouter
     threshold: Threshold | None = None
+    index: object = None  # the corpus' retrieval state, loaded once at start
     counts: dict[str, int] = field(default_factory=lambda: {"requests": 0, "expensive_allowed": 0})
 
     @property
@@ -80,6 +82,7 @@ class ServeState:
     router: str | None = None
     run_id: str | None = None
     budget: int | None = None
+    max_question_tokens: int = 4096
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -114,25 +117,33 @@ def _served(state: ServeState, model) -> Served:
 
 
 def answer(state: ServeState, served: Served, question: str) -> ask_mod.Answer:
-    """Route and answer one question (one at a time: the store has one writer)."""
-    with state.lock:
-        try:
-            routed = ask_mod.route(state.engine, state.config, served.corpus, question, state.router,
-                                   services=state.services, run_id=served.chosen.run_id)
-            allowed, why_not = None, ""
-            if served.threshold is not None:
+    """Route and answer one question. Requests run concurrently (FastAPI's thread pool): the
+    paradigm's model calls go through the shared gateway (its slots bound what is in flight per
+    backend), and the store's writes take the process's write lock, as every stage's do."""
+    try:
+        routed = ask_mod.route(state.engine, state.config, served.corpus, question, state.router,
+                               services=state.services, run_id=served.chosen.run_id, memo=True)
+        allowed, why_not = None, ""
+        if served.threshold is not None:
+            expensive = served.threshold.allows_expensive(routed.probabilities)
+            with state.lock:
                 served.counts["requests"] += 1
-                if served.threshold.allows_expensive(routed.probabilities):
-                    served.counts["expensive_allowed"] += 1
-                else:
-                    allowed = set(served.threshold.cheap)
-                    why_not = (f"below the cost-share threshold {served.threshold.tau:.3f}: cheap paradigms only "
-                               f"({', '.join(served.threshold.cheap)})")
-            return ask_mod.ask(state.engine, state.config, served.corpus, question, budget=state.budget,
-                               services=state.services, origin="serve", routed=routed, allowed=allowed,
-                               why_not=why_not)
-        except ask_mod.AskError as exc:
-            raise ServeError(503, str(exc), "server_error", code="not_routable") from None
+                served.counts["expensive_allowed"] += int(expensive)
+            if not expensive:
+                allowed = set(served.threshold.cheap)
+                why_not = (f"below the cost-share threshold {served.threshold.tau:.3f}: cheap paradigms only "
+                           f"({', '.join(served.threshold.cheap)})")
+        return ask_mod.ask(state.engine, state.config, served.corpus, question, budget=state.budget,
+                           services=state.services, origin="serve", routed=routed, allowed=allowed,
+                           why_not=why_not, index=served.index)
+    except ask_mod.AskError as exc:
+        raise ServeError(503, str(exc), "server_error", code="not_routable") from None
+
+
+def _count_tokens(text: str) -> int:
+    from ragrouter.llm import tokens
+
+    return tokens.count(text)
 
 
 def _decision(a: ask_mod.Answer) -> dict:
@@ -209,6 +220,11 @@ def create_app(state: ServeState) -> FastAPI:
             raise ServeError(400, "the body must be a JSON object", "invalid_request_error")
         served = _served(state, body.get("model"))
         question = _question(body)
+        n_tokens = _count_tokens(question)
+        if n_tokens > state.max_question_tokens:
+            raise ServeError(400, f"This question is {n_tokens} tokens long; the server takes at most "
+                             f"{state.max_question_tokens} (--max-question-tokens).", "invalid_request_error",
+                             code="context_length_exceeded", param="messages")
         stream = body.get("stream", False)
         if not isinstance(stream, bool):
             raise ServeError(400, "'stream' must be true or false", "invalid_request_error", param="stream")
@@ -237,7 +253,8 @@ def create_app(state: ServeState) -> FastAPI:
 
 
 def prepare(engine, config, services, corpora: list[str], router: str | None, run_id: str | None,
-            budget: int | None, cost_share: float | None, cheap: tuple[str, ...]) -> ServeState:
+            budget: int | None, cost_share: float | None, cheap: tuple[str, ...],
+            max_question_tokens: int = 4096) -> ServeState:
     """Check every corpus can be routed (its router exists and loads, its indicators exist)
     and calibrate the cost-share threshold; ServeError(503) names what is missing."""
     from ragrouter import routing
@@ -265,5 +282,10 @@ def prepare(engine, config, services, corpora: list[str], router: str | None, ru
                                                    cheap)
             except ValueError as exc:
                 raise ServeError(503, str(exc), "server_error") from None
-        served[corpus] = Served(corpus, chosen, threshold)
-    return ServeState(engine, config, services, served, router, run_id, budget)
+        from ragrouter.db.engine import write_lock
+
+        cid = reading.corpus_id(engine, corpus)
+        with write_lock(engine), engine.connect() as conn:
+            index = reading.corpus_index(conn, cid, corpus, config)
+        served[corpus] = Served(corpus, chosen, threshold, index)
+    return ServeState(engine, config, services, served, router, run_id, budget, max_question_tokens)

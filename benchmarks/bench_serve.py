@@ -1,0 +1,146 @@
+"""`serve` under load: throughput against the ideal and the routing overhead (issue 33).
+
+A toy corpus is answered, judged and scored on the scripted fake endpoint, an `lr` router is
+trained on it (one-hot features: routing needs no upstream call), then the endpoint's latency
+is set to ``--latency`` seconds per request and ``cli.py serve`` is started in its own process.
+``--concurrency`` clients (the real ``openai`` client) each send ``--per-client`` distinct
+questions one after another. Measured:
+
+* throughput = completed requests / wall seconds, and the ideal = concurrency / (upstream
+  calls per request × latency): what the server would do if routing, the store and the
+  thread pool cost nothing;
+* routing overhead per request = the time from the client sending it to the fake endpoint
+  receiving the paradigm's first upstream call for that question (p50 and p99, ms).
+
+    .venv/bin/python benchmarks/bench_serve.py --concurrency 32 --latency 1.0 --per-client 4 [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+
+
+def build(tmp: Path, srv, concurrency: int) -> dict:
+    import yaml
+
+    from ragrouter import routing
+    from ragrouter.db import engine as eng
+    from ragrouter.db import migrate
+    from tests.test_stages_answer import fake_config, ingest, run
+
+    url = f"duckdb:///{tmp / 'store.duckdb'}"
+    engine = eng.make_engine(url)
+    migrate.upgrade(engine)
+    ingest(engine)
+    cfg = fake_config(srv)
+    cfg.data.setdefault("routers", {})["mlflow_uri"] = f"sqlite:///{tmp / 'mlflow.db'}"
+    cfg.data["routers"]["encoders"] = ["onehot"]
+    run(engine, cfg, "chunk", "extract", "embed", "metrics", "answer", "judge", "score")
+    routing.train(engine, cfg, routing.store_dataset(engine, cfg), ["lr"], ["qc"], log=lambda m: None)
+    for b in cfg.data["backends"].values():  # the gateway's slots must not be the bottleneck
+        b["concurrency"] = max(int(b.get("concurrency") or 1), 2 * concurrency)
+        b["timeout_s"] = 120
+    (tmp / "cfg.yaml").write_text(yaml.safe_dump(cfg.data))
+    eng.dispose_all()
+    return {**os.environ, "RAGROUTER_DB": url, "RAGROUTER_CONFIG": str(tmp / "cfg.yaml")}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--latency", type=float, default=1.0)
+    ap.add_argument("--per-client", type=int, default=4)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+
+    import numpy as np
+    import openai
+
+    from tests.fake_openai import FakeOpenAI
+    from tests.test_trust import judging_responder
+
+    with tempfile.TemporaryDirectory() as tmp_s, FakeOpenAI(responder=judging_responder, embedding_dim=32) as srv:
+        tmp = Path(tmp_s)
+        env = build(tmp, srv, a.concurrency)
+        proc = subprocess.Popen([sys.executable, str(REPO / "cli.py"), "serve", "--corpus", "toy", "--port", "0"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+        base = None
+        while base is None:
+            line = proc.stdout.readline()
+            if not line and proc.poll() is not None:
+                raise SystemExit(f"serve exited: {proc.stderr.read()}")
+            m = re.search(r"at (http://127\.0\.0\.1:\d+/v1)", line)
+            base = m.group(1) if m else None
+        srv.latency_s = a.latency
+        start_log = len(srv.requests)
+        sent: dict[str, float] = {}
+        done: list[float] = []
+        errors: list[str] = []
+        lock = threading.Lock()
+
+        def client(i: int) -> None:
+            c = openai.OpenAI(base_url=base, api_key="unused", max_retries=0, timeout=300)
+            for j in range(a.per_client):
+                q = f"Question {i}-{j}: what did Marie Curie study in Paris?"
+                t0 = time.monotonic()
+                with lock:
+                    sent[q] = t0
+                try:
+                    r = c.chat.completions.create(model="ragrouter/toy", messages=[{"role": "user", "content": q}])
+                    assert r.choices[0].message.content
+                    with lock:
+                        done.append(time.monotonic() - t0)
+                except Exception as exc:  # noqa: BLE001 - counted and reported
+                    with lock:
+                        errors.append(f"{exc.__class__.__name__}: {exc}")
+
+        t_start = time.monotonic()
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(a.concurrency)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.monotonic() - t_start
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+        upstream = srv.requests[start_log:]
+        first: dict[str, float] = {}
+        for r in upstream:
+            text = json.dumps(r.get("body") or {})
+            for q in sent:
+                if q in text and q not in first:
+                    first[q] = r["t"]
+        overhead = np.array([1000 * (first[q] - sent[q]) for q in sent if q in first])
+        n = len(done)
+        calls_per_request = len(upstream) / max(1, n)
+        ideal = a.concurrency / (calls_per_request * a.latency)
+        out = {"concurrency": a.concurrency, "latency_s": a.latency, "requests": n, "errors": len(errors),
+               "wall_s": round(wall, 2), "throughput_rps": round(n / wall, 2),
+               "upstream_calls_per_request": round(calls_per_request, 2), "ideal_rps": round(ideal, 2),
+               "throughput_over_ideal": round(n / wall / ideal, 3),
+               "routing_overhead_ms_p50": round(float(np.percentile(overhead, 50)), 1) if len(overhead) else None,
+               "routing_overhead_ms_p99": round(float(np.percentile(overhead, 99)), 1) if len(overhead) else None,
+               "load_average": round(os.getloadavg()[0], 2), "first_errors": errors[:3]}
+    if a.json:
+        print(json.dumps(out))
+    else:
+        for k, v in out.items():
+            print(f"{k}: {v}")
+
+
+if __name__ == "__main__":
+    main()
