@@ -28,6 +28,7 @@ from ragrouter.commands.judge import judge_group  # noqa: E402
 from ragrouter.commands.models import models_group  # noqa: E402
 from ragrouter.commands.plan import plan_command  # noqa: E402
 from ragrouter.commands.report import report_command  # noqa: E402
+from ragrouter.commands.review import review_group  # noqa: E402
 from ragrouter.commands.routers import mlflow_ui_command, routers_group  # noqa: E402
 from ragrouter.commands.run import run_command  # noqa: E402
 from ragrouter.commands.serve import serve_command  # noqa: E402
@@ -37,7 +38,7 @@ from ragrouter import __version__  # noqa: E402
 from ragrouter.db.engine import DEFAULT_URL  # noqa: E402
 
 # The order `--help` lists the commands in: the pipeline's, then reading, then tools.
-ORDER = ["db", "ingest", "run", "status", "judge", "routers", "ask", "serve", "report", "export", "sql",
+ORDER = ["db", "ingest", "run", "status", "judge", "review", "routers", "ask", "serve", "report", "export", "sql",
          "demo", "models", "mlflow-ui"]
 
 
@@ -81,6 +82,7 @@ cli.add_command(demo_command)
 cli.add_command(ask_command)
 cli.add_command(serve_command)
 cli.add_command(judge_group)
+cli.add_command(review_group)
 cli.add_command(models_group)
 cli.add_command(report_command)
 cli.add_command(routers_group)

@@ -109,3 +109,22 @@ def router_cv_probabilities(engine: Engine, run_id: str) -> list[dict[str, float
         p = json.loads(p) if isinstance(p, str) else p
         out.append({str(k): float(v) for k, v in dict(p).items()})
     return out
+
+
+def human_labels(engine: Engine, corpus: str | None = None) -> list[dict]:
+    """Every reviewed run's human label beside the judge's verdict (``v_human_label``: corpus,
+    paradigm, generator, qtype, judge, judge_label, human_label, reviewer, …); the judge's
+    agreement with them is ``ragrouter.review.figures.by_stratum`` of these rows."""
+    with engine.connect() as conn:
+        return [dict(r) for r in conn.execute(text(
+            "SELECT * FROM v_human_label" + (" WHERE corpus = :c" if corpus else "") +
+            " ORDER BY run_id, reviewer"), {"c": corpus}).mappings()]
+
+
+def human_agreement(engine: Engine, corpus: str | None = None) -> list[tuple]:
+    """(dimension, value, ``review.figures.Agreement``) of the judge against the reviewers'
+    labels: all, then per paradigm and query type; empty when nothing was reviewed."""
+    from ragrouter.review.figures import by_stratum
+
+    rows = human_labels(engine, corpus)
+    return by_stratum(rows) if rows else []

@@ -523,4 +523,29 @@ class StageTiming(Base):
     created_at: Mapped[dt.datetime] = _created()
 
 
+class HumanLabel(Base):
+    """A person's label on one reviewed item, pulled back from the MLflow review experiment
+    (``review pull``): a paradigm run's correctness (what the judge's verdict is measured
+    against) or a generated query's acceptance. One row per (trace, reviewer): the reviewer's
+    latest valid human assessment of that trace (``ragrouter.review``)."""
+
+    __tablename__ = "human_labels"
+    __table_args__ = (UniqueConstraint("trace_id", "reviewer"), Index(None, "run_id"), Index(None, "query_id"))
+
+    id: Mapped[int] = _id("human_labels")
+    kind: Mapped[str] = mapped_column(String(20), nullable=False, doc="'run' (a judged answer) or 'query' (a generated question).")
+    run_id: Mapped[int | None] = mapped_column(Integer, doc="Reviewed paradigm run (kind 'run').")
+    query_id: Mapped[int] = mapped_column(Integer, nullable=False, doc="Reviewed query, or the query of the reviewed run.")
+    trace_id: Mapped[str] = mapped_column(String(64), nullable=False, doc="MLflow trace the label was recorded on.")
+    assessment_id: Mapped[str] = mapped_column(String(64), nullable=False, doc="MLflow assessment id of the label.")
+    experiment: Mapped[str] = mapped_column(String(200), nullable=False, doc="MLflow review experiment name.")
+    reviewer: Mapped[str] = mapped_column(String(200), nullable=False, doc="Who labelled it (the assessment's source id; '' when the UI gave none).")
+    label: Mapped[str] = mapped_column(String(20), nullable=False, doc="Run: 'correct', 'incorrect' or 'incomplete'; query: 'accepted' or 'rejected'.")
+    comment: Mapped[str | None] = mapped_column(Text, doc="The reviewer's rationale.")
+    judge: Mapped[str | None] = mapped_column(String(200), doc="Judge key whose verdict the trace showed (kind 'run').")
+    judge_label: Mapped[str | None] = mapped_column(String(20), doc="The verdict the trace showed: the judge's label (run) or the checks' outcome (query: 'accepted'/'rejected').")
+    labelled_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=False), nullable=False, doc="When the reviewer last set the label (UTC).")
+    created_at: Mapped[dt.datetime] = _created()
+
+
 TABLES = [t.name for t in Base.metadata.sorted_tables]

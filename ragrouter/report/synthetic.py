@@ -36,7 +36,7 @@ METRICS = STRUCTURAL + SEMANTIC
 TABLE_ORDER = (
     "corpora", "documents", "chunks", "worker_runs", "llm_calls", "chunk_extractions",
     "corpus_metrics", "queries", "query_checks", "paradigm_runs", "run_calls", "judgments",
-    "answer_scores", "router_predictions",
+    "answer_scores", "router_predictions", "human_labels",
 )
 
 T0 = dt.datetime(2026, 1, 1, 12, 0, 0)
@@ -192,6 +192,20 @@ def random_rows(
                             for metric, value in (("exact_match", em), ("token_f1", 1.0 if em else round(side.random(), 3))):
                                 add("answer_scores", run_id=run["id"], metric=metric, scorer="squad-v1.1",
                                     value=value, created_at=created)
+
+    # a reviewer's labels on about a sixth of the judged runs (review pull; own stream, so the
+    # draws above stay as they were); the judge label is the run's first sample's
+    review = random.Random(f"{seed}:review")
+    first = {}
+    for j in rows["judgments"]:
+        if not j["is_calibration"] and j["judge"] == judges[0]:
+            first.setdefault(j["run_id"], j["label"])
+    for run in rows["paradigm_runs"]:
+        if run["id"] in first and review.random() < 0.17:
+            add("human_labels", kind="run", run_id=run["id"], query_id=run["query_id"], trace_id=f"tr-{run['id']:08x}",
+                assessment_id=f"a-{run['id']:08x}", experiment="review-synthetic", reviewer="ann",
+                label=first[run["id"]] if review.random() < 0.7 else review.choice(LABELS), comment="synthetic",
+                judge=judges[0], judge_label=first[run["id"]], labelled_at=T0, created_at=T0)
 
     if with_router:
         accepted = [q for q in rows["queries"] if q["status"] == "accepted"]

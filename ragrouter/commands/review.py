@@ -1,0 +1,126 @@
+"""`cli.py review start|pull`: a person checks the judge (or the query checks) on a sample, in
+MLflow's trace UI, and the store learns how far the judge agrees with them
+(``ragrouter.review``)."""
+
+from __future__ import annotations
+
+import click
+
+from ragrouter.commands.common import Ctx, fail, pass_ctx, render_rows
+from ragrouter.db import migrate
+
+
+@click.group("review")
+def review_group() -> None:
+    """Review a sample of judged runs or generated queries in the MLflow UI and measure the
+    judge against the reviewer's labels.
+
+    \b
+    1. python cli.py review start --n 50           # traces into the review experiment
+    2. python cli.py mlflow-ui                     # open it, label each trace (README, "Reviewing the judge")
+    3. python cli.py review pull                   # labels into the store; kappa, confusion, false-correct
+    """
+
+
+def _experiment(ctx: Ctx, engine, name: str | None) -> tuple[str, str, str, str]:
+    """(tracking URI, store id, experiment name, experiment id)."""
+    from ragrouter import routing
+    from ragrouter.review import traces
+
+    uri = routing.tracking_uri(ctx.config)
+    sid = routing.store_id(engine)
+    name = name or traces.experiment_name(sid)
+    return uri, sid, name, traces.open_experiment(uri, name)
+
+
+@review_group.command("start")
+@click.option("--corpus", help="Only this corpus (default: every corpus).")
+@click.option("--n", "n", type=click.IntRange(min=1), default=50, show_default=True, help="Items to sample.")
+@click.option("--what", type=click.Choice(["judgments", "queries"]), default="judgments", show_default=True,
+              help="judgments: judged runs (the judge's verdict to check); queries: generated queries "
+                   "(the checks' verdict to check).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed (the same seed draws the same items).")
+@click.option("--judge", help="Judge key whose verdicts to review (default: the one with the most verdicts).")
+@click.option("--experiment", help="MLflow experiment name (default: review-<store id prefix>).")
+@pass_ctx
+def review_start(ctx: Ctx, corpus, n, what, seed, judge, experiment) -> None:
+    """Log a seeded stratified sample to the MLflow review experiment, one trace per item:
+    for judged runs (stratified by paradigm, query type — unanswerable questions apart — and
+    verdict) the question, gold answer, retrieved chunks (a retriever span), the answer with
+    its tokens (an LLM span) and the judge's verdict and reason (an LLM-judge assessment
+    'label'); for generated queries (stratified by type and outcome) the chain they were built
+    from and every check's verdict. Items already in the experiment are skipped, so running
+    it twice logs nothing new.
+
+    \b
+    Examples:
+      python cli.py review start --n 20
+      python cli.py review start --corpus 2wiki --what queries --n 16
+    """
+    from ragrouter.review import sample, traces
+
+    engine = ctx.engine(read_only=True)
+    migrate.ensure_current(engine)
+    try:
+        if what == "judgments":
+            judge, items = sample.sample_runs(engine, corpus, n, seed, judge)
+        else:
+            items = sample.sample_queries(engine, corpus, n, seed)
+    except sample.SampleError as exc:
+        fail(str(exc))
+    uri, sid, name, exp_id = _experiment(ctx, engine, experiment)
+    kind = "run" if what == "judgments" else "query"
+    done = traces.logged_keys(uri, exp_id, sid)
+    new = [it for it in items if (kind, int(it["run_id" if kind == "run" else "query_id"])) not in done]
+    for it in new:
+        traces.log_run(it, judge, sid) if kind == "run" else traces.log_query(it, sid)
+    what_txt = f"judged runs (judge {judge})" if kind == "run" else "generated queries"
+    short = f" (the store has only {len(items)} to sample)" if len(items) < n else ""
+    click.echo(f"review: {len(new)} {what_txt} logged as traces, {len(items) - len(new)} already there{short}, "
+               f"to experiment {name} (id {exp_id}) at {uri}")
+    click.echo("next: python cli.py mlflow-ui, open the experiment's Traces tab, and on each trace "
+               f"record your label as feedback '{traces.RUN_LABEL if kind == 'run' else traces.QUERY_LABEL}' "
+               "(README, \"Reviewing the judge\"); then python cli.py review pull")
+
+
+@review_group.command("pull")
+@click.option("--corpus", help="Figures for this corpus only (every label is pulled).")
+@click.option("--experiment", help="MLflow experiment name (default: review-<store id prefix>).")
+@pass_ctx
+def review_pull(ctx: Ctx, corpus, experiment) -> None:
+    """Read the reviewers' labels (HUMAN feedback on this store's review traces) into the store
+    (human_labels, one row per trace and reviewer; pulling twice changes nothing) and print the
+    judge's agreement with them: accuracy, Cohen's kappa with its 95 % interval (3 labels, and
+    correct vs. not), false-correct and missed-correct rates, overall and per paradigm and query
+    type, and the confusion matrix (rows = reviewer). Reviewed generated queries: accepted by
+    the checks vs. by the reviewer.
+
+    \b
+    Example:
+      python cli.py review pull
+    """
+    from ragrouter import reading
+    from ragrouter.review import figures, labels, traces
+
+    engine = ctx.engine()
+    migrate.ensure_current(engine)
+    uri, sid, name, exp_id = _experiment(ctx, engine, experiment)
+    found, skipped = traces.human_assessments(uri, exp_id, sid)
+    written = labels.save(engine, name, found)
+    reviewers = sorted({h.reviewer or "(unnamed)" for h in found})
+    click.echo(f"review pull: {written} human labels from experiment {name}"
+               + (f" by {', '.join(reviewers)}" if reviewers else "")
+               + (f"; {skipped} feedbacks skipped (value not a label)" if skipped else ""))
+    strata = reading.human_agreement(engine, corpus)
+    if strata:
+        click.echo(render_rows(figures.TABLE_COLUMNS, figures.table_rows(strata), "table"))
+        click.echo("\n".join(figures.confusion_lines(strata[0][2])))
+    elif not any(h.kind == "query" for h in found):
+        click.echo("no reviewed runs yet" + (f" in corpus {corpus}" if corpus else "")
+                   + ": record labels in the MLflow UI first (README, \"Reviewing the judge\")")
+    queries = [h for h in found if h.kind == "query"]
+    if queries:
+        both = sum(h.label == "accepted" and h.judge_label == "accepted" for h in queries)
+        click.echo(f"generated queries reviewed: {len(queries)}; accepted by the checks "
+                   f"{sum(h.judge_label == 'accepted' for h in queries)}, by the reviewer "
+                   f"{sum(h.label == 'accepted' for h in queries)}, by both {both}")
