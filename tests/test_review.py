@@ -173,3 +173,29 @@ def test_review_start_queries_and_bad_input(tmp_path, review_env, capsys):
         assert main(["--db", url, "review", "start", "--corpus", "nowhere"]) == 2
     finally:
         eng.dispose_all()
+
+
+def test_report_judge_line_cites_the_reviewers(store, tmp_path):
+    from ragrouter.evaluation.stats import wilson_interval
+    from ragrouter.report.build import build_report
+
+    rows = synthetic.random_rows(5, n_corpora=1, queries_per_corpus=12, generators=("gen-a",), judges=("judge-x",),
+                                 p_missing_run=0.0, p_old_config=0.0, with_router=False)
+    labels = rows["human_labels"]
+    assert len(labels) >= 5
+    synthetic.insert_rows(store, rows)
+    md = build_report(store, tmp_path / "rep", with_figures=False).markdown.read_text()
+    agree = sum((h["label"] == "correct") == (h["judge_label"] == "correct") for h in labels)
+    lo, hi = wilson_interval(agree, len(labels))
+    head = (f"> Judge `judge-x` against a person (ann, N = {len(labels)} reviewed runs, newest 2026-01-01; these labels "
+            f"outrank the constructed cases): agreement correct vs. not {agree}/{len(labels)} = "
+            f"{100 * agree / len(labels):.0f} % [{100 * lo:.0f}, {100 * hi:.0f}], Cohen's κ = ")
+    lines = [ln for ln in md.splitlines() if ln.startswith("> Judge `judge-x` against")]
+    assert lines and all(ln.startswith(head) for ln in lines), lines
+    kappa = cohen_kappa_score([h["label"] == "correct" for h in labels], [h["judge_label"] == "correct" for h in labels])
+    assert f"Cohen's κ = {kappa:.2f}" in lines[0]
+    # without reviewed runs the line says so
+    with store.begin() as conn:
+        conn.execute(text("DELETE FROM human_labels"))
+    md = build_report(store, tmp_path / "rep2", with_figures=False).markdown.read_text()
+    assert "> Judge `judge-x` against a person: **not reviewed**" in md

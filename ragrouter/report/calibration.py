@@ -123,6 +123,7 @@ def judge_trust(engine: Engine, judge: str | None) -> dict:
            "case_set": None, "date": None}
     if judge is None:
         return out
+    out["human"] = human_trust(engine, judge)
     try:
         df = frame(engine)
     except ViewMissing:
@@ -149,6 +150,51 @@ def judge_trust(engine: Engine, judge: str | None) -> dict:
     return out
 
 
+def human_trust(engine: Engine, judge: str) -> dict | None:
+    """``judge`` against the reviewers' labels (``review pull``; ``v_human_label``): N, the
+    reviewers, the newest label's date, agreement on correct vs. not, κ (3 labels and correct vs.
+    not, with the large-sample interval of ``review.figures``) and the false-correct rate; None
+    when no run it judged was reviewed (or the store predates the view)."""
+    from sqlalchemy.exc import DBAPIError
+
+    from ragrouter import reading
+    from ragrouter.review.figures import agreement
+
+    try:
+        rows = [r for r in reading.human_labels(engine) if r["judge"] == judge]
+    except DBAPIError:
+        return None
+    if not rows:
+        return None
+    a = agreement([(r["judge_label"], r["human_label"]) for r in rows])
+    return {"n": a.n, "reviewers": sorted({r["reviewer"] or "(unnamed)" for r in rows}),
+            "date": str(max(r["labelled_at"] for r in rows))[:10], "agree": sum(int(r["correct_agree"]) for r in rows),
+            "kappa": a.kappa, "binary_kappa": a.binary_kappa, "binary_low": a.binary_low, "binary_high": a.binary_high,
+            "false_correct": a.false_correct}
+
+
+def human_line(judge: str, human: dict | None) -> str:
+    """The line under the calibration line: how the judge agrees with a person's labels, which
+    outrank the constructed cases, or that nobody reviewed it."""
+    if human is None:
+        return (f"> Judge `{judge}` against a person: **not reviewed** (`python cli.py review start`, label the "
+                "traces in the MLflow UI, `python cli.py review pull`).")
+    from ragrouter.evaluation.stats import wilson_interval
+
+    n, agree = human["n"], human["agree"]
+    lo, hi = wilson_interval(agree, n)
+    three = "undefined" if math.isnan(human["kappa"]) else f"{human['kappa']:.2f}"
+    bk = fmt_kappa(human["binary_kappa"], human["binary_low"], human["binary_high"])
+    line = (f"> Judge `{judge}` against a person ({', '.join(human['reviewers'])}, N = {n} reviewed runs, newest "
+            f"{human['date']}; these labels outrank the constructed cases): agreement correct vs. not {agree}/{n} = "
+            f"{100 * agree / n:.0f} % [{100 * lo:.0f}, {100 * hi:.0f}], Cohen's κ = {bk} (3 labels: {three})"
+            + (f", not correct to the reviewer but judged correct {_pct(human['false_correct'])}"
+               if human["false_correct"] is not None else "") + ".")
+    if not math.isnan(human["binary_kappa"]) and human["binary_kappa"] < KAPPA_WARN:
+        line += f" **Warning: κ < {KAPPA_WARN} against the reviewer.**"
+    return line
+
+
 def trust_line(trust: dict) -> str:
     """The line the report prints once at the head of each section that rests on judgments (#15.1,
     issue 30): κ correct vs. not with its 95 % bootstrap interval, the agreement with its Wilson
@@ -156,6 +202,13 @@ def trust_line(trust: dict) -> str:
     judge = trust.get("judge")
     if judge is None:
         return "> Judge: none (nothing judged yet)."
+    if "human" in trust:
+        return _calibration_line(trust) + "\n>\n" + human_line(judge, trust["human"])
+    return _calibration_line(trust)
+
+
+def _calibration_line(trust: dict) -> str:
+    judge = trust.get("judge")
     if not trust.get("calibrated"):
         return (f"> Judge `{judge}`: **not calibrated** — how far its labels can be trusted is unknown "
                 f"(run `{COMMAND}`).")
