@@ -1,146 +1,15 @@
 #!/usr/bin/env python
 """ragrouter command line. Run `python cli.py --help` (or `ragrouter --help`) for the commands.
 
-Exit statuses: 0 success, 1 internal error, 2 user error (input, flag, config, store),
-3 a run finished with failed units.
+A thin entry kept at the top of the clone; the CLI itself is ragrouter/cli.py, the package's
+console script, so an installed `ragrouter` needs no file outside the package.
 """
 
 from __future__ import annotations
 
-import os
 import sys
-import traceback
 
-os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-import click  # noqa: E402
-
-from ragrouter.commands import common  # noqa: E402
-from ragrouter.commands.ask import ask_command  # noqa: E402
-from ragrouter.commands.corpus import corpus_group  # noqa: E402
-from ragrouter.commands.db import db_group  # noqa: E402
-from ragrouter.commands.demo import demo_command  # noqa: E402
-from ragrouter.commands.export import export_command  # noqa: E402
-from ragrouter.commands.ingest import ingest_command  # noqa: E402
-from ragrouter.commands.judge import judge_group  # noqa: E402
-from ragrouter.commands.models import models_group  # noqa: E402
-from ragrouter.commands.plan import plan_command  # noqa: E402
-from ragrouter.commands.report import report_command  # noqa: E402
-from ragrouter.commands.review import review_group  # noqa: E402
-from ragrouter.commands.routers import mlflow_ui_command, routers_group  # noqa: E402
-from ragrouter.commands.run import run_command  # noqa: E402
-from ragrouter.commands.serve import serve_command  # noqa: E402
-from ragrouter.commands.sql import sql_command  # noqa: E402
-from ragrouter.commands.status import status_command  # noqa: E402
-from ragrouter import __version__  # noqa: E402
-from ragrouter.db.engine import DEFAULT_URL  # noqa: E402
-
-# The order `--help` lists the commands in: the pipeline's, then reading, then tools.
-ORDER = ["db", "ingest", "run", "status", "judge", "review", "routers", "ask", "serve", "report", "export", "sql",
-         "demo", "models", "mlflow-ui"]
-
-
-class PipelineOrder(click.Group):
-    """A group whose --help lists commands in pipeline order (unknown ones last, by name)."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        names = list(self.commands)
-        return sorted(names, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
-
-
-@click.group(cls=PipelineOrder, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "--version", prog_name="ragrouter", message="%(prog)s %(version)s")
-@click.option("--db", "db_url", envvar="RAGROUTER_DB", default=DEFAULT_URL, show_default=True,
-              help="Store URL: duckdb:///FILE or postgresql://USER@HOST/DB (env RAGROUTER_DB). "
-                   "A DuckDB file that does not exist is created only by 'db upgrade' or --create.")
-@click.option("--create", is_flag=True, help="Create the DuckDB file named by --db if it does not exist.")
-@click.option("--config", "config_path", envvar="RAGROUTER_CONFIG", default=None,
-              help="YAML config merged over configs/default.yaml (env RAGROUTER_CONFIG); "
-                   "RAGROUTER__a__b=value overrides any setting.")
-@click.pass_context
-def cli(click_ctx: click.Context, db_url: str, create: bool, config_path: str | None) -> None:
-    """ragrouter: which RAG paradigm answers best, for your corpus and queries, at what cost.
-
-    Every artefact of the benchmark is a row in one store (DuckDB file by default); stages
-    are resumable and never spend a token twice.
-
-    \b
-    Exit status: 0 success, 1 internal error, 2 user error (input, flag, config,
-    store), 3 a run finished with failed units.
-    """
-    click_ctx.obj = common.Ctx(db_url=db_url, config_path=config_path, create=create)
-
-
-cli.add_command(db_group)
-cli.add_command(ingest_command)
-cli.add_command(corpus_group)
-cli.add_command(run_command)
-cli.add_command(plan_command)
-cli.add_command(demo_command)
-cli.add_command(ask_command)
-cli.add_command(serve_command)
-cli.add_command(judge_group)
-cli.add_command(review_group)
-cli.add_command(models_group)
-cli.add_command(report_command)
-cli.add_command(routers_group)
-cli.add_command(mlflow_ui_command)
-cli.add_command(export_command)
-cli.add_command(sql_command)
-cli.add_command(status_command)
-
-
-def main(argv: list[str] | None = None, prog_name: str = "cli.py") -> int:
-    """Run the CLI; user errors become one line on stderr and exit status 2, an unexpected
-    error one line and status 1 (RAGROUTER_DEBUG=1 prints its traceback)."""
-    try:
-        cli.main(args=argv, prog_name=prog_name, standalone_mode=False)
-    except click.exceptions.Exit as exc:
-        return exc.exit_code
-    except click.exceptions.Abort:
-        common.echo_err("aborted")
-        return 130
-    except click.UsageError as exc:  # a bad flag or argument: one line, exit 2
-        where = exc.ctx.command_path if exc.ctx is not None else prog_name
-        common.echo_err(f"error: {exc.format_message()} (see '{where} --help')")
-        return common.EXIT_USER
-    except click.ClickException as exc:
-        common.echo_err(f"error: {exc.format_message()}")
-        return exc.exit_code
-    except common.USER_ERRORS as exc:
-        lost = common.outage_line(exc)
-        if lost is not None:  # the store went away: what was kept, how to resume (db/outage.py)
-            common.echo_err(f"error: {lost}")
-            return common.EXIT_USER
-        common.echo_err(f"error: {str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__}")
-        return common.EXIT_USER
-    except KeyboardInterrupt:
-        common.echo_err("interrupted")
-        return 130
-    except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, exit 1
-        lost = common.outage_line(exc)
-        if lost is not None:
-            common.echo_err(f"error: {lost}")
-            return common.EXIT_USER
-        fs = common.file_system_error(exc)
-        if fs is not None:  # a folder missing or read-only, a disk full: the user's to fix, exit 2
-            common.echo_err(f"error: {fs}")
-            return common.EXIT_USER
-        if os.environ.get("RAGROUTER_DEBUG"):
-            traceback.print_exc()
-        first = (str(exc).strip().splitlines() or [""])[0]
-        common.echo_err(f"internal error: {exc.__class__.__name__}: {first} "
-                        "(set RAGROUTER_DEBUG=1 for the traceback)")
-        return common.EXIT_INTERNAL
-    return 0
-
-
-def entry() -> None:
-    """The `ragrouter` console script (pyproject.toml)."""
-    sys.exit(main(prog_name="ragrouter"))
-
+from ragrouter.cli import ORDER, PipelineOrder, cli, entry, main  # noqa: F401
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -83,6 +83,8 @@ def test_pip_install_dot_outside_the_clone_runs_the_pipeline_commands(tmp_path):
     where = subprocess.run([str(py), "-c", "import ragrouter.paths as p; print(p.DATA_ROOT)"], capture_output=True,
                            text=True, cwd=work, env=env, timeout=120)
     assert where.returncode == 0 and str(env_dir) in where.stdout and "_data" in where.stdout, where
+    top = subprocess.run([str(py), "-c", "import cli"], capture_output=True, text=True, cwd=work, env=env, timeout=60)
+    assert top.returncode != 0 and "No module named 'cli'" in top.stderr  # the CLI lives in the package
     from ragrouter import __version__
 
     assert rr("--version").stdout.strip() == f"ragrouter {__version__}"
