@@ -23,6 +23,12 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# This machine's speed-probe figures (run --dry-run --probe, the demo) must not change what a
+# test's dry run expects: the tests keep their own, empty to start with.
+if "RAGROUTER_TIMING_DIR" not in os.environ:
+    import tempfile
+
+    os.environ["RAGROUTER_TIMING_DIR"] = tempfile.mkdtemp(prefix="ragrouter-timing-")
 
 
 @pytest.fixture(scope="session")

@@ -330,7 +330,7 @@ def test_probed_figures_replace_the_priors_and_a_first_stage_pays_the_load(tmp_p
     from ragrouter.stages.base import Estimate
     from ragrouter.stages.timing import Timing
 
-    monkeypatch.setenv("RAGROUTER_HOME", str(tmp_path))
+    monkeypatch.setenv("RAGROUTER_TIMING_DIR", str(tmp_path / "timing"))
     cfg = Config.load(Path("configs/demo.yaml"), env={})
     model = "qwen2.5-coder-0.5b"
     path = speedprobe._save({model: {"overhead_s": 0.0, "prompt_tps": 100.0, "gen_tps": 10.0, "parallel": 2,

@@ -15,7 +15,7 @@ outside ±30 %. The probe measures the machine it runs on, per local model of th
 * an encoder (``kind: local-encoder``): load time and tokens per second over a batch of
   chunk-sized texts.
 
-Results are kept in ``$RAGROUTER_HOME/timing/<machine>.json`` (machine = CPU model and count),
+Results are kept in ``$RAGROUTER_HOME/timing/<machine>.json`` (``$RAGROUTER_TIMING_DIR`` if set) (machine = CPU model and count),
 so every later dry run, ``plan`` and ``status`` on this machine uses them (``time_basis``
 ``probe:<model>``) until the store has its own history of the model. No call goes to the
 ledger: these are not benchmark calls, and a local model costs nothing.
@@ -55,6 +55,11 @@ def machine_key() -> str:
 
 
 def cache_path() -> Path:
+    """``$RAGROUTER_TIMING_DIR`` (the tests point it at a folder of their own), else
+    ``$RAGROUTER_HOME/timing``, / ``<machine>.json``."""
+    env = os.environ.get("RAGROUTER_TIMING_DIR")
+    if env:
+        return Path(env) / f"{machine_key()}.json"
     from ragrouter.paths import home
 
     return home() / "timing" / f"{machine_key()}.json"
