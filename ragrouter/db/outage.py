@@ -103,6 +103,7 @@ class _State:
         self.episodes = 0  # outages met by this process
         self.longest = 0.0
         self.gave_up = False  # a statement waited past the limit: the others stop waiting too ...
+        self.gone_since: float | None = None  # ... since when the store has been away, for their line
         self.quiet = False  # ... and this outage ends without the "reconnected" line
 
     def enter(self) -> None:
@@ -114,12 +115,16 @@ class _State:
                 self.quiet = False
 
     def lasted(self) -> float:
-        """Seconds since the current outage began (0 without one)."""
-        lost_at = self.lost_at
-        return 0.0 if lost_at is None else time.monotonic() - lost_at
+        """Seconds since the store went away: the outage a statement gave up on (a later
+        statement that fails while the verdict stands reports the same outage), else the
+        current one (0 without one)."""
+        since = self.gone_since if self.gave_up and self.gone_since is not None else self.lost_at
+        return 0.0 if since is None else time.monotonic() - since
 
     def give_up(self) -> None:
         with self.lock:
+            if not self.gave_up or self.gone_since is None:
+                self.gone_since = self.lost_at if self.lost_at is not None else time.monotonic()
             self.gave_up = self.quiet = True
 
     def leave(self, ok: bool) -> None:
@@ -128,7 +133,7 @@ class _State:
         with self.lock:
             self.waiting -= 1
             if ok:
-                self.gave_up = False
+                self.gave_up, self.gone_since = False, None
             if self.waiting > 0 or self.lost_at is None:
                 return
             waited = time.monotonic() - self.lost_at
@@ -173,7 +178,7 @@ def retry(fn: Callable[[], T], what: str, limit_s: float | None = None, *,
                 continue
             ok = True
             if STATE.gave_up:  # the store is back: the next outage is waited for again
-                STATE.gave_up = False
+                STATE.gave_up, STATE.gone_since = False, None
             return out
     finally:
         if started is not None:

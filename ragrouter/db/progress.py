@@ -93,7 +93,8 @@ def update(engine, stage: str, *, done: int = 0, failed: int = 0, pending: int =
     _write(path, data)
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (on this machine)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -154,6 +155,6 @@ def read(db_path: str | Path) -> dict | None:
             _WARNED.add(str(path))
             print(f"warning: progress file {path} is malformed ({problem}); ignored", file=sys.stderr)
         return None
-    if not _alive(data["pid"]):
+    if not pid_alive(data["pid"]):
         return None
     return data

@@ -26,6 +26,7 @@ from sqlalchemy.engine import Engine
 
 from ragrouter.db import outage
 from ragrouter.db.engine import redact_secrets
+from ragrouter.db.progress import pid_alive
 from ragrouter.db.models import LLMCall, LLMFailure
 
 log = logging.getLogger("ragrouter.llm.gateway")
@@ -102,16 +103,6 @@ def summary() -> str | None:
             "store starts on this machine — run the same command again to resume")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def replay(engine: Engine, lock) -> int:
     """Write every spool file of this store left by a process that is gone into the ledger,
     then remove it; the rows now in the ledger (a call already there is not doubled). A row the
@@ -126,7 +117,7 @@ def replay(engine: Engine, lock) -> int:
             pid = int(path.stem)
         except ValueError:
             continue
-        if pid != os.getpid() and _alive(pid):
+        if pid != os.getpid() and pid_alive(pid):
             continue  # its writer may still append
         claimed = path.with_name(f"{path.name}.replay-{os.getpid()}")
         try:
