@@ -451,7 +451,9 @@ class OpenAIBackend(Backend):
 
     def chat_once(self, messages, *, temperature, max_tokens, response_format, timeout_s) -> ChatReply:
         _, model = self.endpoint()
-        sent = _prompt_tokens(messages)
+        from ragrouter.llm.tokens import message_tokens
+
+        sent = message_tokens(messages)  # what the server should report back (a cut prompt is less)
         if self.chat_api == "ollama":
             return self._ollama_chat(model, messages, sent, temperature=temperature, max_tokens=max_tokens,
                                      response_format=response_format, timeout_s=timeout_s)
@@ -569,20 +571,6 @@ class OpenAIBackend(Backend):
                 client.close()
             except Exception:  # noqa: BLE001 - closing is best effort
                 pass
-
-
-def _prompt_tokens(messages: list[dict]) -> int:
-    """The prompt's tokens as counted here (cl100k over the messages' text)."""
-    from ragrouter.llm import tokens
-
-    total = 0
-    for m in messages:
-        content = m.get("content") if isinstance(m, dict) else None
-        if isinstance(content, list):
-            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
-        if isinstance(content, str):
-            total += tokens.count(content)
-    return total
 
 
 def _cached_tokens(usage: dict) -> int | None:

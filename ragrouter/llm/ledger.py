@@ -160,20 +160,8 @@ def embed_key(model: str, inputs: list[str], *, dimensions: int | None = None) -
             "dimensions": dimensions}
 
 
-def _message_text(message: dict) -> str:
-    content = message.get("content")
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type", "text") == "text")
-    return str(content)
-
-
-def message_tokens(messages: list[dict]) -> int:
-    """cl100k_base tokens of the messages' text (no chat-template overhead)."""
-    return sum(tokens.count(_message_text(m)) for m in messages)
+# the prompt's text and tokens: one rule for the gateway, the ledger and every backend
+message_tokens = tokens.message_tokens
 
 
 # --------------------------------------------------------------------------- shared per engine

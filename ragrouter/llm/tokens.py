@@ -70,3 +70,20 @@ def encoding():
 def count(text: str) -> int:
     """Number of cl100k_base tokens in ``text`` (special tokens treated as text)."""
     return len(encoding().encode(text, disallowed_special=()))
+
+
+def message_text(message: dict) -> str:
+    """A chat message's text: its string content, or the text parts of list content."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type", "text") == "text")
+    return str(content)
+
+
+def message_tokens(messages: list[dict]) -> int:
+    """cl100k_base tokens of the messages' text (no chat-template overhead)."""
+    return sum(count(message_text(m)) for m in messages)
