@@ -48,20 +48,20 @@ class Answer:
     router_run_id: str = ""
 
 
-_CENTROIDS: dict[tuple, dict] = {}  # (engine, encoder, labelled questions) -> type centroids: serve encodes them once
-
-
-def infer_query_type(engine, question: str, encoder) -> str:
-    with write_lock(engine):
-        rows = reading.labelled_questions(engine)
-    if not rows:
-        raise AskError("the store has no accepted questions to infer the query type from; pass --type")
+def infer_query_type(engine, question: str, encoder, memo: bool = False) -> str:
+    """The nearest type centroid of the store's labelled questions (:mod:`ragrouter.routers.qtype`);
+    ``memo`` (serve): the centroids are read and encoded once per process, not per question."""
     from ragrouter.routers.qtype import nearest_type, type_centroids
 
-    key = (id(engine), getattr(encoder, "name", id(encoder)), len(rows), hash(tuple(rows)))
-    if key not in _CENTROIDS:
-        _CENTROIDS[key] = type_centroids(rows, encoder)
-    return nearest_type(_CENTROIDS[key], np.asarray(encoder.encode([question])[0], dtype=np.float64))
+    def centroids():
+        with write_lock(engine):
+            rows = reading.labelled_questions(engine)
+        if not rows:
+            raise AskError("the store has no accepted questions to infer the query type from; pass --type")
+        return type_centroids(rows, encoder)
+
+    cents = _memo(memo, ("centroids", id(engine), getattr(encoder, "name", id(encoder))), centroids)
+    return nearest_type(cents, np.asarray(encoder.encode([question])[0], dtype=np.float64))
 
 
 @dataclass
@@ -215,7 +215,7 @@ def route(engine, config, corpus: str, question: str, router: str | None = None,
     if query_type is None:
         from ragrouter.llm.encoder import get_encoder
 
-        query_type = infer_query_type(engine, question, get_encoder(str(config.get("scoring.encoder"))))
+        query_type = infer_query_type(engine, question, get_encoder(str(config.get("scoring.encoder"))), memo)
     def picked():
         with write_lock(engine):
             return choose_router(engine, config, generator, router, run_id), routing.store_id(engine)
