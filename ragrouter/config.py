@@ -47,7 +47,7 @@ BACKEND_EXTRA_KEYS = (
     "encoding_format", "requests_per_minute", "tokens_per_minute", "price_per_million", "extra_body",
     "headers", "seed", "top_p", "max_completion_tokens", "preset", "n_gpu_layers", "flash_attn",
     "temperature", "max_tokens", "timeout_s", "retries", "concurrency", "api_key", "chat_api",
-    "reasoning_allowance", "reasoning",
+    "reasoning_allowance", "reasoning", "cut_prompt_share",
 )
 # Maps whose keys the user names (any key is allowed; values typed like the default's).
 FREE_MAPS = ("backends", "querygen.reasoning_hops", "querygen.counts", "dry_run.completion_share")

@@ -125,7 +125,11 @@ def test_ollama_preset_serves_a_long_prompt_whole_through_the_native_api(store, 
         with pytest.raises(GatewayError) as err:  # options on /v1: ignored, the prompt is cut
             plain.chat("b", user(prompt), temperature=0.3, max_tokens=20, stage="t", phase="gen")
         assert err.value.reason == "prompt_truncated" and "cut the prompt" in str(err.value)
-        assert srv.requests[-1]["path"] == "/v1/chat/completions" and srv.stats()["by_path"]["/v1/chat/completions"] == 1
+        # a backend whose model's tokenizer is denser than cl100k can turn the check off
+        lax = gw_for(srv, model="llama3.1:8b-lax", cut_prompt_share=0).chat(
+            "b", user(prompt), temperature=0.3, max_tokens=20, stage="t", phase="gen")
+        assert lax.prompt_tokens == 4096  # answered, from what the server kept
+        assert srv.requests[-1]["path"] == "/v1/chat/completions"
         whole = gw_for(srv, model="llama3.1:8b-b", preset="ollama").chat(
             "b", user(prompt), temperature=0.3, max_tokens=20, stage="t", phase="gen")
         req = srv.requests[-1]

@@ -85,7 +85,9 @@ CHAT_APIS = ("openai", "ollama")  # the chat wire format: OpenAI's /chat/complet
 # OpenAI's reasoning guide: "reserve at least 25,000 tokens for reasoning and outputs" when starting out
 REASONING_ALLOWANCE = 25000
 # a reply whose server-counted prompt is below this share of the prompt sent was cut (tokenizers
-# differ from cl100k by well under this: llama.cpp's counts run 1.02-1.35x ours on the demo)
+# differ from cl100k by well under this on English: llama.cpp's counts run 1.02-1.35x ours on the
+# demo; a model whose tokenizer is far denser than cl100k on the corpus' script may need a lower
+# backends.<name>.cut_prompt_share, 0 to turn the check off)
 CUT_PROMPT_SHARE = 0.5
 CUT_PROMPT_MIN_TOKENS = 256
 
@@ -294,6 +296,11 @@ class OpenAIBackend(Backend):
         from ragrouter.llm.ollama import DEFAULT_NUM_CTX
 
         self.num_ctx = self._int("num_ctx", DEFAULT_NUM_CTX, minimum=64) if self.chat_api == "ollama" else None
+        share = self.spec.get("cut_prompt_share", CUT_PROMPT_SHARE)
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share < 1:
+            raise GatewayError("config", f"{self.where}.cut_prompt_share must be a number in [0, 1) (got {share!r})",
+                               backend=name)
+        self.cut_prompt_share = float(share)  # 0 turns the cut-prompt check off
         default_allowance = REASONING_ALLOWANCE if self.reasoning else 0
         self.reasoning_allowance = self._int("reasoning_allowance", default_allowance, minimum=0)
         self.encoding_format = spec.get("encoding_format", "float")
@@ -468,7 +475,7 @@ class OpenAIBackend(Backend):
         """A cut prompt, or a reasoning model that spent its allowance, is a failed call with
         its reason (not retried: the same request would fail the same way, and be paid again)."""
         if (reply.prompt_tokens is not None and sent >= CUT_PROMPT_MIN_TOKENS
-                and reply.prompt_tokens < CUT_PROMPT_SHARE * sent):
+                and reply.prompt_tokens < self.cut_prompt_share * sent):
             raise BackendError("prompt_truncated", f"the server counted {reply.prompt_tokens} prompt tokens for a "
                                f"prompt of about {sent}: it cut the prompt to its context window (raise the "
                                "server's context, e.g. vLLM's --max-model-len, Ollama's OLLAMA_CONTEXT_LENGTH or "
