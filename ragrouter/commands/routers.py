@@ -106,8 +106,10 @@ def train_command(ctx: Ctx, routers: tuple[str, ...], feature_sets: tuple[str, .
                                     ascending=[False, True, True, True]).iloc[0]
         chosen = ask_mod.TrainedRouter(str(best["router"]), str(best["features"]), str(best["encoder"]),
                                        str(best["run_id"]))
+        n_rows = int(best["n_rows"]) if "n_rows" in best and best["n_rows"] == best["n_rows"] else None
         click.echo(f"best by {promote_by}: {chosen.router}/{chosen.features}/{chosen.encoder} "
-                   f"({promote_by} {float(best[promote_by]):.3f})")
+                   f"({promote_by} {float(best[promote_by]):.3f}, fold mean over {n_rows} labelled queries; "
+                   f"'routers compare' gives its interval and the runners-up)")
         try:
             promotion.promote(engine, ctx.config, chosen, echo=click.echo)
         except promotion.PromoteError as exc:
