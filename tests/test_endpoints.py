@@ -149,15 +149,30 @@ def test_ollama_preset_serves_a_long_prompt_whole_through_the_native_api(store, 
 def test_a_reasoning_reply_that_spends_its_allowance_fails_once_and_reasoning_tokens_are_read(store, gw_for):
     with FakeOpenAI(responder=label_responder, provider="openai", reasoning_tokens=600) as srv:
         # the allowance on top of the visible cap: max_completion_tokens = 50 + 1000
-        ok = judge(gw_for(srv, preset="openai-reasoning", model="o4-mini", reasoning_allowance=1000))
+        gw_ok = gw_for(srv, preset="openai-reasoning", model="o4-mini", reasoning_allowance=1000)
+        ok = judge(gw_ok)
         assert srv.requests[-1]["body"]["max_completion_tokens"] == 1050 and ok.data["label"] == "correct"
         assert ok.completion_tokens > 600  # the hidden reasoning is billed with the reply
         # an allowance the reasoning spends whole: an empty reply, finish_reason length
         before = len(srv.requests)
+        gw_spent = gw_for(srv, preset="openai-reasoning", model="o4-mini-b", reasoning_allowance=100, retries=3)
         with pytest.raises(GatewayError) as err:
-            judge(gw_for(srv, preset="openai-reasoning", model="o4-mini-b", reasoning_allowance=100, retries=3))
+            judge(gw_spent)
         assert err.value.reason == "reasoning_exhausted" and "finish_reason length" in str(err.value)
         assert len(srv.requests) - before <= 2  # at most one retry, not one per attempt at the same budget
+    # reasoning_tokens land in the ledger: the good reply's row, and the spent allowance's failure row
+    # (billed: 50 + 100 = 150 completion tokens, all of them reasoning)
+    gw_ok.flush(), gw_spent.flush()
+    with store.connect() as conn:
+        call = conn.execute(text("SELECT completion_tokens, reasoning_tokens FROM llm_calls WHERE model = 'o4-mini'")).one()
+        fail = conn.execute(text("SELECT completion_tokens, reasoning_tokens, error FROM llm_failures "
+                                 "WHERE model = 'o4-mini-b'")).one()
+        by_stage = conn.execute(text("SELECT completion_tokens, reasoning_tokens, total_tokens, prompt_tokens "
+                                     "FROM v_tokens_by_stage WHERE model = 'o4-mini-b'")).one()
+    assert call[1] == 600 and call[0] == 600 + tokens.count('{"label": "correct", "reason": "ok"}')
+    assert fail[0] == 150 and fail[1] == 150 and fail[2].startswith("reasoning_exhausted")
+    # completion_tokens already holds the reasoning: the totals do not add it twice
+    assert by_stage[1] == 150 and by_stage[2] == by_stage[3] + by_stage[0]
     from ragrouter.llm.backends import OpenAIBackend
 
     be = OpenAIBackend("b", {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "o4-mini",

@@ -74,6 +74,25 @@ def test_billed_money_in_status_counts_provider_cached_tokens(store, monkeypatch
     assert f"Total billed: **{pricing.usd(expected)}**" in text
 
 
+def test_reasoning_tokens_are_priced_once_inside_the_completion_tokens(store, monkeypatch):
+    """OpenAI's completion_tokens already include the hidden reasoning (billed as output): the
+    ledger keeps reasoning_tokens beside them and the money counts them once."""
+    monkeypatch.setenv(KEY_ENV, "k")
+    with FakeOpenAI(provider="openai", reasoning_tokens=40) as srv:
+        spec = _config(srv)
+        spec["backends"]["paid"].update(model="o4-mini", preset="openai-reasoning", reasoning_allowance=500)
+        cfg = Config({**Config.load().data, **spec}, source="t")
+        with Gateway(cfg, store) as gw:
+            reply = gw.chat("paid", [{"role": "user", "content": "why is the sky blue"}],
+                            temperature=1.0, max_tokens=20, stage="answer", phase="gen")
+            gw.flush()
+    with store.connect() as conn:
+        (row,) = [r for r in pricing.billed_by_stage(conn, cfg) if r["stage"] == "answer"]
+    assert row["reasoning_tokens"] == 40 and row["completion_tokens"] == reply.completion_tokens > 40
+    assert row["usd"] == pytest.approx((row["prompt_tokens"] * 2.0 + reply.completion_tokens * 8.0) / 1e6, rel=1e-9)
+    assert "of which reasoning" in pricing.markdown_section(store, cfg)
+
+
 def _cli(*args, env):
     return subprocess.run([sys.executable, str(REPO / "cli.py"), *args], capture_output=True, text=True,
                           env={**os.environ, **env}, cwd=REPO, timeout=180)

@@ -281,7 +281,10 @@ class LLMCall(Base):
     response_json: Mapped[dict | list | None] = mapped_column(JsonType, doc="Parsed structured output when requested.")
     response_vectors: Mapped[bytes | None] = mapped_column(LargeBinary, doc="Embeddings: float32 bytes, n × dim, row-major.")
     prompt_tokens: Mapped[int] = mapped_column(Integer, nullable=False, doc="Input tokens.")
-    completion_tokens: Mapped[int] = mapped_column(Integer, nullable=False, doc="Output tokens.")
+    completion_tokens: Mapped[int] = mapped_column(Integer, nullable=False, doc="Output tokens (a reasoning model's hidden reasoning included).")
+    reasoning_tokens: Mapped[int | None] = mapped_column(
+        Integer, doc="Hidden reasoning tokens (usage.completion_tokens_details.reasoning_tokens), already part of "
+                     "completion_tokens (never add them again); NULL when the endpoint reported none.")
     token_source: Mapped[str] = mapped_column(String(20), nullable=False, doc="'usage' (endpoint) or 'tiktoken' (cl100k).")
     latency_s: Mapped[float] = mapped_column(Double, nullable=False, doc="Wall seconds of the successful HTTP call.")
     attempts: Mapped[int] = mapped_column(Integer, nullable=False, doc="HTTP attempts it took (1 = no retry).")
@@ -306,6 +309,9 @@ class LLMFailure(Base):
     response: Mapped[str | None] = mapped_column(Text, doc="The unusable reply, when one arrived.")
     prompt_tokens: Mapped[int | None] = mapped_column(Integer, doc="Input tokens billed for an unusable reply.")
     completion_tokens: Mapped[int | None] = mapped_column(Integer, doc="Output tokens billed for an unusable reply.")
+    reasoning_tokens: Mapped[int | None] = mapped_column(
+        Integer, doc="Of completion_tokens, the hidden reasoning tokens the endpoint reported (e.g. a reply that spent "
+                     "its whole reasoning allowance).")
     worker_run_id: Mapped[int | None] = mapped_column(Integer, doc="Worker run that tried.")
     created_at: Mapped[dt.datetime] = _created()
 

@@ -479,13 +479,13 @@ class OpenAIBackend(Backend):
             raise BackendError("prompt_truncated", f"the server counted {reply.prompt_tokens} prompt tokens for a "
                                f"prompt of about {sent}: it cut the prompt to its context window (raise the "
                                "server's context, e.g. vLLM's --max-model-len, Ollama's OLLAMA_CONTEXT_LENGTH or "
-                               "the ollama preset's native num_ctx)", retryable=False)
+                               "the ollama preset's native num_ctx)", retryable=False, reply=reply)
         if self.reasoning and not (reply.text or "").strip() and reply.finish_reason == "length":
             used = reply.reasoning_tokens if reply.reasoning_tokens is not None else reply.completion_tokens
             raise BackendError("reasoning_exhausted", f"finish_reason length with an empty reply: reasoning used "
                                f"{used} of the {self.reasoning_allowance} reasoning tokens allowed on top of the "
                                "reply's cap (raise reasoning_allowance, or lower reasoning_effort in extra_body)",
-                               retryable=False)
+                               retryable=False, reply=reply)
 
     def _ollama_chat(self, model, messages, sent: int, *, temperature, max_tokens, response_format,
                      timeout_s) -> ChatReply:

@@ -36,16 +36,26 @@ class GatewayError(RuntimeError):
 
 class BackendError(Exception):
     """One failed attempt (internal): ``retryable`` says whether the gateway may try again;
-    ``retry_after_s`` is the server's Retry-After hint, when it gave one."""
+    ``retry_after_s`` is the server's Retry-After hint, when it gave one; ``reply`` is the reply
+    that arrived but is unusable (its tokens were billed and go to the failure row)."""
 
     def __init__(self, reason: str, detail: str, *, retryable: bool, status: int | None = None,
-                 retry_after_s: float | None = None):
+                 retry_after_s: float | None = None, reply: "ChatReply | None" = None):
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
         self.retryable = retryable
         self.status = status
         self.retry_after_s = retry_after_s
+        self.reply = reply
+
+    def billed(self) -> dict:
+        """The failure row's token columns: what the unusable reply reported (empty: no reply)."""
+        r = self.reply
+        if r is None:
+            return {}
+        return {"prompt_tokens": r.prompt_tokens, "completion_tokens": r.completion_tokens,
+                "reasoning_tokens": r.reasoning_tokens, "response": r.text}
 
 
 _BEARER = re.compile(r"(?i)\bbearer\s+[^\s'\",}]+")
@@ -81,7 +91,8 @@ class ChatReply:
     ``prompt_cache_hit_tokens``."""
     reasoning_tokens: int | None = None
     """Hidden reasoning tokens of a reasoning model (``completion_tokens_details.reasoning_tokens``),
-    part of ``completion_tokens`` and billed with it."""
+    part of ``completion_tokens`` and billed with it (OpenAI counts them in ``completion_tokens``:
+    never add them again)."""
 
 
 @dataclass

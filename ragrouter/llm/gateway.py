@@ -64,6 +64,7 @@ from ragrouter.llm.backends import (
 )
 from ragrouter.llm.kinds import make_backend
 from ragrouter.llm.jsonparse import JSONParseError, parse_reply, schema_instructions
+from ragrouter.llm.messages import reply_tokens, schema_name, text_of, with_instructions
 from ragrouter.llm.ledger import (
     LINGER_S,
     _gateway_connection,
@@ -428,15 +429,15 @@ class Gateway:
         if json_schema is not None:
             if mode == "json_schema":
                 response_format = {"type": "json_schema",
-                                   "json_schema": {"name": _schema_name(json_schema), "schema": json_schema,
+                                   "json_schema": {"name": schema_name(json_schema), "schema": json_schema,
                                                    "strict": bool(be.spec.get("strict_schema", False))}}
             else:
-                sent = _with_instructions(messages, schema_instructions(json_schema))
+                sent = with_instructions(messages, schema_instructions(json_schema))
                 if mode == "json_object":
                     response_format = {"type": "json_object"}
-                    if not any("json" in _text_of(m).lower() for m in sent):
+                    if not any("json" in text_of(m).lower() for m in sent):
                         # OpenAI and DeepSeek reject json_object unless a message says "json"
-                        sent = _with_instructions(sent, "Answer in JSON.")
+                        sent = with_instructions(sent, "Answer in JSON.")
         return be, sent, key, h, response_format
 
     @staticmethod
@@ -550,7 +551,7 @@ class Gateway:
                     raise
                 else:
                     if limiter is not None:
-                        limiter.settle(ticket, _reply_tokens(reply))
+                        limiter.settle(ticket, reply_tokens(reply))
                     return reply, attempts, time.perf_counter() - t0
             if not last.retryable or i == be.retries:
                 break
@@ -560,7 +561,7 @@ class Gateway:
                      be.retries + 1, redact(last.detail, be.secrets()), delay)
             self._sleep(delay)
         assert last is not None
-        self._fail(be, h, stage, phase, last.reason, last.detail, attempts)
+        self._fail(be, h, stage, phase, last.reason, last.detail, attempts, **last.billed())
 
     def _backoff(self, i: int, retry_after: float | None) -> float:
         if retry_after is not None:
@@ -569,7 +570,7 @@ class Gateway:
 
     def _fail(self, be: Backend, h: str, stage: str, phase: str, reason: str, detail: str, attempts: int, *,
               response: str | None = None, prompt_tokens: int | None = None,
-              completion_tokens: int | None = None):
+              completion_tokens: int | None = None, reasoning_tokens: int | None = None):
         """Record a failure row and raise GatewayError (never returns)."""
         secrets = be.secrets()
         detail = redact(detail, secrets) or ""
@@ -577,7 +578,7 @@ class Gateway:
             "request_hash": h, "backend": be.name, "model": be.model, "stage": stage, "phase": phase,
             "error": f"{reason}: {detail}", "attempts": attempts, "response": redact(response, secrets),
             "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "worker_run_id": self.worker_run_id,
+            "reasoning_tokens": reasoning_tokens, "worker_run_id": self.worker_run_id,
         }
         self._bump("failures")
         if prompt_tokens:
@@ -608,14 +609,14 @@ class Gateway:
         if text_out is None or not text_out.strip():
             why = f"the model refused: {reply.refusal}" if reply.refusal else "the reply has no content"
             self._fail(be, h, stage, phase, "empty_content", why, attempts, response=text_out,
-                       prompt_tokens=p_tok, completion_tokens=c_tok)
+                       prompt_tokens=p_tok, completion_tokens=c_tok, reasoning_tokens=reply.reasoning_tokens)
         if json_schema is not None:
             try:
                 data = parse_reply(text_out, json_schema)
             except JSONParseError as exc:
                 detail = exc.detail + (" (reply cut at max_tokens)" if reply.finish_reason == "length" else "")
                 self._fail(be, h, stage, phase, exc.reason, detail, attempts, response=text_out,
-                           prompt_tokens=p_tok, completion_tokens=c_tok)
+                           prompt_tokens=p_tok, completion_tokens=c_tok, reasoning_tokens=reply.reasoning_tokens)
         params = {"temperature": float(temperature), "max_tokens": int(max_tokens),
                   "response_format": key["response_format"], "sample": key["sample"],
                   "finish_reason": reply.finish_reason}
@@ -626,7 +627,7 @@ class Gateway:
         rec = _Record(id=None, text=text_out, data=data, vectors=None, prompt_tokens=int(p_tok),
                       completion_tokens=int(c_tok), token_source=source, latency_s=latency, attempts=attempts)
         row = {"kind": "chat", "messages": sent, "params": params, "response": text_out, "response_json": data,
-               "response_vectors": None}
+               "response_vectors": None, "reasoning_tokens": reply.reasoning_tokens}  # part of c_tok already
         self._store(be, h, stage, phase, rec, row)
         return rec
 
@@ -650,7 +651,7 @@ class Gateway:
                       completion_tokens=0, token_source=source, latency_s=latency, attempts=attempts)
         row = {"kind": "embedding", "messages": batch,
                "params": {"dimensions": be.dimensions, "dim": int(vecs.shape[1]), "n": len(batch)},
-               "response": None, "response_json": None, "response_vectors": rec.vectors}
+               "response": None, "response_json": None, "response_vectors": rec.vectors, "reasoning_tokens": None}
         self._store(be, h, stage, phase, rec, row)
         return rec
 
@@ -700,32 +701,3 @@ class Gateway:
     def _secrets(self) -> list[str]:
         with self._backend_lock:
             return [s for be in self._backends.values() for s in be.secrets()]
-
-
-def _reply_tokens(reply) -> int | None:
-    """Tokens a reply reports (prompt + completion), None when the endpoint gave no usage."""
-    p = getattr(reply, "prompt_tokens", None)
-    c = getattr(reply, "completion_tokens", 0) or 0
-    return None if p is None else int(p) + int(c)
-
-
-def _text_of(message: dict) -> str:
-    content = message.get("content")
-    if isinstance(content, list):
-        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return str(content or "")
-
-
-def _schema_name(schema: dict) -> str:
-    raw = str(schema.get("title") or "response")
-    name = "".join(c if c.isalnum() or c in "_-" else "_" for c in raw)[:64]
-    return name or "response"
-
-
-def _with_instructions(messages: list[dict], instructions: str) -> list[dict]:
-    """Messages with the JSON instructions appended to the system prompt (or a new one)."""
-    if messages and messages[0].get("role") == "system" and isinstance(messages[0].get("content"), str):
-        first = dict(messages[0])
-        first["content"] = f"{first['content']}\n\n{instructions}"
-        return [first, *messages[1:]]
-    return [{"role": "system", "content": instructions}, *messages]

@@ -13,7 +13,8 @@ Cache key
 
 Ledger rows and durability
     A successful reply is one ``llm_calls`` row (messages as sent, params, response text,
-    parsed JSON or float32 vector bytes, prompt/completion tokens with their source, latency
+    parsed JSON or float32 vector bytes, prompt/completion tokens with their source (and a
+    reasoning model's ``reasoning_tokens``, already part of the completion tokens), latency
     of the successful attempt, attempts, stage, phase, worker_run_id). Unusable replies (empty,
     unparseable or schema-violating JSON) and requests that still fail after the retries are
     *not* cached: they become ``llm_failures`` rows (reason, attempts, the bad reply and its

@@ -7,6 +7,9 @@ tokens; ``cached_input`` defaults to ``input``) prices its tokens:
   once, by the backend that made it; prompt tokens the provider served from its own prompt
   cache (``usage.prompt_tokens_details.cached_tokens`` / DeepSeek's
   ``prompt_cache_hit_tokens``, kept as ``params.cached_prompt_tokens``) at ``cached_input``;
+  a reasoning model's hidden ``reasoning_tokens`` are shown beside the completion tokens but
+  priced *within* them: OpenAI's ``completion_tokens`` already includes them (billed as
+  output), so adding them would count them twice;
 * **consumed** — what the runs used, cached or not (``paradigm_runs`` token columns, i.e. what
   a cold run would pay), at ``input``/``output`` of the run's generator backend;
 * **dry run** — the upper bound of pending work: prompt tokens × ``input`` + the completion
@@ -106,23 +109,26 @@ def price_rows(config) -> list[tuple]:
 
 
 def billed_by_stage(conn, config) -> list[dict]:
-    """Per stage and backend: billed calls, prompt / provider-cached / completion tokens and
-    their dollars (``usd`` None for unpriced backends)."""
+    """Per stage and backend: billed calls, prompt / provider-cached / completion tokens (of
+    which reasoning) and their dollars (``usd`` None for unpriced backends)."""
     prices = backend_prices(config)
     rows = conn.execute(text(
-        "SELECT stage, backend, model, SUM(calls) AS calls, SUM(p) AS p, SUM(c) AS c, SUM(k) AS k FROM ("
+        "SELECT stage, backend, model, SUM(calls) AS calls, SUM(p) AS p, SUM(c) AS c, SUM(k) AS k,"
+        " SUM(r) AS r FROM ("
         " SELECT COALESCE(stage, '') AS stage, backend, model, 1 AS calls, prompt_tokens AS p,"
-        "        completion_tokens AS c, COALESCE(CAST(params->>'cached_prompt_tokens' AS BIGINT), 0) AS k"
+        "        completion_tokens AS c, COALESCE(CAST(params->>'cached_prompt_tokens' AS BIGINT), 0) AS k,"
+        "        COALESCE(reasoning_tokens, 0) AS r"
         " FROM llm_calls"
         " UNION ALL"
-        " SELECT COALESCE(stage, ''), backend, model, 1, COALESCE(prompt_tokens, 0), COALESCE(completion_tokens, 0), 0"
+        " SELECT COALESCE(stage, ''), backend, model, 1, COALESCE(prompt_tokens, 0), COALESCE(completion_tokens, 0), 0,"
+        "        COALESCE(reasoning_tokens, 0)"
         " FROM llm_failures) t GROUP BY stage, backend, model ORDER BY stage, backend, model")).all()
     out = []
-    for stage, backend, model, calls, p, c, k in rows:
+    for stage, backend, model, calls, p, c, k, r in rows:
         price = prices.get(backend)
         out.append({"stage": stage, "backend": backend, "model": model, "calls": int(calls or 0),
                     "prompt_tokens": int(p or 0), "cached_prompt_tokens": int(k or 0),
-                    "completion_tokens": int(c or 0),
+                    "completion_tokens": int(c or 0), "reasoning_tokens": int(r or 0),
                     "usd": None if price is None else price.cost(p or 0, c or 0, k or 0)})
     return out
 
@@ -171,10 +177,12 @@ def markdown_section(engine, config) -> str:
           "", "### Billed (what the endpoints were paid; each ledger row once)\n"]
     if billed:
         total = sum(r["usd"] or 0 for r in billed)
-        md.append(md_table(["Stage", "Backend", "Calls", "Prompt", "Cached prompt", "Completion", "US $"],
+        md.append(md_table(["Stage", "Backend", "Calls", "Prompt", "Cached prompt", "Completion",
+                            "of which reasoning", "US $"],
                            [[r["stage"], r["backend"], fmt_int(r["calls"]), fmt_int(r["prompt_tokens"]),
-                             fmt_int(r["cached_prompt_tokens"]), fmt_int(r["completion_tokens"]), usd(r["usd"])]
-                            for r in billed], ["l", "l"] + ["r"] * 5))
+                             fmt_int(r["cached_prompt_tokens"]), fmt_int(r["completion_tokens"]),
+                             fmt_int(r["reasoning_tokens"]), usd(r["usd"])]
+                            for r in billed], ["l", "l"] + ["r"] * 6))
         md.append(f"\nTotal billed: **{usd(total)}** (unpriced backends count $0).")
     else:
         md.append("_No model calls yet._")
