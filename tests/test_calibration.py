@@ -487,10 +487,16 @@ def test_scripted_judges_give_the_figures_they_must(store):
     per = cset.cases_by_label
     refusals = sum(c.kind == "refusal" for _, c in cases)
     assert refusals == 4  # one per source; the judge stage's rule labels them incomplete whatever the model says
-    assert lenient.agreement == {"correct": 1.0, "incorrect": 0.0, "incomplete": refusals / per["incomplete"]}
-    assert lenient.confusion == [[per["correct"], 0, 0], [per["incorrect"], 0, 0],
-                                 [per["incomplete"] - refusals, 0, refusals]]
-    assert lenient.binary["false_correct"] == pytest.approx((n - per["correct"] - refusals) / (n - per["correct"]))
+    # lenient says "correct" to all; the rules over the verdict make refusals and answers that
+    # lack a figure of the gold (a coarsened time, an altered number) incomplete
+    ruled = [("incomplete" if c.kind == "refusal" else jd.apply_gate(jd.Gate(), "correct", src.question,
+                                                                    src.answer, c.answer)) for src, c in cases]
+    order = ["correct", "incorrect", "incomplete"]
+    expected = [[sum(c.true_label == t and r == p for r, (_, c) in zip(ruled, cases)) for p in order] for t in order]
+    assert lenient.confusion == expected
+    assert lenient.agreement == {t: expected[i][i] / per[t] for i, t in enumerate(order)}
+    not_correct = [r for r, (_, c) in zip(ruled, cases) if c.true_label != "correct"]
+    assert lenient.binary["false_correct"] == pytest.approx(not_correct.count("correct") / (n - per["correct"]))
     assert lenient.binary["missed_correct"] == 0.0
     assert oracle.kappa == pytest.approx(1.0) and oracle.accuracy == 1.0
     assert oracle.confusion == [[per["correct"], 0, 0], [0, per["incorrect"], 0], [0, 0, per["incomplete"]]]
@@ -604,14 +610,14 @@ def test_report_section(store, tmp_path):
         calibrate(store, cset, ["oracle", "lenient"], {"oracle": fake(srv, "oracle"), "lenient": fake(srv, "lenient")})
     md = rc.section(store, tmp_path)
     assert md.startswith("## Judge calibration")
-    assert ("**Judge `oracle/judge-v4`** (case set `calib-v2`, N = 12 cases): accuracy 100%, Cohen's kappa 1.00 "
+    assert ("**Judge `oracle/judge-v4/figures`** (case set `calib-v2`, N = 12 cases): accuracy 100%, Cohen's kappa 1.00 "
             "[1.00, 1.00]; correct vs. not correct: accuracy 100%, kappa 1.00 [1.00, 1.00], wrong or incomplete "
             "answers judged correct 0%") in md
     # lenient: every case judged correct, except the two refusals the judge stage's rule labels incomplete
     from ragrouter.evaluation.agreement import kappa_interval
 
     low, high = kappa_interval([[4, 0], [6, 2]])
-    assert ("**Judge `lenient/judge-v4`** (case set `calib-v2`, N = 12 cases): accuracy 50%, Cohen's kappa 0.25 "
+    assert ("**Judge `lenient/judge-v4/figures`** (case set `calib-v2`, N = 12 cases): accuracy 50%, Cohen's kappa 0.25 "
             f"[0.00, 0.58]; correct vs. not correct: accuracy 50%, kappa 0.18 [{low:.2f}, {high:.2f}], wrong or "
             "incomplete answers judged correct 75%") in md
     assert "| incorrect | 4 | 4 | 0 | 0 | 0% |" in md and "| incomplete | 4 | 2 | 0 | 2 | 50% |" in md
@@ -792,7 +798,7 @@ def test_cli_judge_calibrate(store, duck_url, tmp_path, cli_main, capsys):
         assert code == 0, out.err
         data = json.loads(out.out)
         assert data["cases"] == 12 and [j["backend"] for j in data["judges"]] == ["oracle", "lenient"]
-        assert [j["judge"] for j in data["judges"]] == ["oracle/judge-v4", "lenient/judge-v4"]
+        assert [j["judge"] for j in data["judges"]] == ["oracle/judge-v4/figures", "lenient/judge-v4/figures"]
         oracle, lenient = data["judges"]
         assert oracle["kappa"] == pytest.approx(1.0) and oracle["model"] == "oracle" and oracle["failed"] == 0
         # lenient: correct to everything but the two refusals, which the judge stage's rule labels incomplete
@@ -804,7 +810,7 @@ def test_cli_judge_calibrate(store, duck_url, tmp_path, cli_main, capsys):
                          "--quiet"])
         out = capsys.readouterr().out
         assert code == 0
-        assert "judge oracle/judge-v4 (model oracle): 12 cases, 1 sample(s) each; accuracy 100%, Cohen's kappa 1.00" in out
+        assert "judge oracle/judge-v4/figures (model oracle): 12 cases, 1 sample(s) each; accuracy 100%, Cohen's kappa 1.00" in out
         assert "N = 12, accuracy 100%, kappa 1.00 [1.00, 1.00] (95 % bootstrap interval)" in out
         assert "this run: 0 case(s) judged" in out  # all cached / done
         # One-line errors naming the setting.
@@ -833,8 +839,8 @@ def test_gate_rule_and_judge_key():
     assert jd.apply_gate(jd.Gate(enabled=False), "correct", q, gold, "Contract.", 0.0) == "correct"
     # A gold whose every content word is in the question: all of them count.
     assert jd.evidence_words("Is it the liver?", "The liver.") == {"liver"}
-    assert jd.judge_key("b") == f"b/{jd.PROMPT_VERSION}"
-    assert jd.judge_key("b", gate=gate) == f"b/{jd.PROMPT_VERSION}/gate-f1-0.5"
+    assert jd.judge_key("b") == f"b/{jd.PROMPT_VERSION}/figures"
+    assert jd.judge_key("b", gate=gate) == f"b/{jd.PROMPT_VERSION}/figures/gate-f1-0.5"
     assert jd.key_backend(jd.judge_key("b", gate=gate)) == "b"
     config = Config({"judge": {"gate": {"enabled": True, "min_semantic_f1": 0.7}}}, source="t.yaml")
     assert jd.gate_from_config(config) == jd.Gate(True, 0.7)
@@ -864,7 +870,7 @@ def test_judge_stage_gate_relabels_from_the_cache(store):
         rows = {(r[0], int(r[1])): (r[2], r[3]) for r in conn.execute(text(
             "SELECT judge, run_id, label, raw_label FROM judgments"))}
     key_plain, key_gated = jd.judge_key("lenient"), jd.judge_key("lenient", gated)
-    assert key_gated == f"lenient/{jd.PROMPT_VERSION}/gate-f1-{thr:g}"
+    assert key_gated == f"lenient/{jd.PROMPT_VERSION}/figures/gate-f1-{thr:g}"
     assert [rows[(key_plain, i)] for i in ids] == [("correct", "correct")] * 3 + [("incomplete", None)]
     assert [rows[(key_gated, i)] for i in ids] == [("correct", "correct"), ("incorrect", "correct"),
                                                   ("correct", "correct"), ("incomplete", None)]
@@ -1028,7 +1034,7 @@ def test_kappa_interval():
 
 
 def test_the_prompt_asks_for_precision_and_allows_extra_detail():
-    assert jd.PROMPT_VERSION == "judge-v4" and jd.judge_key("b") == "b/judge-v4"
+    assert jd.PROMPT_VERSION == "judge-v4" and jd.judge_key("b") == "b/judge-v4/figures"
     assert "'5 PM' for a gold of '5:30 PM'" in jd.SYSTEM and "extra true detail" in jd.SYSTEM
     assert "less precise than the gold" in jd.SYSTEM
 
@@ -1056,7 +1062,8 @@ def test_calibration_stage_applies_the_judge_rules(store):
     assert rows["unanswerable_refusal"]["label"] == "correct"
     assert rows["unanswerable_answer"]["label"] == "incorrect"
     assert rows["refusal"]["label"] == "incomplete" and rows["refusal"]["raw_labels"] == ["correct"]  # model asked
-    assert rows["coarsened"]["label"] == "correct"  # the lenient judge calls '5 PM' correct: a false correct
+    # the lenient judge calls '5 PM' correct; the figures rule holds it to the gold's '5:30 PM'
+    assert rows["coarsened"]["label"] == "incomplete" and rows["coarsened"]["raw_labels"] == ["correct"]
     b = fig.binary
     assert b["n"] == len(cset.run_ids) and b["kappa_low"] <= b["kappa"] <= b["kappa_high"]
     text_out = cal.render(fig)

@@ -68,5 +68,5 @@ def test_calibration_refusals_are_all_caught():
 def test_the_changed_rule_is_a_new_judge_key():
     # the rule decides which runs get "incomplete" without a call: a new prompt version
     assert jd.PROMPT_VERSION == "judge-v4"
-    assert jd.judge_key("b") == "b/judge-v4"
-    assert jd.judge_key("b", gate=jd.Gate(True, 0.5)) == "b/judge-v4/gate-f1-0.5"
+    assert jd.judge_key("b", gate=jd.Gate(figures=False)) == "b/judge-v4"
+    assert jd.judge_key("b", gate=jd.Gate(True, 0.5, figures=False)) == "b/judge-v4/gate-f1-0.5"

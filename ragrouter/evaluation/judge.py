@@ -21,6 +21,7 @@ import dataclasses
 import re
 from typing import Callable
 
+from ragrouter.evaluation.precision import apply_figures
 from ragrouter.evaluation.words import content_words
 
 PROMPT_VERSION = "judge-v4"  # v2: reason capped at one short sentence (a cut reply is unusable);
@@ -159,7 +160,11 @@ def rule_verdict(answer: str, unanswerable: bool = False) -> RuleVerdict | None:
 
 @dataclasses.dataclass(frozen=True)
 class Gate:
-    """The evidence gate (``judge.gate``): a "correct" verdict stands only when the answer
+    """The rules over the model's verdict. The figures rule (``judge.figures``, on by default;
+    :mod:`ragrouter.evaluation.precision`): a "correct" verdict becomes "incomplete" when the
+    answer lacks a figure of the gold at the gold's precision ("5 PM" for "5:30 PM").
+
+    The evidence gate (``judge.gate``): a "correct" verdict stands only when the answer
     shares a content word with the gold answer that the question does not already give, or
     when its semantic F1 against the gold is at least ``min_semantic_f1``; otherwise it
     becomes "incorrect". "incorrect" and "incomplete" verdicts pass unchanged.
@@ -171,10 +176,12 @@ class Gate:
 
     enabled: bool = False
     min_semantic_f1: float = 0.5
+    figures: bool = True
 
     @property
     def tag(self) -> str:
-        return f"gate-f1-{self.min_semantic_f1:g}" if self.enabled else ""
+        parts = (["figures"] if self.figures else []) + ([f"gate-f1-{self.min_semantic_f1:g}"] if self.enabled else [])
+        return "/".join(parts)
 
 
 def gate_from_config(config) -> Gate:
@@ -188,12 +195,13 @@ def gate_from_config(config) -> Gate:
         from ragrouter.config import ConfigError
 
         raise ConfigError(f"{config.source}: setting 'judge.gate.min_semantic_f1' must lie in [0, 1] (got {thr})")
-    return Gate(enabled=bool(sec.get("enabled", False)), min_semantic_f1=thr)
+    return Gate(enabled=bool(sec.get("enabled", False)), min_semantic_f1=thr,
+                figures=bool(config.get("judge.figures", True)))  # a bool: the config schema checks it
 
 
 def judge_key(backend: str, config=None, gate: Gate | None = None) -> str:
     """The ``judgments.judge`` value of a judge: backend, prompt version and gate, e.g.
-    ``local-qwen-1.5b/judge-v4`` or ``local-qwen-1.5b/judge-v4/gate-f1-0.5``. A new prompt
+    ``local-qwen-1.5b/judge-v4/figures`` or ``local-qwen-1.5b/judge-v4/figures/gate-f1-0.5``. A new prompt
     or gate setting is a new judge (its labels are made beside the old ones; the model calls
     they need are cache hits when the prompt is unchanged)."""
     if gate is None:
@@ -221,6 +229,8 @@ def apply_gate(gate: Gate, label: str, question: str, gold: str, answer: str,
                semantic_f1: Callable[[], float] | float | None = None) -> str:
     """The gated label of a verdict. ``semantic_f1`` (a value or a zero-argument function,
     called only when needed) is the answer's semantic F1 against the gold."""
+    if gate.figures:
+        label = apply_figures(label, question, gold, answer)
     if not gate.enabled or label != "correct" or shares_evidence(question, gold, answer):
         return label
     f1 = semantic_f1() if callable(semantic_f1) else semantic_f1
