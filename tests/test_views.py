@@ -54,6 +54,22 @@ def ref_majority(rows) -> dict[tuple[int, str], tuple[str, int, float]]:
     return out
 
 
+def ref_human(rows) -> dict[int, str]:
+    """run id -> the reviewers' label (each reviewer's latest, the majority over reviewers, ties
+    toward the worse label): where it exists it is the run's label (v_run_judged.label_source)."""
+    latest: dict[tuple[int, str], dict] = {}
+    for h in rows.get("human_labels", []):
+        if h["kind"] != "run" or h["run_id"] is None:
+            continue
+        key = (h["run_id"], h["reviewer"])
+        if key not in latest or (h["labelled_at"], h["id"]) > (latest[key]["labelled_at"], latest[key]["id"]):
+            latest[key] = h
+    votes: dict[int, Counter] = defaultdict(Counter)
+    for (run_id, _), h in latest.items():
+        votes[run_id][h["label"]] += 1
+    return {r: min(c, key=lambda lab: (-c[lab], LABEL_RANK.get(lab, 0), lab)) for r, c in votes.items()}
+
+
 def ref_latest(rows) -> dict[int, dict]:
     """run id -> run, for the newest run (created_at, then id) of each (query, paradigm, generator)."""
     best: dict[tuple, dict] = {}
@@ -125,6 +141,7 @@ def ref_judged(rows) -> list[dict]:
     queries = {q["id"]: q for q in rows["queries"]}
     corpora = {c["id"]: c["name"] for c in rows["corpora"]}
     majority = ref_majority(rows)
+    human = ref_human(rows)
     f1 = ref_f1(rows)
     build = ref_build(rows)
     out = []
@@ -137,9 +154,11 @@ def ref_judged(rows) -> list[dict]:
                 continue
             total = run["ret_in_tokens"] + run["ret_out_tokens"] + run["gen_in_tokens"] + run["gen_out_tokens"]
             total += sum(ref_build_share(rows, run, build))
+            used = human.get(run["id"], label)
             out.append({"run_id": run["id"], "query_id": q["id"], "corpus": corpora[q["corpus_id"]],
                         "qtype": q["qtype"], "paradigm": run["paradigm"], "generator": run["generator"],
-                        "judge": judge, "label": label, "correct": int(label == "correct"), "agreement": agree,
+                        "judge": judge, "label": used, "correct": int(used == "correct"), "agreement": agree,
+                        "judge_label": label, "human": int(run["id"] in human),
                         "total_tokens": total, "f1": f1.get(run["id"])})
     return out
 
@@ -147,7 +166,8 @@ def ref_judged(rows) -> list[dict]:
 def ref_oracle(rows) -> dict[tuple[int, str, str], tuple[str | None, int, int]]:
     """(query, generator, judge) -> (label, n_correct, n_paradigms). The one rule: among correct
     runs WITH an F1, the highest F1, then fewest total tokens, then the fixed paradigm order;
-    none correct -> cannot_answer; correct runs but none scored -> None (undecided)."""
+    none correct -> cannot_answer; correct runs but none scored -> None (undecided). Correct is
+    the reviewers' label where a person reviewed the run (ref_human), else the judge's."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in ref_judged(rows):
         groups[(r["query_id"], r["generator"], r["judge"])].append(r)
@@ -259,6 +279,15 @@ def pandas_judged(rows) -> pd.DataFrame:
     counts = counts.sort_values(["run_id", "judge", "n", "rank", "label"], ascending=[True, True, False, True, True])
     maj = counts.drop_duplicates(["run_id", "judge"], keep="first")[["run_id", "judge", "label"]]
     judged = latest.rename(columns={"id": "run_id"}).merge(maj, on="run_id")
+    h = f.get("human_labels", pd.DataFrame())
+    if not h.empty:  # the reviewers' label outranks the judge's: latest per reviewer, majority, ties worse
+        h = h[(h["kind"] == "run") & h["run_id"].notna()].sort_values(["labelled_at", "id"])
+        h = h.drop_duplicates(["run_id", "reviewer"], keep="last")
+        votes = h.groupby(["run_id", "label"]).size().rename("n").reset_index()
+        votes["rank"] = votes["label"].map(LABEL_RANK).fillna(0)
+        votes = votes.sort_values(["run_id", "n", "rank", "label"], ascending=[True, False, True, True])
+        human = votes.drop_duplicates("run_id", keep="first").set_index("run_id")["label"]
+        judged["label"] = [human.get(r, lab) for r, lab in zip(judged["run_id"], judged["label"])]
     judged["correct"] = (judged["label"] == "correct").astype(int)
     return judged
 

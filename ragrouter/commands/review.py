@@ -42,8 +42,11 @@ def _experiment(ctx: Ctx, engine, name: str | None) -> tuple[str, str, str, str]
 @click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed (the same seed draws the same items).")
 @click.option("--judge", help="Judge key whose verdicts to review (default: the one with the most verdicts).")
 @click.option("--experiment", help="MLflow experiment name (default: review-<store id prefix>).")
+@click.option("--prefer-changing", is_flag=True,
+              help="Draw first the judged runs whose label decides their query's oracle label (flipping "
+                   "the run between correct and not correct would change it): the disagreements that matter.")
 @pass_ctx
-def review_start(ctx: Ctx, corpus, n, what, seed, judge, experiment) -> None:
+def review_start(ctx: Ctx, corpus, n, what, seed, judge, experiment, prefer_changing) -> None:
     """Log a seeded stratified sample to the MLflow review experiment, one trace per item:
     for judged runs (stratified by paradigm, query type — unanswerable questions apart — and
     verdict) the question, gold answer, retrieved chunks (a retriever span), the answer with
@@ -55,15 +58,18 @@ def review_start(ctx: Ctx, corpus, n, what, seed, judge, experiment) -> None:
     \b
     Examples:
       python cli.py review start --n 20
+      python cli.py review start --n 20 --prefer-changing
       python cli.py review start --corpus 2wiki --what queries --n 16
     """
     from ragrouter.review import sample, traces
 
+    if prefer_changing and what != "judgments":
+        fail("--prefer-changing draws judged runs (the oracle label rests on them); it does not apply to --what queries")
     engine = ctx.engine(read_only=True)
     migrate.ensure_current(engine)
     try:
         if what == "judgments":
-            judge, items = sample.sample_runs(engine, corpus, n, seed, judge)
+            judge, items = sample.sample_runs(engine, corpus, n, seed, judge, prefer_changing)
         else:
             items = sample.sample_queries(engine, corpus, n, seed)
     except sample.SampleError as exc:
@@ -78,6 +84,10 @@ def review_start(ctx: Ctx, corpus, n, what, seed, judge, experiment) -> None:
     short = f" (the store has only {len(items)} to sample)" if len(items) < n else ""
     click.echo(f"review: {len(new)} {what_txt} logged as traces, {len(items) - len(new)} already there{short}, "
                f"to experiment {name} (id {exp_id}) at {uri}")
+    if prefer_changing:
+        n_chg = sum(bool(it.get("changes_oracle")) for it in items)
+        click.echo(f"{n_chg} of the {len(items)} would change their query's oracle label if their verdict flipped "
+                   f"(drawn first; tagged {traces.TAG_CHANGES})")
     click.echo("next: python cli.py mlflow-ui, open the experiment's Traces tab, and on each trace "
                f"record your label as feedback '{traces.RUN_LABEL if kind == 'run' else traces.QUERY_LABEL}' "
                "(README, \"Reviewing the judge\"); then python cli.py review pull")

@@ -99,23 +99,39 @@ def attach_details(engine: Engine, judge: str, items: list[dict]) -> None:
             it["chunks"] = [{"chunk_id": i, "document": texts[i][0], "text": texts[i][1]} for i in ids if i in texts]
 
 
-def sample_runs(engine: Engine, corpus: str | None, n: int, seed: int, judge: str | None = None) -> tuple[str, list[dict]]:
-    """(judge, ``n`` judged runs stratified by paradigm, query type and verdict)."""
+def sample_runs(engine: Engine, corpus: str | None, n: int, seed: int, judge: str | None = None,
+                prefer_changing: bool = False) -> tuple[str, list[dict]]:
+    """(judge, ``n`` judged runs stratified by paradigm, query type and verdict). With
+    ``prefer_changing`` the runs whose flip (correct <-> not correct) would change their query's
+    oracle label (``ragrouter.review.changing``) are drawn first, stratified the same way, and
+    the rest of the sample from the others; each item says ``changes_oracle``."""
     judge, rows = judged_runs(engine, corpus, judge)
-    picked = stratified(rows, lambda r: (r["paradigm"], r["qtype"] + ("/unanswerable" if r["unanswerable"] else ""),
-                                         r["judge_label"]), n, seed)
+    key = lambda r: (r["paradigm"], r["qtype"] + ("/unanswerable" if r["unanswerable"] else ""),  # noqa: E731
+                     r["judge_label"])
+    changing = {}
+    if prefer_changing:
+        from ragrouter.review.changing import oracle_changing_runs
+
+        changing = oracle_changing_runs(engine, judge)
+    for r in rows:
+        r["changes_oracle"] = int(r["run_id"]) in changing
+    first = [r for r in rows if r["changes_oracle"]]
+    picked = stratified(first, key, n, seed)
+    picked += stratified([r for r in rows if not r["changes_oracle"]], key, n - len(picked), seed)
     attach_details(engine, judge, picked)
     return judge, picked
 
 
 def sample_queries(engine: Engine, corpus: str | None, n: int, seed: int) -> list[dict]:
-    """``n`` generated queries whose checks are in (accepted or rejected), stratified by query
-    type and outcome, with the chain they were built from (``queries.meta``: documents, bridges,
+    """``n`` generated queries whose checks are in (accepted or rejected; the checks' status
+    even where a reviewer's verdict replaced it), stratified by query type and outcome, with the chain they were built from (``queries.meta``: documents, bridges,
     descriptions, steps), their supporting chunks and every check's verdict."""
     sql = ("SELECT q.id AS query_id, c.name AS corpus, q.qtype, q.hops, q.question, q.answer AS gold_answer, "
-           "q.status, q.generator_model, q.meta, q.supporting_doc_ids, q.supporting_chunk_ids "
+           "COALESCE(q.meta ->> 'checks_status', q.status) AS status, q.generator_model, q.meta, "
+           "q.supporting_doc_ids, q.supporting_chunk_ids "
            "FROM queries q JOIN corpora c ON c.id = q.corpus_id "
-           "WHERE q.origin = 'generated' AND q.status IN ('accepted', 'rejected')" +
+           "WHERE q.origin IN ('generated', 'human-reviewed') "
+           "AND COALESCE(q.meta ->> 'checks_status', q.status) IN ('accepted', 'rejected')" +
            (" AND c.name = :c" if corpus else "") + " ORDER BY q.id")
     with engine.connect() as conn:
         rows = [dict(r) for r in conn.execute(text(sql), {"c": corpus}).mappings()]

@@ -34,6 +34,7 @@ TAG_RUN = "ragrouter.run_id"
 TAG_QUERY = "ragrouter.query_id"
 TAG_JUDGE = "ragrouter.judge"
 TAG_JUDGE_LABEL = "ragrouter.judge_label"
+TAG_CHANGES = "ragrouter.changes_oracle"  # its flip would change the query's oracle label (review start --prefer-changing)
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 GENAI_KIND = "genai_development"  # MLflow 3 opens such an experiment on its Traces page
 RUN_LABELS = ("correct", "incorrect", "incomplete")
@@ -126,7 +127,8 @@ def log_run(item: dict, judge: str, store_id: str) -> str:
         mlflow.update_current_trace(
             tags={TAG_STORE: store_id, TAG_KIND: "run", TAG_RUN: str(item["run_id"]),
                   TAG_QUERY: str(item["query_id"]), TAG_JUDGE: judge, TAG_JUDGE_LABEL: item["judge_label"],
-                  "paradigm": item["paradigm"], "query_type": item["qtype"], "corpus": item["corpus"]},
+                  "paradigm": item["paradigm"], "query_type": item["qtype"], "corpus": item["corpus"],
+                  **({TAG_CHANGES: "true"} if item.get("changes_oracle") else {})},
             request_preview=item["question"], response_preview=item["answer"])
         trace_id = root.trace_id
     mlflow.flush_trace_async_logging(terminate=False)
