@@ -10,6 +10,9 @@
 #   OUT_DIR/runs_table.png   the experiment's runs table (one row per trained router)
 #   OUT_DIR/runs_table_routers_view.png   the same on the shared 'routers' view (metric columns)
 #   OUT_DIR/compare.png      MLflow's compare view of every run
+#   OUT_DIR/home.png, runs_from_home.png   a fresh profile's home page, and the experiment clicked
+#                            there opening on its runs table (benchmarks/mlflow_home_screenshots.py)
+#   OUT_DIR/registered_model.png   the router promoted by `routers train --promote`, with its alias
 # then stops the UI (SIGTERM: its whole process group) and removes the temporary folder.
 # Set RAGROUTER_SCREENSHOT_DB / RAGROUTER_SCREENSHOT_MLFLOW to use an existing store instead.
 # The HTML report: benchmarks/report_screenshot.sh [REPORT_DIR] [OUT_PNG] (same Chromium).
@@ -52,7 +55,7 @@ make_store(Path(sys.argv[1]) / "store.duckdb", seed=0)
 EOF
     RAGROUTER__routers__mlflow_uri="$MLFLOW_URI" RAGROUTER__routers__encoders='[onehot]' RAGROUTER__routers__folds=3 \
         "$PY" "$REPO/cli.py" --db "$DB" routers train --router lr --router xgboost --router dnn \
-        --router best_fixed --router random --features qc --features c
+        --router best_fixed --router random --features qc --features c --promote correct_rate
 fi
 
 PORT="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
@@ -88,3 +91,7 @@ shot() {  # shot URL FILE
 shot "$URL/#/experiments/$EXP_ID/runs" "$OUT/runs_table.png"
 shot "$URL/#/experiments/$EXP_ID/runs?viewStateShareKey=routers" "$OUT/runs_table_routers_view.png"
 shot "$COMPARE" "$OUT/compare.png"
+# a fresh profile from the home page: the experiment opens on its runs table; the registered router
+MODEL="$(curl -fsS "$URL/api/2.0/mlflow/registered-models/search?max_results=10" \
+         | "$PY" -c 'import json, sys; print(json.load(sys.stdin)["registered_models"][0]["name"])')"
+"$PY" "$REPO/benchmarks/mlflow_home_screenshots.py" "$URL" "$OUT" ragrouter "$MODEL"

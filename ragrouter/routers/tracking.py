@@ -23,8 +23,10 @@ trained router, named ``xgboost · qc · minilm`` (``· <generator>`` when sever
   predictions of the store's ``router_predictions`` are out-of-fold: they come from the fold
   models, which are not logged.
 
-The experiment carries ``mlflow.experimentKind = custom_model_development`` so MLflow 3's UI
-opens it on its runs table (not the GenAI traces page).
+The experiment carries ``mlflow.experimentKind = custom_model_development``, which MLflow 3.17's
+UI ignores (it follows the browser's workflow setting, default GenAI): the UI started here
+(:func:`start_ui`, :mod:`ragrouter.routers.mlflow_ui`) makes a fresh browser open experiments on
+their runs table. Runs carry ``mlflow.source.name``/``type``/``git.commit`` so "Source" is filled.
 
 Relocatable store: the default store is ``sqlite:///<dir>/mlflow.db`` with artefacts in
 ``<dir>/artifacts``. MLflow writes absolute ``file:`` URIs into the database; every open of a
@@ -290,6 +292,9 @@ def _log_cv_result(client, experiment_id: str, res: CVResult, part: pd.DataFrame
         if sweep:
             cq = cost_quality_curve(part, res.router, res.feature_set, lambdas, features=features,
                                     n_splits=n_splits, seed=seed, router_params=router_params, base=res)
+    from ragrouter.routers.mlflow_ui import source_tags
+
+    tags.update(source_tags(context.get("git_commit")))
         else:
             m = res.metrics
             y = part["label"].to_numpy(str)
@@ -463,8 +468,9 @@ def start_ui(
     artifact_location: str | None = None,
     log_path: str | Path | None = None,
 ) -> tuple[subprocess.Popen, str]:
-    """Start ``mlflow server`` (UI + REST API) on ``host:port`` (0 = a free port) as a subprocess
-    in its own process group, and return ``(process, url)`` once ``/health`` answers.
+    """Start MLflow's server (UI + REST API, :mod:`ragrouter.routers.mlflow_ui`: experiments open on
+    their runs table) on ``host:port`` (0 = a free port) as a subprocess in its own process
+    group, and return ``(process, url)`` once ``/health`` answers.
 
     Stop it with :func:`stop_ui`. Output goes to ``log_path`` (default: ``mlflow-ui.log`` beside
     a SQLite store, else a temporary file); ``process.log_path`` says where."""
@@ -475,11 +481,14 @@ def start_ui(
         relocate_store(tracking_uri)
     port = port or _free_port(host)
     art = artifact_location or default_artifact_location(tracking_uri)
-    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", tracking_uri,
-           "--host", host, "--port", str(port), "--workers", "1"]
+    # MLflow's server and UI, its landing page opening experiments on their runs table (mlflow_ui.py)
+    cmd = [sys.executable, "-m", "ragrouter.routers.mlflow_ui", "--backend-store-uri", tracking_uri,
+           "--host", host, "--port", str(port)]
     if art:
-        cmd += ["--default-artifact-root", art, "--no-serve-artifacts"]
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1"}
+        cmd += ["--default-artifact-root", art]
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1",
+           "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
     if log_path is None:
         log_path = db.parent / "mlflow-ui.log" if db is not None else Path(tempfile.mkstemp(prefix="mlflow-ui-", suffix=".log")[1])
     log_path = Path(log_path)
