@@ -467,3 +467,25 @@ def test_the_reports_best_row_says_the_sequential_state(store, tmp_path):
     assert "Best (McNemar; sequential where decided by run --until-decided)" in md and label in md
     assert decision_label({"state": "undecided", "winner": "graph", "n_queries": 40, "bound": 0.3,
                            "margin": 0.05}) == "undecided (N=40; leader graph)"
+
+
+def test_a_stage_without_model_calls_pays_a_fixed_start_plus_a_share_per_unit(store):
+    """The score stage loads its encoder once per run: its estimate is the fixed start
+    (``unit_overhead_s``) plus units × seconds per unit, the per-unit share measured from this
+    store's stage_timings less each recorded execution's start."""
+    from ragrouter.config import Config
+    from ragrouter.db import models
+    from ragrouter.stages.timing import Timing
+
+    cfg = Config.load(env={})
+    cfg.data["dry_run"]["timing"]["unit_seconds"]["score"] = 0.035
+    cfg.data["dry_run"]["timing"]["unit_overhead_s"] = {"score": 1.8}
+    assert Timing(store, cfg).unit_seconds("score", 45) == (pytest.approx(1.8 + 45 * 0.035), "prior")
+    assert Timing(store, cfg).unit_seconds("score", 0) == (0.0, "-")
+    with store.begin() as conn:  # two recorded runs: 11 units in 2.2 s, 45 in 3.6 s
+        conn.execute(models.StageTiming.__table__.insert(), [
+            {"stage": "score", "units": 11, "seconds": 2.2, "model_calls": 0},
+            {"stage": "score", "units": 45, "seconds": 3.6, "model_calls": 0}])
+    per = (2.2 + 3.6 - 2 * 1.8) / 56
+    secs, basis = Timing(store, cfg).unit_seconds("score", 20)
+    assert secs == pytest.approx(1.8 + 20 * per) and basis == "history:56 units"

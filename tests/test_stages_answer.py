@@ -89,6 +89,9 @@ def fake_config(srv, workdir: Path | None = None) -> Config:
     data["paradigms"]["iterative"]["max_rounds"] = 2
     data["chunking"]["window"] = 24
     data["chunking"]["overlap"] = 4
+    # the scripted judges plant their verdicts and the scripted answers do not state the golds'
+    # figures: the figures rule (tests/test_judge_figures.py) would overrule the plan
+    data["judge"]["figures"] = False
     if workdir is not None:  # the same settings as a file, for the CLI
         (workdir / "cfg.yaml").write_text(yaml.safe_dump(data))
     return Config(data, source="<test>")

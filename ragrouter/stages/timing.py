@@ -21,8 +21,10 @@ Where the numbers come from, per model, said in every row's ``time_basis``:
 A local model's first stage in a dry run also pays for loading it (``load_s``: the server's
 start, the encoder's load), as one ``cli.py run`` process does.
 
-Stages that make no model call (chunk, metrics, score) take ``units × seconds per unit``: this
-store's ``stage_timings`` of the stage, else ``dry_run.timing.unit_seconds``.
+Stages that make no model call (chunk, metrics, score) take a fixed start
+(``dry_run.timing.unit_overhead_s``: the score stage loads its encoder) plus ``units × seconds
+per unit``: per unit from this store's ``stage_timings`` of the stage (its seconds less the
+fixed start of each recorded execution), else ``dry_run.timing.unit_seconds``.
 """
 
 from __future__ import annotations
@@ -66,6 +68,8 @@ class Timing:
         self.history_min = max(2, int(sec.get("history_min", 20)))
         self.priors = {str(k): dict(v or {}) for k, v in dict(sec.get("priors") or {}).items()}
         self.unit_prior = {str(k): float(v) for k, v in dict(sec.get("unit_seconds") or {}).items() if v is not None}
+        self.unit_overhead = {str(k): float(v) for k, v in dict(sec.get("unit_overhead_s") or {}).items()
+                              if v is not None}
         self._fits: dict[str, tuple[float, float, float, int]] = {}
         self._parallel: dict[str, float] = {}
         self._unit: dict[str, tuple[float, int]] = {}
@@ -94,10 +98,11 @@ class Timing:
                     "WHERE t.model_calls > 0 AND t.seconds > 0 GROUP BY t.stage")).all():
                 if wall and busy:
                     self._parallel[str(stage)] = max(1.0, float(busy) / float(wall))
-            for stage, secs, units in conn.execute(text(
-                    "SELECT stage, SUM(seconds), SUM(units) FROM stage_timings WHERE model_calls = 0 AND units > 0 "
-                    "GROUP BY stage")).all():
-                self._unit[str(stage)] = (float(secs) / max(1, int(units)), int(units))
+            for stage, secs, units, execs in conn.execute(text(
+                    "SELECT stage, SUM(seconds), SUM(units), COUNT(*) FROM stage_timings "
+                    "WHERE model_calls = 0 AND units > 0 GROUP BY stage")).all():
+                start = self.unit_overhead.get(str(stage), 0.0) * int(execs)
+                self._unit[str(stage)] = (max(0.0, float(secs) - start) / max(1, int(units)), int(units))
 
     # ------------------------------------------------------------------ backends
     def backend_of(self, model: str) -> dict:
@@ -167,11 +172,12 @@ class Timing:
     def unit_seconds(self, stage: str, units: int) -> tuple[float, str]:
         if units <= 0:
             return 0.0, "-"
+        start = self.unit_overhead.get(stage, 0.0)
         if stage in self._unit and self._unit[stage][1] >= 5:
             per, n = self._unit[stage]
-            return units * per, f"history:{n} units"
+            return start + units * per, f"history:{n} units"
         if stage in self.unit_prior:
-            return units * self.unit_prior[stage], "prior"
+            return start + units * self.unit_prior[stage], "prior"
         return 0.0, "unknown"
 
 
