@@ -48,10 +48,10 @@ class Answer:
     router_run_id: str = ""
 
 
-def infer_query_type(engine, question: str, encoder, memo: bool = False) -> str:
-    """The nearest type centroid of the store's labelled questions (:mod:`ragrouter.routers.qtype`);
-    ``memo`` (serve): the centroids are read and encoded once per process, not per question."""
-    from ragrouter.routers.qtype import nearest_type, type_centroids
+def query_type_centroids(engine, encoder, memo: bool = False) -> dict[str, np.ndarray]:
+    """The type centroids of the store's labelled questions in ``encoder``'s space
+    (:mod:`ragrouter.routers.qtype`); ``memo`` (serve): read and encoded once per process."""
+    from ragrouter.routers.qtype import type_centroids
 
     def centroids():
         with write_lock(engine):
@@ -60,7 +60,14 @@ def infer_query_type(engine, question: str, encoder, memo: bool = False) -> str:
             raise AskError("the store has no accepted questions to infer the query type from; pass --type")
         return type_centroids(rows, encoder)
 
-    cents = _memo(memo, ("centroids", id(engine), getattr(encoder, "name", id(encoder))), centroids)
+    return _memo(memo, ("centroids", id(engine), getattr(encoder, "name", id(encoder))), centroids)
+
+
+def infer_query_type(engine, question: str, encoder, memo: bool = False) -> str:
+    """The nearest type centroid of the store's labelled questions (:mod:`ragrouter.routers.qtype`)."""
+    from ragrouter.routers.qtype import nearest_type
+
+    cents = query_type_centroids(engine, encoder, memo)
     return nearest_type(cents, np.asarray(encoder.encode([question])[0], dtype=np.float64))
 
 
@@ -184,6 +191,7 @@ class Routed:
     query_type: str
     chosen: TrainedRouter
     probabilities: dict[str, float]
+    question: str = ""
 
 
 _MEMO: dict[tuple, object] = {}  # serve: what does not change between its requests, read once
@@ -197,12 +205,8 @@ def _memo(memo: bool, key: tuple, fn):
     return _MEMO[key]
 
 
-def route(engine, config, corpus: str, question: str, router: str | None = None, query_type: str | None = None,
-          services=None, run_id: str | None = None, memo: bool = False) -> Routed:
-    """Route ``question`` on ``corpus``: pick this store's router (:func:`pick_router`), load its
-    MLflow pyfunc model (:func:`load_router`), encode the question with the router's own
-    encoder (through the gateway: a ledger row) and return the class probabilities. ``memo``
-    (serve): the corpus' id and indicators and the chosen router are read once per process."""
+def _router_for(engine, config, corpus: str, router: str | None, run_id: str | None, memo: bool):
+    """(generator, corpus id, indicators, chosen router, its loaded model) for ``corpus``."""
     generator = config.generators()[0]
 
     def constants():
@@ -212,10 +216,7 @@ def route(engine, config, corpus: str, question: str, router: str | None = None,
     cid, values = _memo(memo, ("corpus", id(engine), corpus), constants)
     if values is None:
         raise AskError(f"corpus '{corpus}' has no indicators yet: run 'python cli.py run --stage metrics --corpus {corpus}'")
-    if query_type is None:
-        from ragrouter.llm.encoder import get_encoder
 
-        query_type = infer_query_type(engine, question, get_encoder(str(config.get("scoring.encoder"))), memo)
     def picked():
         with write_lock(engine):
             return choose_router(engine, config, generator, router, run_id), routing.store_id(engine)
@@ -225,6 +226,20 @@ def route(engine, config, corpus: str, question: str, router: str | None = None,
     meta = model.metadata.metadata or {}
     if meta.get("store_id") and meta["store_id"] != sid:
         raise AskError(f"the model of run {chosen.run_id} belongs to another store ({meta['store_id']})")
+    return generator, cid, values, chosen, model
+
+
+def route(engine, config, corpus: str, question: str, router: str | None = None, query_type: str | None = None,
+          services=None, run_id: str | None = None, memo: bool = False) -> Routed:
+    """Route ``question`` on ``corpus``: pick this store's router (:func:`pick_router`), load its
+    MLflow pyfunc model (:func:`load_router`), encode the question with the router's own
+    encoder (through the gateway: a ledger row) and return the class probabilities. ``memo``
+    (serve): the corpus' id and indicators and the chosen router are read once per process."""
+    generator, cid, values, chosen, model = _router_for(engine, config, corpus, router, run_id, memo)
+    if query_type is None:
+        from ragrouter.llm.encoder import get_encoder
+
+        query_type = infer_query_type(engine, question, get_encoder(str(config.get("scoring.encoder"))), memo)
     from ragrouter.routers.mlflow_model import class_probabilities, model_input
 
     indicators = np.array([values])
@@ -245,77 +260,134 @@ def route(engine, config, corpus: str, question: str, router: str | None = None,
                 services.finish()
     out = class_probabilities(model, model_input([query_type], indicators, q_emb))  # sklearn or pyfunc flavour
     probs = {str(c): float(out[c].iloc[0]) for c in out.columns}
-    return Routed(cid, generator, query_type, chosen, probs)
+    return Routed(cid, generator, query_type, chosen, probs, question)
 
 
-def ask(engine, config, corpus: str, question: str, router: str | None = None, budget: int | None = None,
-        query_type: str | None = None, services=None, run_id: str | None = None, *, origin: str = "ask",
-        routed: Routed | None = None, allowed: set[str] | None = None, why_not: str = "", index=None) -> Answer:
-    """Route ``question``, run the chosen paradigm through the gateway and store the query
-    (``origin``: 'ask' or 'serve') and its run. ``routed``: the router's verdict already
-    computed (serve); ``allowed``: only these paradigms may run (serve's cost share), the
-    reason being ``why_not``; ``index``: the corpus' retrieval state already loaded (serve)."""
-    from ragrouter.paradigms import paradigms
-    from ragrouter.stages.answer import AnswerStage, run_hash
+def route_many(engine, config, corpus: str, questions: list[str], query_types: list[str], router: str | None = None,
+               services=None, run_id: str | None = None, memo: bool = False) -> list[Routed]:
+    """:func:`route` for several questions of one corpus whose types are known: one model call
+    for all of them (serve's micro-batches), as many as :func:`route` makes one by one for a
+    router with a text encoder (each question's embedding is its own ledger row)."""
+    generator, cid, values, chosen, model = _router_for(engine, config, corpus, router, run_id, memo)
+    if chosen.encoder not in ("onehot", "none"):
+        return [route(engine, config, corpus, q, router, t, services, run_id, memo) for q, t in zip(questions, query_types)]
+    from ragrouter.routers.mlflow_model import class_probabilities, model_input
 
-    r = routed or route(engine, config, corpus, question, router, query_type, services, run_id)
-    cid, generator, qtype, chosen, probs = r.corpus_id, r.generator, r.query_type, r.chosen, r.probabilities
-    router, features, encoder_name = chosen.router, chosen.features, chosen.encoder
+    out = class_probabilities(model, model_input(list(query_types), np.repeat(np.array([values]), len(questions), axis=0),
+                                                 None))
+    cols = [str(c) for c in out.columns]
+    values_ = out.to_numpy(dtype=float)
+    return [Routed(cid, generator, t, chosen, dict(zip(cols, map(float, values_[i]))), q)
+            for i, (q, t) in enumerate(zip(questions, query_types))]
+
+
+def plan(engine, r: Routed, budget: int | None = None, allowed: set[str] | None = None, why_not: str = "",
+         memo: bool = False) -> Answer:
+    """The paradigm for a routed question: the most probable one within ``budget`` (expected
+    tokens on the corpus) among ``allowed`` (serve's cost share, the reason being ``why_not``).
+    ``memo`` (serve): the costs and the router's fallback are read once per process."""
+    chosen = r.chosen
+
     def costs_and_fallback():
         with write_lock(engine):  # one DuckDB connection per process: readers in threads (serve) take turns
             # 'cannot_answer' runs the router's own fallback: its training labels' most frequent paradigm
-            return expected_tokens(engine, cid, generator), reading.router_fallback(engine, chosen.run_id) or "naive"
+            return (expected_tokens(engine, r.corpus_id, r.generator),
+                    reading.router_fallback(engine, chosen.run_id) or "naive")
 
-    costs, fallback = _memo(index is not None, ("costs", id(engine), cid, generator, chosen.run_id), costs_and_fallback)
-    candidates = probs
+    costs, fallback = _memo(memo, ("costs", id(engine), r.corpus_id, r.generator, chosen.run_id), costs_and_fallback)
+    candidates = r.probabilities
     if allowed is not None:
-        candidates = {k: v for k, v in probs.items() if k in allowed or k in ("cannot_answer", "unanswerable")}
+        candidates = {k: v for k, v in r.probabilities.items() if k in allowed or k in ("cannot_answer", "unanswerable")}
         if fallback not in allowed:
             fallback = min(allowed, key=lambda p: costs.get(p, float("inf")))
     paradigm, why = choose(candidates, costs, budget, fallback)
     if why_not:
         why += f"; {why_not}"
-    out = Answer(question, qtype, router, features, probs, paradigm, why, encoder=encoder_name,
-                 router_run_id=chosen.run_id)
+    return Answer(r.question, r.query_type, chosen.router, chosen.features, r.probabilities, paradigm, why,
+                  encoder=chosen.encoder, router_run_id=chosen.run_id)
 
-    ext = f"{origin}:" + hashlib.sha256(question.encode()).hexdigest()[:16]
-    with write_lock(engine), engine.begin() as conn:
-        conn.execute(insert(models.Query).values(
-            corpus_id=cid, external_id=ext, origin=origin, qtype=qtype, question=question, answer="",
-            status="asked", meta={"router": router, "features": features, "probabilities": probs}
-        ).on_conflict_do_nothing(index_elements=["corpus_id", "external_id"]))
+
+def run_paradigm(config, out: Answer, index, gateway, generator: str):
+    """Run ``out.paradigm`` on ``out.question`` through ``gateway``; fills ``out.answer`` and
+    ``out.tokens`` and returns the paradigm's result (for :func:`store`)."""
+    from ragrouter.paradigms import paradigms
+
+    from ragrouter.corpus import storeio
+
+    result = paradigms.run(out.paradigm, out.question, None, index, gateway, generator, config)
+    # the graph (extraction variant) the run could read, as the answer stage records it: v_run_latest charges it
+    result.trace.setdefault("extractor", storeio.extractor_key(config))
+    out.answer = result.answer
+    out.tokens = {"retrieval_in": result.ret_in, "retrieval_out": result.ret_out, "generation_in": result.gen_in,
+                  "generation_out": result.gen_out,
+                  "total": result.ret_in + result.ret_out + result.gen_in + result.gen_out}
+    return result
+
+
+def _stage(config, paradigm: str, generator: str):
+    from ragrouter.stages.answer import AnswerStage, run_hash
+
+    def make():
+        stage = AnswerStage()
+        stage._combos(type("S", (), {"config": config, "paradigms": [paradigm], "models": [generator]})())
+        return stage, run_hash(paradigm, generator, config)
+
+    return _memo(True, ("stage", id(config), paradigm, generator), make)
+
+
+def store(conn, config, corpus_id: int, generator: str, out: Answer, result=None, *, origin: str = "ask") -> int:
+    """Store the question (``origin``: 'ask' or 'serve'; status 'asked') and, with ``result``,
+    its run, in the caller's transaction; sets ``out.run_id`` and returns the query's id."""
+    ext = f"{origin}:" + hashlib.sha256(out.question.encode()).hexdigest()[:16]
+    qid = conn.execute(insert(models.Query).values(
+        corpus_id=corpus_id, external_id=ext, origin=origin, qtype=out.query_type, question=out.question, answer="",
+        status="asked", meta={"router": out.router, "features": out.features, "probabilities": out.probabilities}
+    ).on_conflict_do_nothing(index_elements=["corpus_id", "external_id"]).returning(models.Query.id)).scalar()
+    if qid is None:  # asked before
         qid = conn.execute(text("SELECT id FROM queries WHERE corpus_id = :c AND external_id = :e"),
-                           {"c": cid, "e": ext}).scalar_one()
-        index = index if index is not None else reading.corpus_index(conn, cid, corpus, config)
+                           {"c": corpus_id, "e": ext}).scalar_one()
+    if result is None:
+        return qid
+    from ragrouter.stages.base import Unit
+
+    stage, h = _stage(config, out.paradigm, generator)
+    unit = Unit(f"q{qid}:{out.paradigm}:{generator}:{h}", {"query_id": qid, "corpus_id": corpus_id,
+                                                           "question": out.question, "paradigm": out.paradigm,
+                                                           "generator": generator, "config_hash": h,
+                                                           "config": stage._configs.get((out.paradigm, generator))})
+    stage.write(conn, unit, result)
+    out.run_id = conn.execute(text(
+        "SELECT id FROM paradigm_runs WHERE query_id = :q AND paradigm = :p AND generator = :g "
+        "AND config_hash = :h"), {"q": qid, "p": out.paradigm, "g": generator, "h": h}).scalar()
+    return qid
+
+
+def ask(engine, config, corpus: str, question: str, router: str | None = None, budget: int | None = None,
+        query_type: str | None = None, services=None, run_id: str | None = None, *, origin: str = "ask") -> Answer:
+    """Route ``question``, run the chosen paradigm through the gateway and store the query
+    (``origin``) and its run (the question alone when the paradigm fails)."""
+    r = route(engine, config, corpus, question, router, query_type, services, run_id)
+    out = plan(engine, r, budget)
+    with write_lock(engine), engine.connect() as conn:
+        index = reading.corpus_index(conn, r.corpus_id, corpus, config)
     own = services is None
     if own:
         from ragrouter.stages.services import Services
 
         services = Services(config, engine, command="ask")
     try:
-        result = paradigms.run(paradigm, question, None, index, services.gateway, generator, config)
-        services.gateway.flush()
-        stage = AnswerStage()
-        stage._combos(type("S", (), {"config": config, "paradigms": [paradigm], "models": [generator]})())
-        h = run_hash(paradigm, generator, config)
-        from ragrouter.stages.base import Unit
-
-        unit = Unit(f"q{qid}:{paradigm}:{generator}:{h}", {"query_id": qid, "corpus_id": cid, "question": question,
-                                                          "paradigm": paradigm, "generator": generator,
-                                                          "config_hash": h,
-                                                          "config": stage._configs.get((paradigm, generator))})
+        try:
+            result = run_paradigm(config, out, index, services.gateway, r.generator)
+            services.gateway.flush()
+        except BaseException:
+            with write_lock(engine), engine.begin() as conn:
+                store(conn, config, r.corpus_id, r.generator, out, origin=origin)
+            raise
         with write_lock(engine), engine.begin() as conn:
-            stage.write(conn, unit, result)
-            out.run_id = conn.execute(text(
-                "SELECT id FROM paradigm_runs WHERE query_id = :q AND paradigm = :p AND generator = :g "
-                "AND config_hash = :h"), {"q": qid, "p": paradigm, "g": generator, "h": h}).scalar()
+            store(conn, config, r.corpus_id, r.generator, out, result, origin=origin)
     finally:
         if own:
             services.finish()
-    out.answer = result.answer
-    out.tokens = {"retrieval_in": result.ret_in, "retrieval_out": result.ret_out, "generation_in": result.gen_in,
-                  "generation_out": result.gen_out,
-                  "total": result.ret_in + result.ret_out + result.gen_in + result.gen_out}
     return out
 
 

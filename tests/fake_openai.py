@@ -16,7 +16,12 @@ Endpoints:
         :func:`default_responder`, echoes the last user message (as ``{"echo": ...}`` in
         ``json_object`` mode, or a schema-shaped object in ``json_schema`` mode).
         ``max_tokens``/``max_completion_tokens`` cut the reply (``finish_reason="length"``).
-        ``stream=true`` is refused (400).
+        ``stream=true`` answers as server-sent events, as OpenAI documents them: ``data: {chunk}``
+        lines (``chat.completion.chunk``: the role, then the content a word at a time — one
+        chunk every ``stream_chunk_delay_s`` seconds after the first, which comes after
+        ``latency_s`` —, then an empty delta with the ``finish_reason``; with
+        ``stream_options.include_usage`` a last chunk with no choices and the ``usage``), then
+        ``data: [DONE]``; ``stream_log`` keeps (monotonic time, text) of every content chunk sent.
     ``POST /v1/embeddings`` — deterministic unit vectors seeded by the sha256 of each input
         (``embedding_dim`` wide, or the request's ``dimensions``), as floats or base64.
     ``GET /v1/models`` — the configured model ids.
@@ -285,7 +290,55 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         status, body, headers = self.server.fake._handle_post(self.path, raw,
                                                               {k.lower(): v for k, v in self.headers.items()})
+        request = _json_or_none(raw)
+        if status == 200 and isinstance(request, dict) and request.get("stream") is True and \
+                isinstance(body, dict) and body.get("object") == "chat.completion":
+            opts = request.get("stream_options") if isinstance(request.get("stream_options"), dict) else {}
+            self._send_events(self.server.fake.stream_chunks(body, bool(opts.get("include_usage"))))
+            return
         self._send(status, body, headers)
+
+    def _send_events(self, chunks) -> None:
+        """Server-sent events, one ``data:`` line per chunk, chunked transfer encoding."""
+        fake = self.server.fake
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for i, chunk in enumerate(chunks):
+                text = _delta_text(chunk)
+                if text and i > 1 and fake.stream_chunk_delay_s:
+                    fake._stop.wait(fake.stream_chunk_delay_s)
+                data = (b"data: " + (chunk if isinstance(chunk, bytes) else json.dumps(chunk).encode("utf-8"))
+                        + b"\n\n")
+                self.wfile.write(f"{len(data):x}\r\n".encode("ascii") + data + b"\r\n")
+                self.wfile.flush()
+                if text:
+                    with fake._lock:
+                        fake.stream_log.append((time.monotonic(), text))
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            self.close_connection = True
+
+
+def _json_or_none(raw: bytes):
+    try:
+        return json.loads(raw.decode("utf-8")) if raw else None
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+def _delta_text(chunk) -> str:
+    if not isinstance(chunk, dict):
+        return ""
+    for choice in chunk.get("choices") or []:
+        piece = (choice.get("delta") or {}).get("content")
+        if piece:
+            return piece
+    return ""
 
 
 class FakeOpenAI:
@@ -327,6 +380,7 @@ class FakeOpenAI:
         vllm_max_model_len: int = 32768,
         cached_prompt_tokens: int = 0,
         reasoning_tokens: int = 0,
+        stream_chunk_delay_s: float = 0.0,
     ):
         self.faults = tuple(faults)
         for name in list(self.faults) + [f for f in (fault_plan or []) if f is not None]:
@@ -357,6 +411,8 @@ class FakeOpenAI:
         self.vllm_max_model_len = int(vllm_max_model_len)
         self.cached_prompt_tokens = int(cached_prompt_tokens)
         self.reasoning_tokens = int(reasoning_tokens)
+        self.stream_chunk_delay_s = float(stream_chunk_delay_s)
+        self.stream_log: list[tuple[float, str]] = []
         self._window: list[tuple[float, int]] = []
         self.admitted_log: list[tuple[float, int]] = []
         self.rate_limited = 0
@@ -551,8 +607,8 @@ class FakeOpenAI:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             return "chat request without a non-empty 'messages' list"
-        if body.get("stream"):
-            return "FakeOpenAI does not support stream=true"
+        if body.get("stream") not in (None, False, True):
+            return "'stream' must be a boolean"
         return None
 
     def _validate_provider(self, body: dict) -> str | None:
@@ -726,6 +782,27 @@ class FakeOpenAI:
             if self.cached_prompt_tokens:
                 out["usage"]["prompt_tokens_details"] = {"cached_tokens": min(prompt, self.cached_prompt_tokens)}
         return 200, out, {}
+
+    @staticmethod
+    def stream_chunks(reply: dict, include_usage: bool) -> list:
+        """The ``chat.completion.chunk`` events of a whole ``reply``, then ``[DONE]``."""
+        import re
+
+        base = {"id": reply["id"], "object": "chat.completion.chunk", "created": reply["created"],
+                "model": reply["model"], "system_fingerprint": reply.get("system_fingerprint")}
+        choice = reply["choices"][0]
+        content = choice["message"]["content"] or ""
+        out: list = [{**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                            "finish_reason": None, "logprobs": None}]}]
+        for piece in re.findall(r"\s*\S+\s*", content) or ([content] if content else []):
+            out.append({**base, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None,
+                                             "logprobs": None}]})
+        out.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"],
+                                         "logprobs": None}]})
+        if include_usage and "usage" in reply:
+            out.append({**base, "choices": [], "usage": reply["usage"]})
+        out.append(b"[DONE]")
+        return out
 
     def _embeddings(self, body: dict):
         raw = body["input"]

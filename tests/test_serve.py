@@ -246,3 +246,86 @@ def test_serve_refuses_a_corpus_it_cannot_route_with_one_line(served_store, tmp_
                          text=True, env=env, cwd=REPO, timeout=180)
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
     assert "nope" in out.stderr
+
+
+def test_the_fake_endpoint_streams_as_openai_documents_it():
+    """FakeOpenAI's stream=true is OpenAI's SSE: the real client parses it, the pieces make the
+    reply, the usage comes last with include_usage."""
+    import openai
+
+    with FakeOpenAI(responder=lambda req: "one two three four", stream_chunk_delay_s=0.05) as srv:
+        client = openai.OpenAI(base_url=srv.base_url, api_key="t", max_retries=0)
+        chunks = list(client.chat.completions.create(model="fake-model", stream=True, messages=[
+            {"role": "user", "content": "count"}], stream_options={"include_usage": True}))
+        plain = client.chat.completions.create(model="fake-model", messages=[{"role": "user", "content": "count"}])
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "one two three four" == plain.choices[0].message.content
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    assert chunks[-1].choices == [] and chunks[-1].usage.total_tokens == plain.usage.total_tokens > 0
+    sent = [t for t, _ in srv.stream_log]
+    assert len(sent) == 4 and sent[-1] - sent[0] >= 3 * 0.05 - 0.01  # one content chunk every 50 ms
+
+
+def test_a_retried_stream_forwards_nothing_twice():
+    from ragrouter.llm import streaming
+
+    got = []
+    sink = streaming.Sink(got.append)
+    lines = [b'data: {"choices": [{"index": 0, "delta": {"content": " Par"}}]}\n', b"\n",
+             b'data: {"choices": [{"index": 0, "delta": {"content": "is"}, "finish_reason": "stop"}]}\n',
+             b'data: {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}}\n',
+             b"data: [DONE]\n"]
+    body = json.loads(streaming.assemble(lines[:1], sink))  # an attempt cut after its first piece
+    assert body["choices"][0]["message"]["content"] == " Par" and got == ["Par"]
+    body = json.loads(streaming.assemble(lines, sink))  # the retry streams from the start again
+    assert got == ["Par", "is"] and sink.text == "Paris" and sink.attempts == 2
+    assert body["choices"][0] == {"index": 0, "message": {"role": "assistant", "content": " Paris", "refusal": None},
+                                  "finish_reason": "stop"}
+    assert body["usage"]["total_tokens"] == 5
+
+
+def test_stream_true_forwards_the_generators_tokens_as_they_come(served_store):
+    """The endpoint streams its answer a word every 0.25 s: the first content chunk reaches the
+    openai client before the endpoint has sent its last one, the chunks make the stored run's
+    answer, and the ledger records the generation call whole."""
+    import openai
+
+    srv = served_store["srv"]
+    # --cost-share 0: cheap paradigms only (llm_only / naive: one generation call, streamed live)
+    proc, base, _ = _serve(["serve", "--corpus", "toy", "--port", "0", "--cost-share", "0"], served_store["env"])
+    srv.stream_chunk_delay_s = 0.25
+    try:
+        client = openai.OpenAI(base_url=base, api_key="unused", max_retries=0, timeout=120)
+        arrivals, chunks = [], []
+        for ch in client.chat.completions.create(model="ragrouter/toy", stream=True, messages=[
+                {"role": "user", "content": "Where did Pierre Curie teach physics?"}]):
+            arrivals.append(time.monotonic())
+            chunks.append(ch)
+    finally:
+        srv.stream_chunk_delay_s = 0.0
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    contents = [(t, c.choices[0].delta.content) for t, c in zip(arrivals, chunks) if c.choices[0].delta.content]
+    upstream = [t for t, _ in srv.stream_log]
+    assert len(contents) >= 5 and len(upstream) >= 5
+    assert contents[0][0] < upstream[-1] - 0.5  # the first words came while the endpoint was still generating
+    answer = "".join(p for _, p in contents)
+    last = chunks[-1]
+    decision = last.model_extra["ragrouter"]
+    assert last.choices[0].finish_reason == "stop" and last.usage.total_tokens == \
+        decision["tokens"]["total"] > 0
+    assert decision["paradigm"] in ("llm_only", "naive")
+    from ragrouter.db import engine as eng
+
+    engine = eng.make_engine(served_store["url"], read_only=True)
+    try:
+        with engine.connect() as conn:
+            stored = conn.execute(text("SELECT r.answer, q.origin FROM paradigm_runs r JOIN queries q ON q.id = "
+                                       "r.query_id WHERE r.id = :r"), {"r": decision["run_id"]}).one()
+            ledger = conn.execute(text("SELECT c.response, c.completion_tokens FROM run_calls rc JOIN llm_calls c "
+                                       "ON c.id = rc.llm_call_id WHERE rc.run_id = :r AND rc.phase = 'generation'"),
+                                  {"r": decision["run_id"]}).one()
+    finally:
+        eng.dispose_all()
+    assert stored == (answer, "serve")
+    assert ledger[0].strip() == answer and ledger[1] > 0

@@ -63,6 +63,7 @@ def serve_command(ctx: Ctx, corpora: tuple[str, ...], host: str, port: int, rout
                 for sig in (signal.SIGTERM, signal.SIGINT)}
     warnings_ctx = library_warnings("serve", echo=lambda line: click.echo(line, err=True))
     warnings_ctx.__enter__()  # MLflow's model-loading warnings go to the log file
+    state = None
     try:
         try:
             state = prepare(engine, ctx.config, services, list(corpora), router, run_id, max_tokens_budget,
@@ -92,6 +93,8 @@ def serve_command(ctx: Ctx, corpora: tuple[str, ...], host: str, port: int, rout
         server.startup = startup
         server.run()  # uvicorn handles SIGTERM/SIGINT: stops accepting, drains, returns
     finally:
+        if state is not None:
+            state.close()  # the batched writes of the last requests are committed
         services.finish()
         warnings_ctx.__exit__(None, None, None)
         for sig, handler in previous.items():

@@ -394,7 +394,7 @@ class OpenAIBackend(Backend):
             return DUMMY_KEY
 
     # -- one attempt -------------------------------------------------------------------
-    def _post(self, path: str, body: dict, timeout_s: float, root: str | None = None) -> dict:
+    def _post(self, path: str, body: dict, timeout_s: float, root: str | None = None, sse=None) -> dict:
         """POST ``body`` to ``path`` with a pooled client; the parsed JSON reply body.
 
         Uses the client's documented generic ``post(..., cast_to=httpx2.Response)`` rather than
@@ -410,7 +410,7 @@ class OpenAIBackend(Backend):
 
                     poster = self._leans[base_url.rstrip("/")] = LeanPoster(base_url, self.timeout_s)
             return poster.post(path, body, api_key=self._key_provider(),
-                               headers=self.header_values() if self.headers else {}, timeout_s=timeout_s)
+                               headers=self.header_values() if self.headers else {}, timeout_s=timeout_s, sse=sse)
         import httpx2
 
         options: dict[str, Any] = {"timeout": timeout_s, "security": {"bearer_auth": True}}
@@ -464,9 +464,13 @@ class OpenAIBackend(Backend):
         if self.chat_api == "ollama":
             return self._ollama_chat(model, messages, sent, temperature=temperature, max_tokens=max_tokens,
                                      response_format=response_format, timeout_s=timeout_s)
+        from ragrouter.llm import streaming
+
+        sink = streaming.active() if (response_format is None and self.http_client == "lean") else None
         body = self._post("/chat/completions", self.chat_request(model, messages, temperature=temperature,
                                                                   max_tokens=max_tokens,
-                                                                  response_format=response_format), timeout_s)
+                                                                  response_format=response_format), timeout_s,
+                          sse=sink)
         reply = self._parse_chat(body)
         self._check_reply(reply, sent)
         return reply

@@ -81,9 +81,18 @@ class LeanPoster:
             with self._lock:
                 self._idle.append(client)
 
-    def post(self, path: str, body: dict, *, api_key: str, headers: dict[str, str], timeout_s: float) -> dict:
-        """The parsed JSON object of the reply; BackendError for every failure."""
+    def post(self, path: str, body: dict, *, api_key: str, headers: dict[str, str], timeout_s: float,
+             sse=None) -> dict:
+        """The parsed JSON object of the reply; BackendError for every failure. ``sse``: a
+        :class:`~ragrouter.llm.streaming.Sink` — the request asks for server-sent events, each
+        content delta goes to the sink, and the events come back assembled as the JSON reply
+        (:mod:`ragrouter.llm.streaming`; not through a proxy, where the reply comes whole)."""
+        if sse is not None and self.proxied:
+            sse = None
+        if sse is not None:
+            from ragrouter.llm import streaming
 
+            body = streaming.request(body)
         data = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         head = {"authorization": f"Bearer {api_key}", "content-type": "application/json",
                 "accept": "application/json", "user-agent": USER_AGENT, **headers}
@@ -91,7 +100,7 @@ class LeanPoster:
             if self.proxied:
                 status, reply_headers, content = self._send_httpx(client, path, data, head, timeout_s)
             else:
-                status, reply_headers, content = self._send(client, path, data, head, timeout_s)
+                status, reply_headers, content = self._send(client, path, data, head, timeout_s, sse)
         if status >= 400:
             detail = f"HTTP {status}: {_error_text(content)}"
             if status == 429:
@@ -111,7 +120,7 @@ class LeanPoster:
         return out
 
     def _send(self, conn: http.client.HTTPConnection, path: str, data: bytes, head: dict,
-              timeout_s: float) -> tuple[int, Any, bytes]:
+              timeout_s: float, sse=None) -> tuple[int, Any, bytes]:
         """(status, headers, body) of one POST on ``conn``; a stale kept-alive connection is
         replaced once. The connection is closed after any failure (its state is unknown)."""
 
@@ -122,7 +131,14 @@ class LeanPoster:
             try:
                 conn.request("POST", self._prefix + path, body=data, headers=head)
                 resp = conn.getresponse()
-                content = resp.read()
+                if sse is not None and resp.status == 200 and \
+                        (resp.getheader("content-type") or "").startswith("text/event-stream"):
+                    from ragrouter.llm import streaming
+
+                    content = streaming.assemble(iter(resp.readline, b""), sse)
+                    resp.read()  # what follows [DONE]: the connection is kept alive for the next request
+                else:
+                    content = resp.read()
             except (TimeoutError, socket.timeout) as exc:
                 conn.close()
                 raise BackendError("timeout", f"no reply within the timeout ({exc.__class__.__name__})",

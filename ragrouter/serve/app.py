@@ -14,28 +14,39 @@ Endpoints (base ``http://127.0.0.1:PORT/v1``):
   ``usage`` is the run's tokens (retrieval + generation), with the routing decision in the
   extra field ``ragrouter`` (paradigm, probabilities, query type, router, MLflow run, why,
   tokens, stored run id) and in the headers ``x-ragrouter-paradigm``, ``x-ragrouter-router``,
-  ``x-ragrouter-run-id``. ``stream: true`` answers as server-sent events in the OpenAI chunk
-  format: the role, then the answer in pieces, then a last chunk with ``finish_reason`` and
-  the ``ragrouter`` field, then ``data: [DONE]``. The answer is streamed once the paradigm has
-  run: the gateway stores whole replies in the ledger, so the model's own tokens are not
-  forwarded as they are made.
+  ``x-ragrouter-run-id``. A client that knows the question's type may send it
+  (``"query_type"`` in the body, e.g. the openai client's ``extra_body``); otherwise it is
+  inferred with MiniLM, micro-batched across the requests in flight
+  (:mod:`ragrouter.serve.pipeline`). ``stream: true`` answers as server-sent events in the
+  OpenAI chunk format while the answer is generated: the role, then the generator's tokens as
+  its endpoint streams them (the gateway still records the whole call in the ledger and the
+  cache, :mod:`ragrouter.llm.streaming`), then a last chunk with ``finish_reason``, ``usage``
+  and the ``ragrouter`` field (its run id: the stream's headers go out before the run is
+  stored), then ``data: [DONE]``. A cached reply, the iterative paradigm (several rounds
+  generate) and endpoints that do not stream send the answer in pieces once it is made.
 
 Errors are OpenAI-shaped, ``{"error": {"message", "type", "param", "code"}}``: 400 for a bad
 body or a question over ``--max-question-tokens`` (``context_length_exceeded``), 404 for an
 unknown model or path, 503 when the corpus cannot be routed (no router, no
-indicators), 500 otherwise (one line in the message, never a traceback). Requests are served
-concurrently (the thread pool; the gateway's slots bound the model calls in flight, the write
-lock the store's writes); uvicorn drains the requests in flight on SIGTERM before it exits.
+indicators), 500 otherwise (one line in the message, never a traceback); an error after a
+stream has begun is its last event. Requests are served concurrently: the event loop only
+parses and replies, the blocking work runs in worker threads (the gateway's slots bound the
+model calls in flight); everything a request would do once (encoder, centroids, router,
+corpus constants and index) is done at start, and the served runs are written in batches
+(group commit, :mod:`ragrouter.serve.pipeline`) before each reply. uvicorn drains the
+requests in flight on SIGTERM before it exits.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 
+import anyio
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -84,6 +95,17 @@ class ServeState:
     budget: int | None = None
     max_question_tokens: int = 4096
     lock: threading.Lock = field(default_factory=threading.Lock)
+    router_batch: object = None  # pipeline.router_batcher
+    writer: object = None  # pipeline.store_writer
+    query_types: tuple[str, ...] = ()
+    limiter: object = None  # anyio.CapacityLimiter of the worker threads (made on the first request)
+    max_concurrency: int = 32
+
+    def close(self) -> None:
+        """Finish the batched writes and stop the batchers' threads."""
+        for b in (self.writer, self.router_batch):
+            if b is not None:
+                b.close()
 
 
 def _question(body: dict) -> str:
@@ -116,28 +138,57 @@ def _served(state: ServeState, model) -> Served:
     return state.corpora[name]
 
 
-def answer(state: ServeState, served: Served, question: str) -> ask_mod.Answer:
-    """Route and answer one question. Requests run concurrently (FastAPI's thread pool): the
-    paradigm's model calls go through the shared gateway (its slots bound what is in flight per
-    backend), and the store's writes take the process's write lock, as every stage's do."""
+def decide(state: ServeState, served: Served, question: str, query_type: str | None = None) -> tuple:
+    """Route one question and pick its paradigm (no upstream call with one-hot features):
+    (the Answer to fill, the router's verdict). The query type is the client's, else the
+    micro-batched MiniLM inference's (:mod:`ragrouter.serve.pipeline`)."""
+    if query_type is None and not state.query_types:
+        raise ServeError(503, "the store has no accepted questions to infer the query type from: send 'query_type' "
+                         "with the request", "server_error", code="not_routable")
     try:
-        routed = ask_mod.route(state.engine, state.config, served.corpus, question, state.router,
-                               services=state.services, run_id=served.chosen.run_id, memo=True)
-        allowed, why_not = None, ""
-        if served.threshold is not None:
-            expensive = served.threshold.allows_expensive(routed.probabilities)
-            with state.lock:
-                served.counts["requests"] += 1
-                served.counts["expensive_allowed"] += int(expensive)
-            if not expensive:
-                allowed = set(served.threshold.cheap)
-                why_not = (f"below the cost-share threshold {served.threshold.tau:.3f}: cheap paradigms only "
-                           f"({', '.join(served.threshold.cheap)})")
-        return ask_mod.ask(state.engine, state.config, served.corpus, question, budget=state.budget,
-                           services=state.services, origin="serve", routed=routed, allowed=allowed,
-                           why_not=why_not, index=served.index)
+        routed = state.router_batch((served.corpus, served.chosen.run_id, question, query_type))
     except ask_mod.AskError as exc:
         raise ServeError(503, str(exc), "server_error", code="not_routable") from None
+    allowed, why_not = None, ""
+    if served.threshold is not None:
+        expensive = served.threshold.allows_expensive(routed.probabilities)
+        with state.lock:
+            served.counts["requests"] += 1
+            served.counts["expensive_allowed"] += int(expensive)
+        if not expensive:
+            allowed = set(served.threshold.cheap)
+            why_not = (f"below the cost-share threshold {served.threshold.tau:.3f}: cheap paradigms only "
+                       f"({', '.join(served.threshold.cheap)})")
+    return ask_mod.plan(state.engine, routed, state.budget, allowed, why_not, memo=True), routed
+
+
+def execute(state: ServeState, out: ask_mod.Answer, routed, served: Served, sink=None) -> ask_mod.Answer:
+    """Run the chosen paradigm through the gateway (``sink``: its generation streams there as
+    it is made) and store the question and its run (origin 'serve') through the batched
+    writer; returns once they are committed."""
+    from ragrouter.llm import streaming
+
+    def store(result):
+        return (routed.corpus_id, routed.generator, out, result)
+
+    try:
+        if sink is not None:
+            with streaming.streaming(sink):
+                result = ask_mod.run_paradigm(state.config, out, served.index, state.services.gateway,
+                                              routed.generator)
+        else:
+            result = ask_mod.run_paradigm(state.config, out, served.index, state.services.gateway, routed.generator)
+    except BaseException:
+        state.writer(store(None))  # the question is kept even when its paradigm failed
+        raise
+    state.writer(store(result))
+    return out
+
+
+def answer(state: ServeState, served: Served, question: str, query_type: str | None = None) -> ask_mod.Answer:
+    """Route, answer and store one question (requests run concurrently in worker threads)."""
+    out, routed = decide(state, served, question, query_type)
+    return execute(state, out, routed, served)
 
 
 def _count_tokens(text: str) -> int:
@@ -152,9 +203,11 @@ def _decision(a: ask_mod.Answer) -> dict:
             "why": a.why, "tokens": a.tokens, "run_id": a.run_id}
 
 
-def _headers(a: ask_mod.Answer) -> dict:
-    return {"x-ragrouter-paradigm": a.paradigm, "x-ragrouter-router": f"{a.router}/{a.features}/{a.encoder}",
-            "x-ragrouter-run-id": str(a.run_id)}
+def _headers(a: ask_mod.Answer, with_run: bool = True) -> dict:
+    out = {"x-ragrouter-paradigm": a.paradigm, "x-ragrouter-router": f"{a.router}/{a.features}/{a.encoder}"}
+    if with_run:  # a stream's headers go out before its run is stored: its last chunk carries the id
+        out["x-ragrouter-run-id"] = str(a.run_id)
+    return out
 
 
 def _usage(a: ask_mod.Answer) -> dict:
@@ -175,6 +228,49 @@ def _pieces(text: str, size: int = 24) -> list[str]:
     if cur:
         out.append(cur)
     return out or [""]
+
+
+def _chunk(base: dict, delta: dict, finish: str | None = None, **extra) -> str:
+    return "data: " + json.dumps({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                                  **extra}) + "\n\n"
+
+
+async def _events(state: ServeState, served: Served, out: ask_mod.Answer, routed, created: int):
+    """The answer as server-sent events while it is generated: the role, then the generator's
+    own tokens as the upstream endpoint streams them (:mod:`ragrouter.llm.streaming`), then
+    whatever of the answer was not streamed (all of it for a cached reply or the iterative
+    paradigm, whose rounds each generate), then the last chunk with ``finish_reason``,
+    ``usage`` and the ``ragrouter`` decision (its stored run id included), then ``[DONE]``."""
+    from ragrouter.llm import streaming
+
+    loop = asyncio.get_running_loop()
+    pieces: asyncio.Queue = asyncio.Queue()
+    end = object()
+    sink = streaming.Sink(lambda piece: loop.call_soon_threadsafe(pieces.put_nowait, piece))
+    live = sink if out.paradigm != "iterative" else None
+    base = {"id": f"chatcmpl-rr-{uuid.uuid4().hex[:12]}", "object": "chat.completion.chunk", "created": created,
+            "model": served.model_id}
+    yield _chunk(base, {"role": "assistant"})
+    task = asyncio.ensure_future(anyio.to_thread.run_sync(lambda: execute(state, out, routed, served, live),
+                                                          limiter=state.limiter))
+    task.add_done_callback(lambda t: pieces.put_nowait(end))
+    while (piece := await pieces.get()) is not end:
+        yield _chunk(base, {"content": piece})
+    try:
+        a = task.result()
+    except ServeError as exc:
+        yield "data: " + json.dumps(error_body(exc.message, exc.type, exc.code, exc.param)) + "\n\n"
+        return
+    except Exception as exc:  # noqa: BLE001 - the stream has begun: the error is its last event
+        first = (str(exc).strip().splitlines() or [""])[0]
+        yield "data: " + json.dumps(error_body(f"internal error: {exc.__class__.__name__}: {first}",
+                                               "server_error")) + "\n\n"
+        return
+    rest = a.answer[len(sink.text):] if a.answer.startswith(sink.text) else ""
+    for piece in (_pieces(rest) if rest else []):
+        yield _chunk(base, {"content": piece})
+    yield _chunk(base, {}, "stop", usage=_usage(a), ragrouter=_decision(a))
+    yield "data: [DONE]\n\n"
 
 
 def create_app(state: ServeState) -> FastAPI:
@@ -215,39 +311,42 @@ def create_app(state: ServeState) -> FastAPI:
         return {"object": "list", "data": data}
 
     @app.post("/v1/chat/completions")
-    def chat(body: dict):
+    async def chat(body: dict):
         if not isinstance(body, dict):
             raise ServeError(400, "the body must be a JSON object", "invalid_request_error")
         served = _served(state, body.get("model"))
         question = _question(body)
-        n_tokens = _count_tokens(question)
-        if n_tokens > state.max_question_tokens:
-            raise ServeError(400, f"This question is {n_tokens} tokens long; the server takes at most "
-                             f"{state.max_question_tokens} (--max-question-tokens).", "invalid_request_error",
-                             code="context_length_exceeded", param="messages")
         stream = body.get("stream", False)
         if not isinstance(stream, bool):
             raise ServeError(400, "'stream' must be true or false", "invalid_request_error", param="stream")
-        a = answer(state, served, question)
-        cid, created = f"chatcmpl-rr{a.run_id}-{uuid.uuid4().hex[:8]}", int(time.time())
+        query_type = body.get("query_type")
+        if query_type is not None and (not isinstance(query_type, str) or
+                                       (state.query_types and query_type not in state.query_types)):
+            raise ServeError(400, f"'query_type' must be one of {', '.join(state.query_types) or 'the store types'}",
+                             "invalid_request_error", param="query_type")
+
+        def checked_decide():
+            n_tokens = _count_tokens(question)
+            if n_tokens > state.max_question_tokens:
+                raise ServeError(400, f"This question is {n_tokens} tokens long; the server takes at most "
+                                 f"{state.max_question_tokens} (--max-question-tokens).", "invalid_request_error",
+                                 code="context_length_exceeded", param="messages")
+            return decide(state, served, question, query_type)
+
+        # blocking work (the router, the store, upstream calls) runs in worker threads, never on the loop
+        if state.limiter is None:
+            state.limiter = anyio.CapacityLimiter(max(64, 2 * state.max_concurrency))
+        out, routed = await anyio.to_thread.run_sync(checked_decide, limiter=state.limiter)
+        created = int(time.time())
         if not stream:
+            a = await anyio.to_thread.run_sync(lambda: execute(state, out, routed, served), limiter=state.limiter)
+            cid = f"chatcmpl-rr{a.run_id}-{uuid.uuid4().hex[:8]}"
             return JSONResponse({"id": cid, "object": "chat.completion", "created": created, "model": served.model_id,
                                  "choices": [{"index": 0, "message": {"role": "assistant", "content": a.answer},
                                               "finish_reason": "stop", "logprobs": None}],
                                  "usage": _usage(a), "ragrouter": _decision(a)}, headers=_headers(a))
-
-        def events():
-            base = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": served.model_id}
-            yield "data: " + json.dumps({**base, "choices": [{"index": 0, "delta": {"role": "assistant"},
-                                                               "finish_reason": None}]}) + "\n\n"
-            for piece in _pieces(a.answer):
-                yield "data: " + json.dumps({**base, "choices": [{"index": 0, "delta": {"content": piece},
-                                                                   "finish_reason": None}]}) + "\n\n"
-            yield "data: " + json.dumps({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
-                                         "usage": _usage(a), "ragrouter": _decision(a)}) + "\n\n"
-            yield "data: [DONE]\n\n"
-
-        return StreamingResponse(events(), media_type="text/event-stream", headers=_headers(a))
+        return StreamingResponse(_events(state, served, out, routed, created), media_type="text/event-stream",
+                                 headers=_headers(out, with_run=False))
 
     return app
 
@@ -288,4 +387,35 @@ def prepare(engine, config, services, corpora: list[str], router: str | None, ru
         with write_lock(engine), engine.connect() as conn:
             index = reading.corpus_index(conn, cid, corpus, config)
         served[corpus] = Served(corpus, chosen, threshold, index)
-    return ServeState(engine, config, services, served, router, run_id, budget, max_question_tokens)
+    state = ServeState(engine, config, services, served, router, run_id, budget, max_question_tokens)
+    _warm(state)
+    return state
+
+
+def _warm(state: ServeState) -> None:
+    """Everything a request would otherwise do once, done before the first: the MiniLM
+    encoder loaded and run (micro-batched from here on), the type centroids encoded, each
+    corpus' router loaded and its constants memoised; the store's batched writer started."""
+    from ragrouter.llm.encoder import get_encoder
+    from ragrouter.serve import pipeline
+
+    from ragrouter.llm import tokens
+
+    tokens.count("warm up")  # the tokenizer of --max-question-tokens
+    encoder = get_encoder(str(state.config.get("scoring.encoder")))
+    try:
+        ask_mod.query_type_centroids(state.engine, encoder, memo=True)
+    except ask_mod.AskError:  # no labelled questions: clients must send query_type
+        encoder = None
+    state.router_batch = pipeline.router_batcher(state.engine, state.config, encoder, state.services, state.router)
+    state.query_types = state.router_batch.types
+    state.writer = pipeline.store_writer(state.engine, state.config, state.services.gateway)
+    for s in state.corpora.values():
+        if s.chosen.encoder not in ("onehot", "none"):
+            continue  # routing it calls the gateway (an embedding): nothing to warm without paying
+        try:
+            routed = state.router_batch((s.corpus, s.chosen.run_id, "warm-up question",
+                                         None if encoder is not None else "factual"))
+        except ask_mod.AskError as exc:
+            raise ServeError(503, str(exc), "server_error") from None
+        ask_mod.plan(state.engine, routed, memo=True)

@@ -1,0 +1,90 @@
+"""Served questions and their runs written in batches (serve's group commit).
+
+:func:`store_batch` writes what :func:`ragrouter.ask.store` writes for one question — the query
+(origin ``serve``, status ``asked``), its paradigm run as the answer stage writes runs
+(:meth:`ragrouter.stages.answer.AnswerStage.write`: the same row, the same
+``(query, paradigm, generator, config hash)`` key, its ``run_calls`` links to the ledger) — for
+many at once, in a handful of statements for the whole batch (one multi-row INSERT per table,
+one SELECT for the ids) instead of five per question. A question asked again keeps its query
+row and, for the same paradigm and configuration, its run (the first one's), as one by one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from sqlalchemy import bindparam, select
+from sqlalchemy.dialects.postgresql import insert
+
+from ragrouter.db import models
+
+
+def external_id(origin: str, question: str) -> str:
+    return f"{origin}:" + hashlib.sha256(question.encode()).hexdigest()[:16]
+
+
+def store_batch(conn, config, items: list[tuple], origin: str = "serve") -> list[int | None]:
+    """``items``: (corpus id, generator, :class:`ragrouter.ask.Answer`, paradigm result or None).
+    Writes them in the caller's transaction, sets each answer's ``run_id`` and returns the run
+    ids (None for a question stored without a run)."""
+    from ragrouter import ask as ask_mod
+
+    qrows: dict[tuple[int, str], dict] = {}
+    for cid, _, out, _ in items:
+        ext = external_id(origin, out.question)
+        qrows.setdefault((cid, ext), {
+            "corpus_id": cid, "external_id": ext, "origin": origin, "qtype": out.query_type, "question": out.question,
+            "answer": "", "status": "asked",
+            "meta": {"router": out.router, "features": out.features, "probabilities": out.probabilities}})
+    conn.execute(insert(models.Query).values(list(qrows.values()))
+                 .on_conflict_do_nothing(index_elements=["corpus_id", "external_id"]))
+    Q = models.Query
+    qids = {(c, e): i for i, c, e in conn.execute(
+        select(Q.id, Q.corpus_id, Q.external_id).where(Q.external_id.in_(bindparam("exts", expanding=True))),
+        {"exts": sorted({e for _, e in qrows})}).all()}
+
+    runs: dict[tuple, dict] = {}
+    calls: dict[tuple, list] = {}
+    keys: list[tuple | None] = []
+    for cid, generator, out, result in items:
+        if result is None:
+            keys.append(None)
+            continue
+        stage, h = ask_mod._stage(config, out.paradigm, generator)
+        qid = qids[(cid, external_id(origin, out.question))]
+        key = (qid, out.paradigm, generator, h)
+        keys.append(key)
+        if key in runs:
+            continue
+        runs[key] = {"query_id": qid, "paradigm": out.paradigm, "generator": generator, "config_hash": h,
+                     "config": stage._configs.get((out.paradigm, generator)), "answer": result.answer,
+                     "retrieved_chunk_ids": result.retrieved_chunk_ids, "context_tokens": result.context_tokens,
+                     "iterations": result.iterations, "trace": result.trace, "ret_in_tokens": result.ret_in,
+                     "ret_out_tokens": result.ret_out, "gen_in_tokens": result.gen_in,
+                     "gen_out_tokens": result.gen_out, "latency_s": float(result.trace.get("wall_s", 0.0))}
+        calls[key] = list(result.calls or [])
+    run_ids: dict[tuple, int] = {}
+    if runs:
+        R = models.ParadigmRun
+        inserted = conn.execute(insert(R).values(list(runs.values()))
+                                .on_conflict_do_nothing(index_elements=["query_id", "paradigm", "generator",
+                                                                        "config_hash"])
+                                .returning(R.id, R.query_id, R.paradigm, R.generator, R.config_hash)).all()
+        new = {(q, p, g, h): i for i, q, p, g, h in inserted}
+        links = [{"run_id": rid, "seq": i, "llm_call_id": call_id, "phase": phase}
+                 for key, rid in new.items() for i, (call_id, phase) in enumerate(calls[key])]
+        if links:
+            conn.execute(insert(models.RunCall).values(links))
+        run_ids.update(new)
+        missing = [k for k in runs if k not in run_ids]  # asked before: the run is the first one's
+        if missing:
+            for i, q, p, g, h in conn.execute(
+                    select(R.id, R.query_id, R.paradigm, R.generator, R.config_hash)
+                    .where(R.query_id.in_(bindparam("qids", expanding=True))),
+                    {"qids": sorted({k[0] for k in missing})}).all():
+                run_ids.setdefault((q, p, g, h), i)
+    out_ids = []
+    for (_, _, out, _), key in zip(items, keys):
+        out.run_id = run_ids.get(key) if key is not None else None
+        out_ids.append(out.run_id)
+    return out_ids
