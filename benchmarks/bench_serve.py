@@ -10,9 +10,13 @@ questions one after another. Measured:
   calls per request × latency): what the server would do if routing, the store and the
   thread pool cost nothing;
 * routing overhead per request = the time from the client sending it to the fake endpoint
-  receiving the paradigm's first upstream call for that question (p50 and p99, ms).
+  receiving the paradigm's first upstream call for that question (p50 and p99, ms);
+* tail per request = from the last upstream reply (its arrival + the latency) to the client
+  having the answer: the store write and the reply (p50 and p99, ms);
+* the server process' CPU ms per request, errors, and the load average at the end (the
+  figures mean little on a loaded machine without it).
 
-    .venv/bin/python benchmarks/bench_serve.py --concurrency 32 --latency 1.0 --per-client 4 [--json]
+    .venv/bin/python benchmarks/bench_serve.py --concurrency 32 --latency 1.0 --per-client 8 [--json] [--py-spy FILE]
 """
 
 from __future__ import annotations
@@ -59,12 +63,20 @@ def build(tmp: Path, srv, concurrency: int) -> dict:
     return {**os.environ, "RAGROUTER_DB": url, "RAGROUTER_CONFIG": str(tmp / "cfg.yaml")}
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads) so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--latency", type=float, default=1.0)
     ap.add_argument("--per-client", type=int, default=4)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--py-spy", metavar="FILE", help="record the server's stacks (GIL holder) with py-spy, collapsed format, into FILE "
+                    "(py-spy is not in the requirements: .venv/bin/pip install py-spy)")
     a = ap.parse_args()
 
     import numpy as np
@@ -85,10 +97,17 @@ def main() -> None:
                 raise SystemExit(f"serve exited: {proc.stderr.read()}")
             m = re.search(r"at (http://127\.0\.0\.1:\d+/v1)", line)
             base = m.group(1) if m else None
+        spy = None
+        if a.py_spy:
+            spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--gil", "--format", "raw", "-r", "100",
+                                    "-o", a.py_spy, "--pid", str(proc.pid)], stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+            time.sleep(1.0)
         srv.latency_s = a.latency
         start_log = len(srv.requests)
         sent: dict[str, float] = {}
         done: list[float] = []
+        finished: dict[str, float] = {}
         errors: list[str] = []
         lock = threading.Lock()
 
@@ -104,10 +123,12 @@ def main() -> None:
                     assert r.choices[0].message.content
                     with lock:
                         done.append(time.monotonic() - t0)
+                        finished[q] = time.monotonic()
                 except Exception as exc:  # noqa: BLE001 - counted and reported
                     with lock:
                         errors.append(f"{exc.__class__.__name__}: {exc}")
 
+        cpu0 = cpu_seconds(proc.pid)
         t_start = time.monotonic()
         threads = [threading.Thread(target=client, args=(i,)) for i in range(a.concurrency)]
         for t in threads:
@@ -115,16 +136,25 @@ def main() -> None:
         for t in threads:
             t.join()
         wall = time.monotonic() - t_start
+        cpu = cpu_seconds(proc.pid) - cpu0
+        load = os.getloadavg()
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(timeout=60)
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=60)
         upstream = srv.requests[start_log:]
         first: dict[str, float] = {}
+        last: dict[str, float] = {}
         for r in upstream:
             text = json.dumps(r.get("body") or {})
             for q in sent:
-                if q in text and q not in first:
-                    first[q] = r["t"]
+                if q in text:
+                    first.setdefault(q, r["t"])
+                    last[q] = r["t"]
         overhead = np.array([1000 * (first[q] - sent[q]) for q in sent if q in first])
+        # after the last upstream reply (its arrival + the latency) until the client has the answer
+        tail = np.array([1000 * (finished[q] - last[q] - a.latency) for q in finished if q in last])
         n = len(done)
         calls_per_request = len(upstream) / max(1, n)
         ideal = a.concurrency / (calls_per_request * a.latency)
@@ -134,7 +164,11 @@ def main() -> None:
                "throughput_over_ideal": round(n / wall / ideal, 3),
                "routing_overhead_ms_p50": round(float(np.percentile(overhead, 50)), 1) if len(overhead) else None,
                "routing_overhead_ms_p99": round(float(np.percentile(overhead, 99)), 1) if len(overhead) else None,
-               "load_average": round(os.getloadavg()[0], 2), "first_errors": errors[:3]}
+               "tail_ms_p50": round(float(np.percentile(tail, 50)), 1) if len(tail) else None,
+               "tail_ms_p99": round(float(np.percentile(tail, 99)), 1) if len(tail) else None,
+               "server_cpu_ms_per_request": round(1000 * cpu / max(1, n), 1),
+               "load_average_1_5_15": [round(x, 2) for x in load], "cpu_count": os.cpu_count(),
+               "first_errors": errors[:3]}
     if a.json:
         print(json.dumps(out))
     else:
