@@ -244,6 +244,7 @@ def demo_rows(seed: int, n_queries: int = 9) -> dict:
                                  p_missing_run=0.0, p_old_config=0.0, with_router=False)
     for q in rows["queries"]:
         q["status"] = "accepted"
+    rows["human_labels"] = []  # the tests set the judge's verdicts; a reviewer's label would replace them
     judged = {j["run_id"] for j in rows["judgments"]}
     for r in rows["paradigm_runs"]:  # every run judged (random_rows leaves ~10 % unjudged)
         if r["id"] not in judged:

@@ -9,6 +9,11 @@
 -- mechanical one (model '') failed, 'accepted' when its LLM checks are all in (3 for
 -- reasoning, 2 otherwise) and the query is settled, else 'pending'. A query validated by two
 -- judges is two rows; without LLM checks it is one row with judge '' and its stored status.
+-- A query a person reviewed (`review pull`; origin 'human-reviewed' when the reviewer overrode
+-- the checks, its stored status then the reviewer's and the checks' kept in meta.checks_status)
+-- keeps the checks' status here; human_status is the reviewers' verdict ('accepted' /
+-- 'rejected': each reviewer's latest label, accepted when more reviewers accepted than not;
+-- NULL = not reviewed) and reviewers their names (comma-separated).
 CREATE VIEW v_generated_query AS
 SELECT q.id AS query_id,
        c.name AS corpus,
@@ -21,7 +26,7 @@ SELECT q.id AS query_id,
        COALESCE(q.meta ->> 'querygen_seed', '') AS querygen_seed,
        COALESCE(j.judge, '') AS judge,
        CASE WHEN q.origin = 'querygen-note' THEN 'skipped'
-            WHEN j.judge IS NULL THEN q.status
+            WHEN j.judge IS NULL THEN COALESCE(q.meta ->> 'checks_status', q.status)
             WHEN EXISTS (SELECT 1 FROM query_checks f
                          WHERE f.query_id = q.id AND NOT f.passed AND (f.model = '' OR f.model = j.judge))
                  THEN 'rejected'
@@ -32,9 +37,25 @@ SELECT q.id AS query_id,
                      >= CASE WHEN q.qtype = 'reasoning' THEN 3 ELSE 2 END
                  THEN 'accepted'
             ELSE 'pending' END AS status,
-       CASE WHEN q.origin = 'querygen-note' THEN COALESCE(q.meta ->> 'note', 'unknown') END AS skip_reason
+       CASE WHEN q.origin = 'querygen-note' THEN COALESCE(q.meta ->> 'note', 'unknown') END AS skip_reason,
+       h.human_status,
+       h.reviewers
 FROM queries q
 JOIN corpora c ON c.id = q.corpus_id
 LEFT JOIN (SELECT DISTINCT query_id, model AS judge FROM query_checks WHERE model <> '') j
        ON j.query_id = q.id
-WHERE q.origin IN ('generated', 'querygen-note')
+LEFT JOIN (
+    SELECT query_id,
+           CASE WHEN SUM(CASE WHEN label = 'accepted' THEN 1 ELSE 0 END) * 2 > COUNT(*)
+                THEN 'accepted' ELSE 'rejected' END AS human_status,
+           STRING_AGG(reviewer, ', ' ORDER BY reviewer) AS reviewers
+    FROM (
+        SELECT query_id, reviewer, label,
+               ROW_NUMBER() OVER (PARTITION BY query_id, reviewer ORDER BY labelled_at DESC, id DESC) AS rk
+        FROM human_labels
+        WHERE kind = 'query'
+    ) AS latest
+    WHERE rk <= 1
+    GROUP BY query_id
+) AS h ON h.query_id = q.id
+WHERE q.origin IN ('generated', 'querygen-note', 'human-reviewed')

@@ -103,7 +103,8 @@ def review_pull(ctx: Ctx, corpus, experiment) -> None:
     judge's agreement with them: accuracy, Cohen's kappa with its 95 % interval (3 labels, and
     correct vs. not), false-correct and missed-correct rates, overall and per paradigm and query
     type, and the confusion matrix (rows = reviewer). Reviewed generated queries: accepted by
-    the checks vs. by the reviewer.
+    the checks vs. by the reviewer; where they differ the reviewer's verdict decides whether the
+    query is in the benchmark (origin human-reviewed; Table 6 shows both).
 
     \b
     Example:
@@ -111,12 +112,14 @@ def review_pull(ctx: Ctx, corpus, experiment) -> None:
     """
     from ragrouter import reading
     from ragrouter.review import figures, labels, traces
+    from ragrouter.review import queries as reviewed
 
     engine = ctx.engine()
     migrate.ensure_current(engine)
     uri, sid, name, exp_id = _experiment(ctx, engine, experiment)
     found, skipped = traces.human_assessments(uri, exp_id, sid)
     written = labels.save(engine, name, found)
+    applied = reviewed.apply(engine)
     reviewers = sorted({h.reviewer or "(unnamed)" for h in found})
     click.echo(f"review pull: {written} human labels from experiment {name}"
                + (f" by {', '.join(reviewers)}" if reviewers else "")
@@ -131,6 +134,12 @@ def review_pull(ctx: Ctx, corpus, experiment) -> None:
     queries = [h for h in found if h.kind == "query"]
     if queries:
         both = sum(h.label == "accepted" and h.judge_label == "accepted" for h in queries)
+        by = ", ".join(sorted({h.reviewer or "(unnamed)" for h in queries}))
         click.echo(f"generated queries reviewed: {len(queries)}; accepted by the checks "
-                   f"{sum(h.judge_label == 'accepted' for h in queries)}, by the reviewer "
+                   f"{sum(h.judge_label == 'accepted' for h in queries)}, by the reviewer ({by}) "
                    f"{sum(h.label == 'accepted' for h in queries)}, by both {both}")
+    if applied.entered or applied.left or applied.restored:
+        click.echo(f"benchmark: {len(applied.entered)} queries the checks rejected enter it as the reviewer accepted "
+                   f"them, {len(applied.left)} the checks accepted leave it as the reviewer rejected them "
+                   f"(origin {reviewed.REVIEWED_ORIGIN}), {len(applied.restored)} back to the checks' verdict"
+                   + ("; python cli.py run answers the new ones" if applied.entered else ""))

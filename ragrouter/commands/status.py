@@ -62,7 +62,7 @@ def _counts(stage, conn, scope) -> tuple[int, int] | None:
 NOT_REQUESTED = {"querygen": (
     "SELECT c.name FROM corpora c WHERE EXISTS (SELECT 1 FROM queries q WHERE q.corpus_id = c.id "
     "AND q.origin = 'imported') AND NOT EXISTS (SELECT 1 FROM queries q WHERE q.corpus_id = c.id "
-    "AND q.origin IN ('generated', 'querygen-note')) ORDER BY c.name")}
+    "AND q.origin IN ('generated', 'querygen-note', 'human-reviewed')) ORDER BY c.name")}
 """Per stage: the corpora on which nobody asked for it (querygen where the questions were imported)."""
 
 

@@ -42,6 +42,7 @@ from ragrouter.querygen import checks, prompts
 from ragrouter.querygen.sampling import CorpusGraph, NoCandidate, find_chain, sample_summary
 
 QUERY_ORIGIN = "generated"
+REVIEWED_ORIGIN = "human-reviewed"  # a generated query whose status a reviewer decided (ragrouter.review.queries)
 NOTE_ORIGIN = "querygen-note"
 NOTE_STATUS = "skipped"
 BASE_TYPES = ("factual", "reasoning", "summary")

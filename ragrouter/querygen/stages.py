@@ -141,8 +141,9 @@ class QueryGenStage(Stage):
         if not corpus_ids:
             return set()
         rows = conn.execute(text(
-            "SELECT corpus_id, external_id FROM queries WHERE origin IN (:g, :n) AND corpus_id IN "
-            f"({','.join(str(int(c)) for c in corpus_ids)})"), {"g": gen.QUERY_ORIGIN, "n": gen.NOTE_ORIGIN}).all()
+            "SELECT corpus_id, external_id FROM queries WHERE origin IN (:g, :n, :h) AND corpus_id IN "
+            f"({','.join(str(int(c)) for c in corpus_ids)})"),
+            {"g": gen.QUERY_ORIGIN, "n": gen.NOTE_ORIGIN, "h": gen.REVIEWED_ORIGIN}).all()
         return {(int(r[0]), r[1]) for r in rows}
 
     def counts(self, conn, scope):
@@ -380,9 +381,9 @@ class ValidateStage(Stage):
         judge_model = storeio.model_key(scope.config, "judge")
         names = ",".join(f"'{c}'" for c in checks.CHECKS)
         rows = conn.execute(text(
-            f"SELECT q.id, q.qtype FROM queries q WHERE q.origin = :g{cond} AND (q.status = 'pending' OR EXISTS "
+            f"SELECT q.id, q.qtype FROM queries q WHERE q.origin IN (:g, :h){cond} AND (q.status = 'pending' OR EXISTS "
             f"(SELECT 1 FROM query_checks c WHERE c.query_id = q.id AND c.check_name IN ({names})))"),
-            {"g": gen.QUERY_ORIGIN, **params}).all()
+            {"g": gen.QUERY_ORIGIN, "h": gen.REVIEWED_ORIGIN, **params}).all()
         have = self._checks_in(conn, [int(r[0]) for r in rows])
         expected = done = 0
         for qid, qtype in rows:
@@ -403,9 +404,9 @@ class ValidateStage(Stage):
         names = ",".join(f"'{c}'" for c in checks.CHECKS)
         rows = conn.execute(text(
             "SELECT q.id, q.qtype, q.question, q.answer, q.supporting_chunk_ids, q.meta FROM queries q "
-            f"WHERE q.origin = :g{cond} AND (q.status = 'pending' OR EXISTS "
+            f"WHERE q.origin IN (:g, :h){cond} AND (q.status = 'pending' OR EXISTS "
             f"(SELECT 1 FROM query_checks c WHERE c.query_id = q.id AND c.check_name IN ({names}))) ORDER BY q.id"),
-            {"g": gen.QUERY_ORIGIN, **params}).all()
+            {"g": gen.QUERY_ORIGIN, "h": gen.REVIEWED_ORIGIN, **params}).all()
         have = self._checks_in(conn, [int(r[0]) for r in rows])
         units, n_queries = [], 0
         for qid, qtype, question, answer, chunk_ids, meta in rows:

@@ -202,7 +202,12 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
               else "_No data: needs the metrics stage (`corpus_metrics` is empty)._")
     md.append("")
     section("Query validation (Table 6)", "query_validation", tables.table_validation(frames["query_validation"]),
-            "Generated queries only; Gen. = validated (accepted + rejected), Pass = accepted."
+            "Generated queries only; Gen. = validated (accepted + rejected), Pass = accepted by the checks."
+            + (" Where a person reviewed candidates (`review start --what queries`, `review pull`): Reviewed = "
+               "candidates they labelled, Pass (checks) of reviewed and Accepted by reviewer side by side, In benchmark "
+               "= accepted after review (the reviewer's verdict outranks the checks'; such queries have origin "
+               "`human-reviewed`)." if "reviewed" in frames["query_validation"].columns
+               and frames["query_validation"]["reviewed"].fillna(0).sum() else "")
             + (f" The {n_imported:,} imported questions are not in this table (they came with the dataset)."
                if n_imported else ""))
     per_query = read_sql(engine, "SELECT query_id, corpus, generator, judge, paradigm, qtype, correct FROM v_run_judged")
@@ -381,7 +386,7 @@ def _processed_corpora(engine: Engine, prof: pd.DataFrame) -> tuple[pd.DataFrame
         return prof, prof
     origin = read_sql(engine, "SELECT corpus_id, "
                               "SUM(CASE WHEN origin = 'imported' THEN 1 ELSE 0 END) AS n_questions_imported, "
-                              "SUM(CASE WHEN origin = 'generated' AND status = 'accepted' THEN 1 ELSE 0 END) "
+                              "SUM(CASE WHEN origin IN ('generated', 'human-reviewed') AND status = 'accepted' THEN 1 ELSE 0 END) "
                               "AS n_queries_generated FROM queries GROUP BY corpus_id")
     prof = prof.merge(origin, on="corpus_id", how="left")
     for c in ("n_questions_imported", "n_queries_generated"):

@@ -46,7 +46,7 @@ def read_view(engine: Engine, name: str, order_by: str | None = None) -> pd.Data
     return read_sql(engine, sql)
 
 
-STAGE_FILTERS: dict[str, str] = {"querygen": "origin = 'generated'"}
+STAGE_FILTERS: dict[str, str] = {"querygen": "origin IN ('generated', 'human-reviewed')"}
 """Rows of a stage's table that the stage wrote: the queries table also holds imported questions
 (ingest) and calibration mirrors, which querygen did not generate."""
 

@@ -332,11 +332,15 @@ def table_profile(prof: pd.DataFrame, columns) -> str:
 
 
 def table_validation(v: pd.DataFrame) -> str:
-    """Table 6: generated / passed / pass rate per corpus and type, and rejection reasons."""
+    """Table 6: generated / passed / pass rate per corpus and type, and rejection reasons; where
+    a person reviewed generated queries (``review pull``) also, side by side, how many of the
+    reviewed the checks accepted and the reviewer accepted, the queries in the benchmark after
+    review (the reviewer's verdict where there is one) and the reviewers' names."""
     if v.empty:
         return ""
     rows = []
     skipped = "skipped" in v.columns
+    reviewed = "reviewed" in v.columns and bool(pd.to_numeric(v["reviewed"], errors="coerce").fillna(0).sum())
     for corpus, whole in v.groupby("corpus", sort=True):
         # one block per (generator, strategy, judge) pass; labelled when a corpus has several
         keys = [c for c in ("generator", "strategy", "judge") if c in whole.columns]
@@ -351,12 +355,16 @@ def table_validation(v: pd.DataFrame) -> str:
                 r = by_type[q]
                 extra = [fmt_int(r.skipped) + ("" if _missing(r.skip_reasons) else f" ({r.skip_reasons})")] \
                     if skipped else []
+                review = [fmt_int(r.reviewed), fmt_int(r.reviewed_passed), fmt_int(r.reviewer_accepted),
+                          fmt_int(r.benchmark), r.reviewers if not _missing(r.reviewers) else DASH] if reviewed else []
                 rows.append([label, q, fmt_int(r.generated), fmt_int(r.passed), fmt_pct(r.pass_rate_pct),
-                             fmt_int(r.pending), *extra,
+                             fmt_int(r.pending), *extra, *review,
                              r.rejection_reasons if not _missing(r.rejection_reasons) else DASH])
     head = ["Corpus", "Type", "Gen.", "Pass", "Rate %", "Pending"] + (["Skipped (reasons)"] if skipped else [])
+    head += ["Reviewed", "Pass (checks) of reviewed", "Accepted by reviewer", "In benchmark", "Reviewer"] \
+        if reviewed else []
     return md_table(head + ["Failed checks (rejected)"], rows, ["l", "l", "r", "r", "r", "r"]
-                    + (["l"] if skipped else []) + ["l"])
+                    + (["l"] if skipped else []) + (["r", "r", "r", "r", "l"] if reviewed else []) + ["l"])
 
 
 def table_oracle(oracle: pd.DataFrame) -> str:
