@@ -263,6 +263,17 @@ def route(engine, config, corpus: str, question: str, router: str | None = None,
     return Routed(cid, generator, query_type, chosen, probs, question)
 
 
+def _sklearn_pipeline(model):
+    """The scikit-learn estimator behind a pyfunc model of the sklearn flavour (else None)."""
+    if "sklearn" not in (getattr(model.metadata, "flavors", None) or {}):
+        return None
+    try:
+        raw = model.get_raw_model()
+    except (NotImplementedError, AttributeError):
+        return None
+    return raw if hasattr(raw, "predict_proba") else None
+
+
 def route_many(engine, config, corpus: str, questions: list[str], query_types: list[str], router: str | None = None,
                services=None, run_id: str | None = None, memo: bool = False) -> list[Routed]:
     """:func:`route` for several questions of one corpus whose types are known: one model call
@@ -273,10 +284,17 @@ def route_many(engine, config, corpus: str, questions: list[str], query_types: l
         return [route(engine, config, corpus, q, router, t, services, run_id, memo) for q, t in zip(questions, query_types)]
     from ragrouter.routers.mlflow_model import class_probabilities, model_input
 
-    out = class_probabilities(model, model_input(list(query_types), np.repeat(np.array([values]), len(questions), axis=0),
-                                                 None))
-    cols = [str(c) for c in out.columns]
-    values_ = out.to_numpy(dtype=float)
+    frame = model_input(list(query_types), np.repeat(np.array([values]), len(questions), axis=0), None)
+    raw = _sklearn_pipeline(model)
+    if raw is not None:  # the scikit-learn flavour's own predict_proba: the pyfunc's, without its per-call schema check
+        cols = str((model.metadata.metadata or {}).get("classes", "")).split(",")
+        values_ = np.asarray(raw.predict_proba(frame), dtype=float)
+        if values_.shape[1] != len(cols):
+            raise AskError(f"router model returned {values_.shape[1]} probability columns for {len(cols)} classes")
+    else:
+        out = class_probabilities(model, frame)
+        cols = [str(c) for c in out.columns]
+        values_ = out.to_numpy(dtype=float)
     return [Routed(cid, generator, t, chosen, dict(zip(cols, map(float, values_[i]))), q)
             for i, (q, t) in enumerate(zip(questions, query_types))]
 

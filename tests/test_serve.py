@@ -329,3 +329,29 @@ def test_stream_true_forwards_the_generators_tokens_as_they_come(served_store):
         eng.dispose_all()
     assert stored == (answer, "serve")
     assert ledger[0].strip() == answer and ledger[1] > 0
+
+
+def test_batched_routing_gives_asks_probabilities(served_store):
+    """serve routes micro-batches with route_many (the sklearn pipeline's predict_proba on many
+    rows); its probabilities are those of ask's route (the pyfunc, one row) for each question."""
+    from ragrouter import ask as ask_mod
+    from ragrouter import routing
+    from ragrouter.config import Config
+    from ragrouter.db import engine as eng
+
+    cfg = Config.load(path=served_store["tmp"] / "cfg.yaml", env={})
+    engine = eng.make_engine(served_store["url"], read_only=True)
+    try:
+        qs = ["Where did Marie Curie study?", "Summarise the Curies' work.", "Why did Pierre Curie win a prize?"]
+        types = ["factual", "summary", "reasoning"]
+        many = ask_mod.route_many(engine, cfg, "toy", qs, types, run_id=served_store["run_id"])
+        one = [ask_mod.route(engine, cfg, "toy", q, query_type=t, run_id=served_store["run_id"]) for q, t in zip(qs, types)]
+        model = ask_mod.load_router(cfg, many[0].chosen, routing.store_id(engine))
+    finally:
+        eng.dispose_all()
+    assert ask_mod._sklearn_pipeline(model) is not None  # lr: the fast path was the one taken
+    for m, o in zip(many, one):
+        assert m.probabilities.keys() == o.probabilities.keys()
+        assert m.probabilities == pytest.approx(o.probabilities, abs=1e-12)
+        assert abs(sum(m.probabilities.values()) - 1) < 1e-9
+    assert len({tuple(m.probabilities.values()) for m in many}) > 1  # the types change the verdict
