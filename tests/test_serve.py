@@ -355,3 +355,31 @@ def test_batched_routing_gives_asks_probabilities(served_store):
         assert m.probabilities == pytest.approx(o.probabilities, abs=1e-12)
         assert abs(sum(m.probabilities.values()) - 1) < 1e-9
     assert len({tuple(m.probabilities.values()) for m in many}) > 1  # the types change the verdict
+
+
+def test_sigterm_lets_a_stream_in_flight_finish(served_store):
+    """SIGTERM arrives while an answer is being streamed: the stream still ends with the last
+    chunk (decision, usage) and the server exits 0 once it has."""
+    import openai
+
+    srv = served_store["srv"]
+    proc, base, _ = _serve(["serve", "--corpus", "toy", "--port", "0", "--cost-share", "0"], served_store["env"])
+    srv.stream_chunk_delay_s = 0.3
+    chunks = []
+    try:
+        client = openai.OpenAI(base_url=base, api_key="unused", max_retries=0, timeout=120)
+        for ch in client.chat.completions.create(model="ragrouter/toy", stream=True, messages=[
+                {"role": "user", "content": "What did Marie Curie discover in 1898?"}]):
+            chunks.append(ch)
+            if len([c for c in chunks if c.choices and c.choices[0].delta.content]) == 1:
+                proc.send_signal(signal.SIGTERM)  # the first words are out, the rest is still coming
+        out, err = proc.communicate(timeout=60)
+    finally:
+        srv.stream_chunk_delay_s = 0.0
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "stopped (SIGTERM)" in out
+    texts = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+    assert len(texts) >= 5 and chunks[-1].choices[0].finish_reason == "stop"
+    assert chunks[-1].model_extra["ragrouter"]["run_id"] and "".join(texts).startswith("Answer to")
