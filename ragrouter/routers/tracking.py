@@ -275,6 +275,9 @@ def _log_cv_result(client, experiment_id: str, res: CVResult, part: pd.DataFrame
     tags = {"ragrouter.kind": "router-cv", "router": res.router, "features": res.feature_set,
             "encoder": res.encoder, "generator": res.generator, "family": ROUTERS[res.router].family,
             **{k: v for k, v in context.items() if k in ("judge", "corpora", "dataset", "config_hash", "git_commit")}}
+    from ragrouter.routers.mlflow_ui import source_tags
+
+    tags.update(source_tags(context.get("git_commit")))
     if store_id:
         tags["ragrouter.store_id"] = store_id
     if session:
@@ -292,9 +295,6 @@ def _log_cv_result(client, experiment_id: str, res: CVResult, part: pd.DataFrame
         if sweep:
             cq = cost_quality_curve(part, res.router, res.feature_set, lambdas, features=features,
                                     n_splits=n_splits, seed=seed, router_params=router_params, base=res)
-    from ragrouter.routers.mlflow_ui import source_tags
-
-    tags.update(source_tags(context.get("git_commit")))
         else:
             m = res.metrics
             y = part["label"].to_numpy(str)
