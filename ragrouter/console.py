@@ -76,8 +76,8 @@ def library_warnings(command: str, echo: Callable[[str], None] | None = None) ->
         echo(f"({handler.n} library warning{'s' if handler.n != 1 else ''} written to {path})")
 
 
-def bar(total: int, desc: str, enabled: bool = True):
+def bar(total: int, desc: str, enabled: bool = True, unit: str = "run"):
     """A tqdm bar on stderr like the stages' (a no-op object when disabled)."""
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=desc, unit="run", disable=not enabled, leave=False, dynamic_ncols=True)
+    return tqdm(total=total, desc=desc, unit=unit, disable=not enabled, leave=False, dynamic_ncols=True)

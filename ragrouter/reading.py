@@ -128,3 +128,35 @@ def human_agreement(engine: Engine, corpus: str | None = None) -> list[tuple]:
 
     rows = human_labels(engine, corpus)
     return by_stratum(rows) if rows else []
+
+
+LICENCE_KEYS = ("license", "licence")
+
+
+def export_provenance(engine: Engine) -> dict:
+    """What an export rests on, from the store: its id (``store_info``), the judge keys of the
+    benchmark's judgments (calibration cases left out) with their counts, the paradigm config
+    hashes of the runs with theirs, and each corpus' licence — ``corpora.meta.license`` when
+    the ingest recorded one, else the distinct ``license`` of its documents' metadata (QuALITY,
+    SQuALITY carry one per article), else ``unknown``."""
+    import json
+
+    with engine.connect() as conn:
+        sid = conn.execute(text("SELECT store_id FROM store_info ORDER BY created_at LIMIT 1")).scalar()
+        judges = [{"judge": r[0], "n_judgments": int(r[1])} for r in conn.execute(text(
+            "SELECT judge, COUNT(*) FROM judgments WHERE NOT is_calibration GROUP BY judge ORDER BY judge"))]
+        configs = [{"paradigm": r[0], "config_hash": r[1], "n_runs": int(r[2])} for r in conn.execute(text(
+            "SELECT paradigm, config_hash, COUNT(*) FROM paradigm_runs WHERE paradigm <> 'calibration' "
+            "GROUP BY paradigm, config_hash ORDER BY paradigm, config_hash"))]
+        corpora = []
+        stored = conn.execute(text("SELECT id, name, source_format, meta FROM corpora ORDER BY name")).all()
+        for cid, name, fmt, meta in stored:  # fetched first: DuckDB drops a result its connection moves past
+            meta = json.loads(meta) if isinstance(meta, str) else (meta or {})
+            found = [str(meta[k]) for k in LICENCE_KEYS if isinstance(meta, dict) and meta.get(k)]
+            if not found:
+                found = sorted({str(r[0]) for key in LICENCE_KEYS for r in conn.execute(text(
+                    f"SELECT DISTINCT meta ->> '{key}' FROM documents WHERE corpus_id = :c"), {"c": cid})
+                    if r[0]})
+            corpora.append({"corpus": name, "source_format": fmt, "licence": ", ".join(found) or "unknown"})
+    return {"store_id": str(sid) if sid else "unknown", "judges": judges, "config_hashes": configs,
+            "corpora": corpora}

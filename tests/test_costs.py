@@ -108,7 +108,7 @@ def test_construction_amortised_by_hand(costs_store):
     assert g.graph_build_tokens == 960 and g.graph_build_per_query == pytest.approx(320.0)
 
     # Table 2's Tok. and Figure 7 read avg_tokens; the inference-only figure is its own column.
-    acc = read_sql(store, "SELECT * FROM v_accuracy_by_type WHERE qtype = 'all'").set_index("paradigm")
+    acc = read_sql(store, "SELECT * FROM v_accuracy_overall").set_index("paradigm")
     assert acc.loc["hybrid", "avg_tokens"] == pytest.approx(966.0)
     assert acc.loc["hybrid", "avg_inference_tokens"] == pytest.approx(646.0)
     assert acc.loc["hybrid", "avg_build_tokens"] == pytest.approx(320.0)

@@ -55,9 +55,11 @@ def check_report(engine, out: Path, n_queries: int, paradigms: list[str]) -> dic
     md = (out / "report.md").read_text()
     for section in ("accuracy", "token", "quality"):
         assert re.search(section, md, re.IGNORECASE), section
-    acc = read_view(engine, "v_accuracy_by_type")
+    from ragrouter.report.data import with_totals
+
+    overall = read_view(engine, "v_accuracy_overall")
+    acc = with_totals(read_view(engine, "v_accuracy_by_type"), overall)
     assert set(acc["paradigm"]) == set(paradigms)
-    overall = acc[acc["qtype"] == "all"]
     with engine.connect() as conn:  # judged runs per paradigm (a failed verdict is not a label)
         judged = dict(conn.execute(text(
             "SELECT r.paradigm, COUNT(DISTINCT r.query_id) FROM paradigm_runs r JOIN judgments j ON j.run_id = r.id "

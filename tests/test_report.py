@@ -29,7 +29,7 @@ from ragrouter.commands.export import export_command
 from ragrouter.commands.report import report_command
 from ragrouter.report import figures, synthetic, tables
 from ragrouter.report.build import REPORT_VIEWS, build_report
-from ragrouter.report.data import read_view, router_dataset
+from ragrouter.report.data import read_view, router_dataset, with_totals
 from ragrouter.report.export import EXPORTS, export_parquet
 
 
@@ -144,7 +144,7 @@ def test_report_files_figures_and_numbers(filled, tmp_path):
         csv = tmp_path / "rep" / f"{name}.csv"
         assert csv.is_file()
         assert len(pd.read_csv(csv)) == len(read_view(store, REPORT_VIEWS[name][0]))
-    acc = read_view(store, "v_accuracy_by_type")
+    acc = with_totals(read_view(store, "v_accuracy_by_type"), read_view(store, "v_accuracy_overall"))
     judge = report.judge
     assert judge in set(acc["judge"])
     expected = {"fig6_corpus_profile", f"fig4_accuracy__gen-a__{judge}", f"fig7_cost_quality__gen-a__{judge}",
@@ -361,7 +361,7 @@ def test_figure_6_one_corpus_negative_and_missing():
 
 def test_figure_7_labels_every_point_and_hides_none(filled):
     store, _ = filled
-    acc = read_view(store, "v_accuracy_by_type")
+    acc = with_totals(read_view(store, "v_accuracy_by_type"), read_view(store, "v_accuracy_overall"))
     part = acc[(acc["judge"] == "judge-x") & (acc["generator"] == "gen-a")]
     corpus = sorted(part["corpus"].unique())[0]
     routers = pd.DataFrame([{"corpus": corpus, "label": "router lr (qc)",
@@ -422,7 +422,7 @@ def test_export_round_trips_through_pandas(filled, tmp_path):
         n = lambda sql: conn.execute(text(sql)).scalar_one()  # noqa: E731
         expected = {"queries": n("SELECT COUNT(*) FROM queries"),
                     "paradigm_runs": n("SELECT COUNT(*) FROM paradigm_runs"),
-                    "judgments": n("SELECT COUNT(*) FROM judgments"),
+                    "judgments": n("SELECT COUNT(*) FROM judgments WHERE NOT is_calibration"),
                     "answer_scores": n("SELECT COUNT(*) FROM answer_scores"),
                     "oracle_labels": n("SELECT COUNT(*) FROM v_oracle_label"),
                     "router_dataset": n("SELECT COUNT(*) FROM v_router_dataset"),
@@ -477,6 +477,9 @@ def test_export_loads_with_hf_datasets(filled, tmp_path):
     assert "| `retrieved_chunk_ids` | `INTEGER[]`" in card or "| `retrieved_chunk_ids` | `BIGINT[]`" in card
     assert "Chunk ids put in the context, in order." in card  # the ORM column docs are the field descriptions
     for name in EXPORTS:
+        if counts[name] == 0:  # no judge calibration in this store: datasets loads no empty split
+            assert name == "judge_calibration"
+            continue
         ds = datasets.load_dataset(str(tmp_path / "hf"), name, cache_dir=str(tmp_path / "hf-cache"))["train"]
         assert ds.num_rows == counts[name], name
     runs = datasets.load_dataset(str(tmp_path / "hf"), "paradigm_runs", cache_dir=str(tmp_path / "hf-cache"))["train"]
@@ -487,6 +490,54 @@ def test_export_loads_with_hf_datasets(filled, tmp_path):
     first = {r["id"]: r for r in rows["paradigm_runs"]}[runs[0]["id"]]
     assert runs[0]["retrieved_chunk_ids"] == first["retrieved_chunk_ids"]
     assert runs[0]["trace"]["steps"] == pytest.approx(first["trace"]["steps"])
+
+
+def test_export_card_and_manifest_carry_provenance(store, tmp_path):
+    """Issue 32: an exported dataset names what it rests on (store id, ragrouter version and
+    commit, config hash, judge keys, paradigm config hashes, each corpus' licence), and carries
+    no calibration pseudo-paradigm among the real ones."""
+    import ragrouter
+    from ragrouter import routing
+    from ragrouter.config import Config
+
+    rows = synthetic.random_rows(5, n_corpora=3, queries_per_corpus=4, generators=("gen-a",))
+    run = dict(rows["paradigm_runs"][0])
+    run.update(id=max(r["id"] for r in rows["paradigm_runs"]) + 1, paradigm="calibration", generator="calib-v1",
+               config_hash="gold")
+    rows["paradigm_runs"].append(run)
+    synthetic.insert_rows(store, rows)
+    names = sorted(c["name"] for c in rows["corpora"])
+    with store.begin() as conn:
+        ids = {r[1]: r[0] for r in conn.execute(text("SELECT id, name FROM corpora"))}
+        conn.execute(text("UPDATE corpora SET meta = '{\"license\": \"CC-BY-4.0\"}' WHERE id = :c"),
+                     {"c": ids[names[0]]})
+        conn.execute(text("UPDATE documents SET meta = '{\"license\": \"MIT\"}' WHERE corpus_id = :c"),
+                     {"c": ids[names[1]]})
+        sid = conn.execute(text("SELECT store_id FROM store_info")).scalar_one()
+        judges = [r[0] for r in conn.execute(text("SELECT DISTINCT judge FROM judgments WHERE NOT is_calibration "
+                                                  "ORDER BY judge"))]
+        hashes = sorted({(r["paradigm"], r["config_hash"]) for r in rows["paradigm_runs"] if r["paradigm"] != "calibration"})
+    cfg = Config.load()
+    counts = export_parquet(store, tmp_path / "p", config=cfg)
+    prov = json.loads((tmp_path / "p" / "manifest.json").read_text())["provenance"]
+    assert prov["store_id"] == sid and len(sid) == 36
+    assert prov["ragrouter_version"] == ragrouter.__version__
+    assert prov["git_commit"] == routing.git_commit() and prov["git_commit"] != "unknown"
+    assert prov["config_hash"] == routing.config_hash(cfg)
+    assert [j["judge"] for j in prov["judges"]] == judges and all(j["n_judgments"] > 0 for j in prov["judges"])
+    assert [(c["paradigm"], c["config_hash"]) for c in prov["config_hashes"]] == hashes
+    assert {c["corpus"]: c["licence"] for c in prov["corpora"]} == {names[0]: "CC-BY-4.0", names[1]: "MIT",
+                                                                      names[2]: "unknown"}
+    card = (tmp_path / "p" / "README.md").read_text()
+    for needle in (f"store id: `{sid}`", f"ragrouter version: `{ragrouter.__version__}`",
+                   f"git commit: `{prov['git_commit']}`", f"config hash (the exporting config): `{prov['config_hash']}`",
+                   *(f"`{j}` (" for j in judges), f"| {names[0]} | ", "| CC-BY-4.0 |", "| MIT |", "| unknown |"):
+        assert needle in card, needle
+    # the calibration case is not a paradigm run of the export; the judges' calibration is its own file
+    runs = pd.read_parquet(tmp_path / "p" / "paradigm_runs.parquet")
+    assert "calibration" not in set(runs["paradigm"]) and counts["paradigm_runs"] == len(rows["paradigm_runs"]) - 1
+    assert not pd.read_parquet(tmp_path / "p" / "judgments.parquet")["is_calibration"].any()
+    assert "judge_calibration" in counts
 
 
 def test_export_empty_store_has_schemas(store, tmp_path):
@@ -527,7 +578,7 @@ def test_report_and_export_on_postgres(pg_url, tmp_path):
         assert_real_png(path)
     counts = export_parquet(engine, tmp_path / "pgx")
     assert counts["paradigm_runs"] == len(rows["paradigm_runs"])
-    assert counts["judgments"] == len(rows["judgments"])
+    assert counts["judgments"] == len([j for j in rows["judgments"] if not j["is_calibration"]])
     runs = pd.read_parquet(tmp_path / "pgx" / "paradigm_runs.parquet").set_index("id")
     first = rows["paradigm_runs"][0]
     assert list(runs.loc[first["id"], "trace"]["steps"]) == pytest.approx(first["trace"]["steps"])
@@ -630,3 +681,41 @@ def test_report_describes_what_ran(store, tmp_path):
     heads = [ln for ln in md.splitlines() if ln.startswith("## ")]
     assert "## Paradigm results (judged)" in heads and "## Oracle labels and routers (judged)" in heads
     assert sum(ln.startswith(line) for ln in md.splitlines()) == 2
+
+
+def test_report_progress_section_by_section_and_quiet_off_a_terminal(filled, duck_url, tmp_path, monkeypatch):
+    """Issue 32: `report` shows a bar, one step per view, section and figure (like `routers
+    train`), and draws nothing when stderr is not a terminal."""
+    from ragrouter import console
+
+    made = []
+
+    class Bar:
+        def __init__(self, total, desc, enabled=True, unit="run"):
+            self.total, self.desc, self.enabled, self.unit, self.n, self.seen, self.closed = total, desc, enabled, unit, 0, [], False
+            made.append(self)
+
+        def set_postfix_str(self, s, refresh=True):
+            self.seen.append(s)
+
+        def update(self, n=1):
+            self.n += n
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setattr(console, "bar", Bar)
+    store, _ = filled
+    report = build_report(store, tmp_path / "bar", show_progress=True)
+    (b,) = made
+    assert b.enabled and b.closed and b.unit == "step" and b.n == b.total
+    assert b.total == len(REPORT_VIEWS) + 9 + 1 + len(report.figures)
+    assert b.seen[:len(REPORT_VIEWS)] == [v for v, _, _ in REPORT_VIEWS.values()]
+    assert {"Accuracy by query type (Table 2)", "Routers", "report.html"} <= set(b.seen)
+    assert set(report.figures) <= set(b.seen)
+    made.clear()
+    res = CliRunner().invoke(report_command, ["--out", str(tmp_path / "cli"), "--judge", "judge-x"],
+                             obj=Ctx(db_url=duck_url, config_path=None))
+    assert res.exit_code == 0, res.output
+    (b,) = made
+    assert not b.enabled  # CliRunner's stderr is no terminal: no bar

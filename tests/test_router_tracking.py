@@ -195,7 +195,7 @@ def test_every_router_loads_with_pyfunc_and_reproduces_its_predictions(trained, 
     df = routing.store_dataset(engine, trained["cfg"])
     stored = _fetch(engine, "SELECT mlflow_run_id, query_id, probabilities FROM router_predictions")
     c = client(uri)
-    frame = model_input(df["query_type"], df[list(INDICATORS)])
+    frame = model_input(df["qtype"], df[list(INDICATORS)])
     flavours = {}
     for run_id in sorted(stored["mlflow_run_id"].unique()):
         run = c.get_run(run_id)

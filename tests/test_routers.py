@@ -243,8 +243,8 @@ def test_best_fixed_and_by_query_type(planted, planted_features):
     assert list(fixed.classes_[order]) == ["naive", CANNOT_ANSWER, "graph"]
     byq = make_router("by_query_type").fit(planted_features, y)
     pred = byq.predict(planted_features)
-    for t, grp in planted.groupby("query_type"):
-        assert set(pred[(planted["query_type"] == t).to_numpy()]) == {grp["label"].value_counts().idxmax()}
+    for t, grp in planted.groupby("qtype"):
+        assert set(pred[(planted["qtype"] == t).to_numpy()]) == {grp["label"].value_counts().idxmax()}
 
 
 def test_cross_validation_predictions_cover_every_row_once(planted, planted_features):
@@ -459,7 +459,7 @@ def wording_dataset(n: int = 120, seed: int = 0) -> pd.DataFrame:
         tmpl = (RELATION if graph else DEFINE)[int(rng.integers(3))]
         rows.append((tmpl.format(a=a, b=b), "graph" if graph else "naive"))
     df = base.copy()
-    df["query_type"] = "factual"
+    df["qtype"] = "factual"
     df["query_text"] = [t for t, _ in rows]
     df["label"] = [lab for _, lab in rows]
     for p in paradigms_of(df):

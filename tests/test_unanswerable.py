@@ -224,7 +224,7 @@ def router_frame() -> pd.DataFrame:
     rows = []
     for i in range(12):
         marked = i % 4 == 0
-        rows.append({"query_id": str(i), "corpus": "c", "generator": "g", "query_type": "factual",
+        rows.append({"query_id": str(i), "corpus": "c", "generator": "g", "qtype": "factual",
                      "query_text": f"q{i}", "lcc_ratio": 1.0, "density": 0.1, "clustering": 0.0,
                      "intrinsic_dim": 3.0, "hubness": 0.0, "avg_distance": 0.5, "unanswerable": int(marked),
                      "correct__naive": int(marked or i % 3 == 0), "tokens__naive": 100, "f1__naive": 0.5,

@@ -300,11 +300,19 @@ def test_tables_2_13_16_equal_pandas(store, rows):
         trans = conn.begin()
         try:
             synthetic.insert_rows(conn, rows)
-            acc = fetch(conn, "SELECT * FROM v_accuracy_by_type")
+            by_type = fetch(conn, "SELECT * FROM v_accuracy_by_type")
+            overall = fetch(conn, "SELECT * FROM v_accuracy_overall")
             bd = fetch(conn, "SELECT * FROM v_judgment_breakdown")
             tok = fetch(conn, "SELECT * FROM v_token_breakdown")
         finally:
             trans.rollback()
+    from ragrouter.report.data import with_totals
+
+    # safe to aggregate: the types hold no total, and their runs add up to the overall view's
+    assert "all" not in set(by_type.get("qtype", [])) and "qtype" not in overall.columns
+    if not by_type.empty:
+        assert by_type["n"].sum() == overall["n"].sum()
+    acc = with_totals(by_type, overall)
     if not rows["paradigm_runs"] or not rows["judgments"]:
         assert acc.empty and bd.empty and (tok.empty or bool(rows["paradigm_runs"]))
         return
@@ -340,6 +348,7 @@ def test_tables_2_13_16_equal_pandas(store, rows):
     lo, hi = proportion_confint(got13["n_correct"].to_numpy(), got13["n"].to_numpy(), alpha=0.05, method="wilson")
     assert got13["ci_low"].tolist() == pytest.approx((100 * lo).tolist(), abs=1e-9)
     assert got13["ci_high"].tolist() == pytest.approx((100 * hi).tolist(), abs=1e-9)
+    assert got13["is_total"].tolist() == (got13["qtype"] == "all").astype(int).tolist()
     sums = got13[["correct_pct", "incorrect_pct", "incomplete_pct"]].sum(axis=1).tolist()
     assert sums == pytest.approx([100.0] * len(sums))
 
@@ -655,3 +664,38 @@ def test_examples_run_in_plain_duckdb_and_cli(tmp_path):
     rounded = lambda rows: [{k: round(v, 6) if isinstance(v, float) else v for k, v in r.items()}  # noqa: E731
                             for r in rows]
     assert rounded(json.loads(out.stdout)) == rounded(outputs[path.name])
+
+
+def test_views_are_safe_to_aggregate_on_duckdb_and_postgres(store, pg_store):
+    """Issue 32: no total row beside the rows it totals (or a marker column), no pseudo-paradigm
+    among the real ones, one name per concept (qtype) in every view; on both databases."""
+    rows = synthetic.random_rows(11, n_corpora=2, queries_per_corpus=6)
+    run = dict(rows["paradigm_runs"][0])  # a judge calibration case on a real query
+    run.update(id=max(r["id"] for r in rows["paradigm_runs"]) + 1, paradigm="calibration", generator="calib-v1",
+               config_hash="gold")
+    rows["paradigm_runs"].append(run)
+    rows["judgments"].append({**rows["judgments"][0], "id": max(j["id"] for j in rows["judgments"]) + 1,
+                              "run_id": run["id"], "is_calibration": True, "label": "correct"})
+    names = [migrate.view_name(p.read_text(), p) for p in migrate.view_files()]
+    for engine in (store, pg_store):
+        synthetic.insert_rows(engine, rows)
+        with engine.connect() as conn:
+            scalar = lambda sql: conn.execute(text(sql)).scalar()  # noqa: E731
+            judged = scalar("SELECT COUNT(*) FROM v_run_judged")
+            assert judged > 0
+            assert scalar("SELECT COUNT(*) FROM v_accuracy_by_type WHERE qtype = 'all'") == 0
+            # a naive sum over the types counts every judged run once, as the totals' view does
+            assert scalar("SELECT SUM(n) FROM v_accuracy_by_type") == judged
+            assert scalar("SELECT SUM(n) FROM v_accuracy_overall") == judged
+            assert scalar("SELECT SUM(n) FROM v_judgment_breakdown WHERE is_total = 0") == judged
+            assert scalar("SELECT SUM(n) FROM v_judgment_breakdown WHERE is_total = 1") == judged
+            # the calibration case is in paradigm_runs and v_judge_calibration, never among the paradigms
+            assert scalar("SELECT COUNT(*) FROM paradigm_runs WHERE paradigm = 'calibration'") == 1
+            assert scalar("SELECT COUNT(*) FROM v_run_latest WHERE paradigm = 'calibration'") == 0
+            assert scalar("SELECT COUNT(*) FROM v_judge_calibration") == 1
+            # one name per concept: the query type is qtype in every view
+            cols = {n: list(conn.execute(text(f"SELECT * FROM {n} WHERE 1 = 0")).keys()) for n in names}
+            assert not [n for n, c in cols.items() if "query_type" in c]
+            for n in ("v_run_latest", "v_accuracy_by_type", "v_router_outcomes", "v_router_dataset",
+                      "v_judgment_breakdown", "v_query_validation", "v_query_rejections"):
+                assert "qtype" in cols[n], n

@@ -12,8 +12,7 @@ SELECT b.corpus,
 FROM (
     SELECT corpus, generator, judge, paradigm, correct_pct,
            ROW_NUMBER() OVER (PARTITION BY corpus, generator, judge ORDER BY correct_pct DESC, paradigm) AS rk
-    FROM v_accuracy_by_type
-    WHERE qtype = 'all'
+    FROM v_accuracy_overall
 ) AS b
 JOIN (
     SELECT corpus, generator, judge,

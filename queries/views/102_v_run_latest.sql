@@ -2,6 +2,9 @@
 -- created_at, then id). Runs made with older hyperparameters stay in paradigm_runs but do
 -- not enter the tables; n_configs says how many config hashes exist for the triple.
 -- Every query is here whatever its status: tables filter on query_status = 'accepted'.
+-- Real paradigms only: the judge's calibration cases (paradigm_runs.paradigm = 'calibration',
+-- candidate answers of known label, not a paradigm's answer) are left out; they have their own
+-- view, v_judge_calibration.
 -- unanswerable = 1 for a question marked unanswerable at ingest (queries.unanswerable; NULL = 0).
 --
 -- Costs as paper eq. 16-20 define them, in ONE place that every consumer reads (v_run_judged ->
@@ -70,6 +73,7 @@ FROM (
                               ORDER BY created_at DESC, id DESC) AS rk,
            COUNT(*) OVER (PARTITION BY query_id, paradigm, generator) AS n_configs
     FROM paradigm_runs
+    WHERE paradigm <> 'calibration'
 ) AS r
 JOIN queries q ON q.id = r.query_id
 JOIN corpora c ON c.id = q.corpus_id

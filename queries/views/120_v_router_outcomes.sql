@@ -7,7 +7,7 @@
 CREATE VIEW v_router_outcomes AS
 SELECT query_id,
        corpus,
-       qtype AS query_type,
+       qtype,
        generator,
        judge,
        paradigm,

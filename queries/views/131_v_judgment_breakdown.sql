@@ -1,6 +1,8 @@
 -- Paper Table 13: share (%) of correct / incorrect / incomplete (no answer: refusals and
 -- partial answers) labels per corpus, generator, judge, paradigm and query type
 -- (qtype = 'all' pools the types), with the mean judge agreement over samples.
+-- is_total = 1 on those pooled rows, 0 on a real type: aggregate over is_total = 0 (or read the
+-- is_total = 1 rows) so that no judged run is counted twice.
 -- n = judged runs; ci_low / ci_high = 95 % Wilson interval of correct_pct (in %, as in
 -- v_accuracy_by_type); n_correct / n_incorrect / n_incomplete = the counts behind the shares.
 CREATE VIEW v_judgment_breakdown AS
@@ -13,7 +15,8 @@ SELECT corpus, generator, judge, paradigm, qtype, n,
              / (1.0 + z * z / n) AS ci_low,
        100.0 * (p + z * z / (2.0 * n) + z * SQRT(p * (1.0 - p) / n + z * z / (4.0 * n * n)))
              / (1.0 + z * z / n) AS ci_high,
-       avg_agreement
+       avg_agreement,
+       CASE WHEN qtype = 'all' THEN 1 ELSE 0 END AS is_total
 FROM (
     SELECT corpus, generator, judge, paradigm, qtype,
            CAST(COUNT(*) AS INTEGER) AS n,

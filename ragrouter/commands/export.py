@@ -18,7 +18,7 @@ from ragrouter.db import migrate
               help="Keep the paradigm runs' trace column (a typed struct; the largest column).")
 @click.option("--only", multiple=True,
               help="Export only this file (repeatable): corpora, queries, paradigm_runs, judgments, "
-                   "answer_scores, oracle_labels, router_dataset.")
+                   "answer_scores, oracle_labels, router_dataset, judge_calibration.")
 @pass_ctx
 def export_command(ctx: Ctx, out_dir: Path, fmt: str, with_trace: bool, only: tuple[str, ...]) -> None:
     """Export queries, paradigm runs, judgments, answer scores, oracle labels, the router
@@ -40,7 +40,7 @@ def export_command(ctx: Ctx, out_dir: Path, fmt: str, with_trace: bool, only: tu
     engine = ctx.engine(read_only=True)  # readers share a DuckDB file
     migrate.ensure_current(engine)
     try:
-        counts = export_parquet(engine, out_dir, with_trace=with_trace, only=list(only) or None)
+        counts = export_parquet(engine, out_dir, with_trace=with_trace, only=list(only) or None, config=ctx.config)
     except ExportError as exc:
         fail(str(exc))
     except OSError as exc:

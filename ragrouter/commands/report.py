@@ -17,8 +17,9 @@ from ragrouter.db import migrate
 @click.option("--judge", default=None,
               help="Judge model whose labels the figures use (default: the configured judge if it judged "
                    "anything, else the judge with the most judged runs). Tables list every judge.")
+@click.option("--quiet", is_flag=True, help="No progress bar (none either when stderr is not a terminal).")
 @pass_ctx
-def report_command(ctx: Ctx, out_dir: Path, judge: str | None) -> None:
+def report_command(ctx: Ctx, out_dir: Path, judge: str | None, quiet: bool) -> None:
     """Write the benchmark report: Tables 2, 6, 8, 9, 13, 15, 16, oracle labels, router
     scores and paired router tests as Markdown (report.md) and CSV; Figs. 4, 5, 6, 7, the judge
     calibration heat map and Table 13 as stacked bars as PNG and SVG; and report.html with every
@@ -52,7 +53,7 @@ def report_command(ctx: Ctx, out_dir: Path, judge: str | None) -> None:
     try:
         with library_warnings("report", echo=lambda line: click.echo(line, err=True)):
             report = build_report(engine, out_dir, judge=judge, store_label=_safe_url(ctx.db_url),
-                                  config=_config_or_none(ctx))
+                                  config=_config_or_none(ctx), show_progress=_progress(quiet))
     except OSError as exc:  # --out missing, read-only, a file, or the disk full: one line
         line = file_system_error(exc, where=f"report --out {out_dir}")
         if line is None:
@@ -66,6 +67,13 @@ def report_command(ctx: Ctx, out_dir: Path, judge: str | None) -> None:
         click.echo(f"html: {report.html}")
     if report.empty_stages:
         click.echo("stages with no data: " + ", ".join(report.empty_stages))
+
+
+def _progress(quiet: bool) -> bool:
+    """A bar on stderr only for a person watching: not with --quiet, not into a pipe or a log."""
+    import sys
+
+    return not quiet and sys.stderr.isatty()
 
 
 def _safe_url(url: str) -> str:

@@ -22,7 +22,8 @@ import pandas as pd
 from sqlalchemy import Engine
 
 from ragrouter.report import figures, tables
-from ragrouter.report.data import choose_judge, imported_questions, read_sql, read_view, stage_counts, stage_table
+from ragrouter.report.data import (choose_judge, imported_questions, read_sql, read_view, stage_counts, stage_table,
+                                   with_totals)
 
 # CSV name -> (view, ORDER BY, stages whose data it needs). The CSVs hold the full-precision rows.
 REPORT_VIEWS: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -30,6 +31,7 @@ REPORT_VIEWS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "query_validation": ("v_query_validation", "corpus, qtype", ("querygen", "validate")),
     "query_rejections": ("v_query_rejections", "corpus, qtype, check_name", ("validate",)),
     "accuracy_by_type": ("v_accuracy_by_type", "generator, judge, corpus, paradigm, qtype", ("answer", "judge")),
+    "accuracy_overall": ("v_accuracy_overall", "generator, judge, corpus, paradigm", ("answer", "judge")),
     "judgment_breakdown": ("v_judgment_breakdown", "generator, judge, corpus, paradigm, qtype", ("answer", "judge")),
     "abstention": ("v_abstention", "generator, judge, corpus, paradigm", ("answer", "judge")),
     "quality": ("v_quality", "corpus, generator, paradigm, judge", ("answer", "score")),
@@ -40,6 +42,7 @@ REPORT_VIEWS: dict[str, tuple[str, str, tuple[str, ...]]] = {
 }
 
 STAGE_HINT = "python cli.py run --stage {stage}"
+N_SECTIONS = 9  # section() calls of build_report (the progress bar's steps besides views and figures)
 # router_scores.csv keeps v_router_scores' units (those of MLflow's metrics), unlike the *_pct
 # columns of the other CSVs and the percent of the router table: said next to its link.
 ROUTER_SCORES_UNITS = ("Units of `router_scores.csv` (the view's rows, as MLflow logs them): every rate is a "
@@ -100,12 +103,16 @@ def _clean(out: Path) -> None:
 
 
 def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
-                 store_label: str | None = None, config=None, with_figures: bool = True) -> Report:
+                 store_label: str | None = None, config=None, with_figures: bool = True,
+                 show_progress: bool = False) -> Report:
     """Write ``report.md``, one CSV per view and the PNG figures into ``out_dir``.
 
     ``judge`` picks whose labels the figures use (default: the judge with the most judged
     runs); the tables list every judge. The views must exist (run ``db upgrade`` first).
-    ``with_figures=False`` writes the tables only (quick; the figures cost most of the time)."""
+    ``with_figures=False`` writes the tables only (quick; the figures cost most of the time);
+    ``show_progress`` draws a bar on stderr, one step per view read, section and figure."""
+    from ragrouter.console import bar
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     _clean(out)
@@ -116,12 +123,21 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
     empty = [s for s, n in counts.items() if n == 0 and s not in not_asked]
     frames: dict[str, pd.DataFrame] = {}
     report = Report(out_dir=out, markdown=out / "report.md", empty_stages=empty)
+    steps = bar(len(REPORT_VIEWS) + N_SECTIONS + 1, "report (views, sections, figures)", show_progress, unit="step")
+
+    def tick(what: str, more: int = 0) -> None:
+        steps.total += more  # figures are known as they come
+        steps.set_postfix_str(what, refresh=False)
+        steps.update(1)
+
     for name, (view, order, _) in REPORT_VIEWS.items():
         frames[name] = read_view(engine, view, order)
+        tick(view)
         path = out / f"{name}.csv"
         frames[name].to_csv(path, index=False)
         report.csv[name] = path
     report.judge = judge = choose_judge(engine, judge)
+    acc_all = with_totals(frames["accuracy_by_type"], frames["accuracy_overall"])  # Table 2 shows both
 
     from ragrouter.report import calibration
 
@@ -166,6 +182,7 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
 
     def section(title: str, name: str, body: str, note: str = "", judged: bool = False, level: int = 2,
                 empty_note: str | None = None) -> None:
+        tick(title)
         md.append(f"{'#' * level} {title}\n")
         if judged:
             j = frames[name]["judge"] if "judge" in frames[name].columns else []
@@ -213,7 +230,8 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
     per_query = read_sql(engine, "SELECT query_id, corpus, generator, judge, paradigm, qtype, correct FROM v_run_judged")
     group("Paradigm results (judged)", judges_of("accuracy_by_type", "judgment_breakdown", "quality", "abstention"))
     section("Accuracy by query type (Table 2)", "accuracy_by_type",
-            tables.table_accuracy(frames["accuracy_by_type"], per_query, _decisions(engine)), level=3)
+            tables.table_accuracy(acc_all, per_query, _decisions(engine)), level=3,
+            note="CSV of the totals (the Avg. column): [`accuracy_overall.csv`](accuracy_overall.csv).")
     section("Judgment breakdown (Table 13)", "judgment_breakdown", tables.table_breakdown(frames["judgment_breakdown"]),
             "Cor = correct, Inc = incorrect, No-A = incomplete: refusals (labelled by rule, without a judge call) and "
             "answers the judge found partly right or less precise than the gold. `incomplete` stays a label of its "
@@ -292,6 +310,7 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
         """Draw (``make()``; None = nothing to draw) and save one figure, unless ``with_figures`` is off."""
         if not with_figures:
             return
+        tick(name, more=1)
         fig = make()
         if fig is None:
             return
@@ -300,7 +319,7 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
         if judged_by is not None:
             fig_judges.append(judged_by)
 
-    acc = frames["accuracy_by_type"]
+    acc = acc_all
     bd = frames["judgment_breakdown"]
     if has_metrics:
         add_figure("fig6_corpus_profile", lambda: figures.corpus_profile(prof),
@@ -374,6 +393,8 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
     from ragrouter.report import html
 
     report.html = html.write_html(text_md, out, out / "report.html")
+    tick("report.html")
+    steps.close()
     return report
 
 

@@ -51,6 +51,16 @@ STAGE_FILTERS: dict[str, str] = {"querygen": "origin IN ('generated', 'human-rev
 (ingest) and calibration mirrors, which querygen did not generate."""
 
 
+def with_totals(by_type: pd.DataFrame, overall: pd.DataFrame) -> pd.DataFrame:
+    """Table 2's rows: the per-type rows of ``v_accuracy_by_type`` and, as ``qtype = 'all'``,
+    the per-paradigm totals of ``v_accuracy_overall`` (the store keeps them in two views so
+    that neither counts a run twice; the table shows them side by side)."""
+    if overall.empty:
+        return by_type
+    totals = overall.assign(qtype="all")[[c for c in by_type.columns if c in overall.columns or c == "qtype"]]
+    return pd.concat([by_type, totals], ignore_index=True) if not by_type.empty else totals
+
+
 def stage_table(stage: str) -> str:
     """The table a stage fills, as the report names it (``queries (generated)`` for querygen)."""
     return STAGE_TABLES[stage] + (" (generated)" if stage == "querygen" else "")
@@ -126,7 +136,7 @@ def router_dataset(engine: Engine, judge: str | None = None, generator: str | No
                                 "FROM v_router_outcomes" + cond, params)
     labels = read_sql(
         engine,
-        "SELECT o.query_id, o.corpus, o.generator, o.judge, q.qtype AS query_type, q.question AS query_text, "
+        "SELECT o.query_id, o.corpus, o.generator, o.judge, q.qtype, q.question AS query_text, "
         "p.lcc_ratio, p.density, p.clustering, p.intrinsic_dim, p.hubness, p.dist_mean AS avg_distance, o.label, "
         "o.unanswerable "
         "FROM v_oracle_label o JOIN queries q ON q.id = o.query_id "
@@ -134,7 +144,7 @@ def router_dataset(engine: Engine, judge: str | None = None, generator: str | No
         + (" WHERE " + " AND ".join("o." + w for w in where) if where else ""),
         params,
     )
-    base_cols = ["query_id", "corpus", "generator", "judge", "query_type", "query_text", *INDICATORS, "label"]
+    base_cols = ["query_id", "corpus", "generator", "judge", "qtype", "query_text", *INDICATORS, "label"]
     if outcomes.empty:
         return pd.DataFrame(columns=base_cols)
     paradigms = paradigm_order(outcomes["paradigm"].unique())

@@ -15,6 +15,15 @@ and copied from there, so both stores give the same files. ``README.md`` is a Hu
 dataset card whose ``configs:`` name one config per file, with a table of field descriptions
 per file, so ``datasets.load_dataset(DIR, NAME)`` loads each table; ``manifest.json`` lists the
 files and their row counts.
+
+Provenance: the card's "Provenance" section and the manifest's ``provenance`` name the store id,
+the ragrouter version and git commit that exported it, the effective config's hash, the judge
+keys and paradigm config hashes the rows carry, and each corpus' licence (``unknown`` when the
+ingest recorded none; :func:`ragrouter.reading.export_provenance`).
+
+Real paradigms only: the judge's calibration cases (``paradigm = 'calibration'`` runs, their
+mirror queries and judgments) are left out of ``queries``, ``paradigm_runs`` and ``judgments``;
+how each judge did on them is its own file, ``judge_calibration`` (view v_judge_calibration).
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ class Export:
 
     sql: str
     table: str | None = None
+    where: str = ""
     drop: tuple[str, ...] = ()
     frame: Callable[[Engine], pd.DataFrame] | None = None
     description: str = ""
@@ -52,15 +62,17 @@ EXPORTS: dict[str, Export] = {
     "corpora": Export("SELECT * FROM v_corpus_profile ORDER BY corpus_id",
                       description="One row per corpus: documents, chunks and queries stored and processed, and the "
                                   "structural / semantic indicators (paper Tables 8-9; view v_corpus_profile)."),
-    "queries": Export("SELECT * FROM queries ORDER BY id", table="queries",
+    "queries": Export("SELECT * FROM queries ORDER BY id", table="queries", where="origin <> 'calibration'",
                       description="Every query: imported or generated, its type, gold answer and validation status."),
     "paradigm_runs": Export("SELECT * FROM paradigm_runs ORDER BY id", table="paradigm_runs",
+                            where="paradigm <> 'calibration'",
                             description="Every paradigm run: answer, retrieved chunk ids, config, trace and token "
                                         "cost by phase (inference only; the amortised graph construction is in "
                                         "v_run_latest / router_dataset)."),
-    "judgments": Export("SELECT * FROM judgments ORDER BY id", table="judgments",
+    "judgments": Export("SELECT * FROM judgments ORDER BY id", table="judgments", where="NOT is_calibration",
                         description="Every LLM-as-a-judge sample (label per run, judge and sample)."),
     "answer_scores": Export("SELECT * FROM answer_scores ORDER BY id", table="answer_scores",
+                            where="run_id NOT IN (SELECT id FROM paradigm_runs WHERE paradigm = 'calibration')",
                             description="Quality metrics per run: semantic F1, coverage, faithfulness (hard/soft), "
                                         "exact match and token F1 (scorer 'squad-v1.1')."),
     "oracle_labels": Export("SELECT * FROM v_oracle_label ORDER BY generator, judge, query_id",
@@ -73,6 +85,10 @@ EXPORTS: dict[str, Export] = {
                                          "corpus indicators, the oracle label and per paradigm p correct__p, "
                                          "tokens__p (total with the amortised graph construction), f1__p, and "
                                          "em__p / token_f1__p (exact match, token F1)."),
+    "judge_calibration": Export("SELECT * FROM v_judge_calibration ORDER BY judge, case_set, true_label",
+                                description="How far to trust each judge: its verdicts on calibration cases of known "
+                                            "label, per judge, case set and true label (view v_judge_calibration; "
+                                            "the cases themselves are not among the paradigm runs)."),
 }
 FORMATS = ("parquet",)
 BATCH_ROWS = 5000
@@ -86,7 +102,7 @@ VIEW_FIELDS = {
     "label": "Oracle label: a paradigm name, 'cannot_answer', or 'unanswerable' for a question marked unanswerable "
              "(NULL = undecided: correct runs not scored yet).",
     "unanswerable": "1 when the question is marked unanswerable (a refusal is its right answer), else 0.",
-    "qtype": "Query type (factual, reasoning, summary).", "query_type": "Query type (factual, reasoning, summary).",
+    "qtype": "Query type (factual, reasoning, summary).",
     "query_text": "The question.", "hops": "Reasoning hops (when known).",
     "n_correct": "Paradigms judged correct.", "n_scored_correct": "Correct paradigms that have a semantic F1.",
     "n_paradigms": "Paradigms judged.", "label_f1": "Semantic F1 of the label's run.",
@@ -95,6 +111,12 @@ VIEW_FIELDS = {
     "total_tokens": "Tokens of the stored documents.", "processed_tokens": "Tokens of the processed documents.",
     "n_chunks": "Chunks stored (all chunkers).", "n_chunks_processed": "Chunks embedded or extracted.",
     "n_queries": "Accepted queries.", "n_queries_answered": "Accepted queries with at least one paradigm run.",
+    "case_set": "Calibration case set (its construction version).",
+    "true_label": "The label the case has by construction (correct, incorrect, incomplete).",
+    "n_cases": "Calibration cases of that true label.", "judged_correct": "Of them, judged correct.",
+    "judged_incorrect": "Of them, judged incorrect.", "judged_incomplete": "Of them, judged incomplete.",
+    "agreement": "Share of the judge's verdicts equal to the true label.",
+    "avg_sample_agreement": "Mean share of a case's samples that gave its verdict.",
 }
 
 
@@ -192,6 +214,8 @@ def _load_table(engine: Engine, con, spec: Export, columns, name: str) -> None:
     names = [c.name for c in columns]
     json_cols = {c.name for c in columns if isinstance(c.type, JSON)}
     select = spec.sql.replace("SELECT *", "SELECT " + ", ".join(names), 1)
+    if spec.where:
+        select = select.replace(" ORDER BY ", f" WHERE {spec.where} ORDER BY ", 1)
     with engine.connect() as conn:
         result = conn.execution_options(stream_results=True, yield_per=BATCH_ROWS).execute(text(select))
         for part in result.partitions(BATCH_ROWS):
@@ -220,12 +244,13 @@ def _write_frame(con, frame: pd.DataFrame, path: Path, name: str) -> int:
 
 
 def export_parquet(engine: Engine, out_dir: str | Path, with_trace: bool = True,
-                   only: list[str] | None = None) -> dict[str, int]:
+                   only: list[str] | None = None, config=None) -> dict[str, int]:
     """Write one Parquet file per export into ``out_dir`` with DuckDB's COPY, a dataset card
     (``README.md``) and ``manifest.json``; returns rows per file.
 
     ``with_trace=False`` leaves the (large) ``trace`` column out of ``paradigm_runs``;
-    ``only`` restricts the export to some names of :data:`EXPORTS`."""
+    ``only`` restricts the export to some names of :data:`EXPORTS`; ``config`` (the effective
+    config) adds its hash to the provenance."""
     import duckdb
 
     out = Path(out_dir)
@@ -255,7 +280,8 @@ def export_parquet(engine: Engine, out_dir: str | Path, with_trace: bool = True,
                         con, source = mem, f"_src_{name}"
                         _load_table(engine, mem, spec, columns, source)
                     order = spec.sql.split(" ORDER BY ", 1)[1] if " ORDER BY " in spec.sql else "1"
-                    counts[name] = _copy(con, f"SELECT {_typed_select(con, source, columns)} FROM {source} "
+                    where = f" WHERE {spec.where}" if spec.where and is_duck else ""  # else filtered on load
+                    counts[name] = _copy(con, f"SELECT {_typed_select(con, source, columns)} FROM {source}{where} "
                                               f"ORDER BY {order}", path)
                     docs = {c.name: (c.doc or "") for c in columns}
                 elif is_duck and not spec.frame:
@@ -270,11 +296,39 @@ def export_parquet(engine: Engine, out_dir: str | Path, with_trace: bool = True,
                 schemas[name] = [(col, str(typ), docs.get(col) or _field_doc(col)) for col, typ, *_ in types]
     finally:
         mem.close()
+    prov = provenance(engine, config)
     manifest = {"exported_at": dt.datetime.now().isoformat(timespec="seconds"), "format": "parquet",
-                "with_trace": with_trace, "files": {f"{n}.parquet": c for n, c in counts.items()}}
+                "with_trace": with_trace, "files": {f"{n}.parquet": c for n, c in counts.items()},
+                "provenance": prov}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
-    (out / "README.md").write_text(dataset_card(counts, schemas), encoding="utf-8")
+    (out / "README.md").write_text(dataset_card(counts, schemas, prov), encoding="utf-8")
     return counts
+
+
+def provenance(engine: Engine, config=None) -> dict:
+    """Store id, ragrouter version and commit, config hash, judge keys, paradigm config hashes
+    and the corpora's licences of an export."""
+    import ragrouter
+    from ragrouter.reading import export_provenance
+    from ragrouter.routing import config_hash, git_commit
+
+    store = export_provenance(engine)
+    return {"store_id": store.pop("store_id"), "ragrouter_version": ragrouter.__version__, "git_commit": git_commit(),
+            "config_hash": config_hash(config) if config is not None else "unknown", **store}
+
+
+def _provenance_lines(prov: dict) -> list[str]:
+    lines = ["## Provenance", "",
+             f"- store id: `{prov['store_id']}`", f"- ragrouter version: `{prov['ragrouter_version']}`",
+             f"- git commit: `{prov['git_commit']}`", f"- config hash (the exporting config): `{prov['config_hash']}`",
+             "- judge keys (judgments, calibration cases left out): "
+             + (", ".join(f"`{j['judge']}` ({j['n_judgments']})" for j in prov["judges"]) or "none"),
+             "- paradigm config hashes (runs): "
+             + (", ".join(f"{c['paradigm']} `{c['config_hash']}` ({c['n_runs']})" for c in prov["config_hashes"])
+                or "none"),
+             "", "| Corpus | Source format | Licence |", "|---|---|---|"]
+    lines += [f"| {c['corpus']} | {c['source_format'] or 'unknown'} | {c['licence']} |" for c in prov["corpora"]]
+    return lines + ["", "Each corpus keeps its own licence; check it before you share the texts.", ""]
 
 
 def _field_doc(col: str) -> str:
@@ -290,7 +344,8 @@ def _field_doc(col: str) -> str:
     return ""
 
 
-def dataset_card(counts: dict[str, int], schemas: dict[str, list[tuple[str, str, str]]]) -> str:
+def dataset_card(counts: dict[str, int], schemas: dict[str, list[tuple[str, str, str]]],
+                 prov: dict | None = None) -> str:
     """A Hugging Face dataset card: YAML ``configs:`` (one per file) and field descriptions."""
     lines = ["---", "configs:"]
     for name in counts:
@@ -301,6 +356,8 @@ def dataset_card(counts: dict[str, int], schemas: dict[str, list[tuple[str, str,
               "written by DuckDB with nested columns typed (lists and structs). Load one table with:", "",
               "```python", "import datasets", f"ds = datasets.load_dataset(EXPORT_DIR, \"{next(iter(counts), 'queries')}\")",
               "```", ""]
+    if prov is not None:
+        lines += _provenance_lines(prov)
     for name, n in counts.items():
         spec = EXPORTS[name]
         lines += [f"## {name}", "", f"{spec.description} {n} rows; file `{name}.parquet`.", "",

@@ -3,7 +3,8 @@
 Shape (a contract shared with the ``router_dataset`` SQL view):
 
 * ``query_id`` (str), ``corpus`` (str), ``generator`` (str),
-  ``query_type`` ('factual' | 'reasoning' | 'summary'), ``query_text`` (str);
+  ``qtype`` ('factual' | 'reasoning' | 'summary'; the store's name for the query type, in
+  every view; a file's older ``query_type`` column is read as ``qtype``), ``query_text`` (str);
 * the six corpus indicators :data:`INDICATORS` (float);
 * ``label``: a paradigm name, ``'cannot_answer'`` (answerable, but no paradigm got it) or
   ``'unanswerable'`` (the question is marked unanswerable: a refusal is its right answer);
@@ -41,7 +42,7 @@ BASE_COLUMNS: tuple[str, ...] = (
     "query_id",
     "corpus",
     "generator",
-    "query_type",
+    "qtype",
     "query_text",
     *INDICATORS,
     "label",
@@ -82,6 +83,8 @@ def validate_router_dataset(df: pd.DataFrame, source: str = "router dataset") ->
 
     Raises :class:`RouterDatasetError` naming ``source`` and the first missing column or bad value.
     """
+    if "qtype" not in df.columns and "query_type" in df.columns:  # the name before issue 32
+        df = df.rename(columns={"query_type": "qtype"})
     missing = [c for c in BASE_COLUMNS if c not in df.columns]
     if missing:
         raise RouterDatasetError(f"{source}: missing column {missing[0]!r} (required: {', '.join(BASE_COLUMNS)})")
@@ -95,11 +98,11 @@ def validate_router_dataset(df: pd.DataFrame, source: str = "router dataset") ->
     if len(df) == 0:
         raise RouterDatasetError(f"{source}: no rows")
     out = df.copy()
-    for c in ("query_id", "corpus", "generator", "query_type", "query_text", "label"):
+    for c in ("query_id", "corpus", "generator", "qtype", "query_text", "label"):
         out[c] = out[c].astype(str)
-    bad_types = sorted(set(out["query_type"]) - set(QUERY_TYPES))
+    bad_types = sorted(set(out["qtype"]) - set(QUERY_TYPES))
     if bad_types:
-        raise RouterDatasetError(f"{source}: column 'query_type' has unknown value {bad_types[0]!r} (allowed: {', '.join(QUERY_TYPES)})")
+        raise RouterDatasetError(f"{source}: column 'qtype' has unknown value {bad_types[0]!r} (allowed: {', '.join(QUERY_TYPES)})")
     allowed = set(paradigms) | set(NOT_PARADIGMS)
     bad_labels = sorted(set(out["label"]) - allowed)
     if bad_labels:
@@ -322,7 +325,7 @@ def synthetic_dataset(
             "query_id": [f"q{i:06d}" for i in range(n)],
             "corpus": [corpora[c] for c in q_corpus_idx],
             "generator": generator,
-            "query_type": [QUERY_TYPES[t] for t in q_type_idx],
+            "qtype": [QUERY_TYPES[t] for t in q_type_idx],
             "query_text": texts,
         }
         for k in INDICATORS:

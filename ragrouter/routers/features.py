@@ -266,8 +266,8 @@ def build_features(df: pd.DataFrame, feature_set: str = "qc", encoder: Encoder |
         name = str(getattr(encoder, "name", type(encoder).__name__))
     return Features(
         feature_set=feature_set,
-        query_type=df["query_type"].astype(str).to_numpy(),
-        q_onehot=one_hot_query_type(df["query_type"]),
+        query_type=df["qtype"].astype(str).to_numpy(),
+        q_onehot=one_hot_query_type(df["qtype"]),
         c_raw=df[list(INDICATORS)].to_numpy(dtype=np.float64),
         q_emb=q_emb,
         encoder_name=name,
