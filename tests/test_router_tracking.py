@@ -371,3 +371,76 @@ def test_api_key_never_reaches_mlflow(tmp_path, monkeypatch):
     blobs = [db.read_bytes()] + [p.read_bytes() for p in art.rglob("*") if p.is_file()]
     assert len(blobs) > 3
     assert not any(marker.encode() in b for b in blobs)
+
+
+PLAIN_MLFLOW = r"""
+import json, os, sys
+os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
+import mlflow, pandas as pd
+from mlflow.tracking import MlflowClient
+folder, run_id, rows = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+mlflow.set_tracking_uri(f"sqlite:///{folder}/mlflow.db")
+c = MlflowClient()
+names = sorted(a.path for a in c.list_artifacts(run_id))
+frame = pd.DataFrame(rows)
+by_run = mlflow.pyfunc.load_model(f"runs:/{run_id}/model").predict(frame)
+by_name = mlflow.pyfunc.load_model("models:/copied-router/1").predict(frame)
+print(json.dumps({"artifacts": names, "modules": sorted(m for m in sys.modules if m.startswith("ragrouter")),
+                  "by_run": pd.DataFrame(by_run).to_numpy().tolist(),
+                  "by_name": pd.DataFrame(by_name).to_numpy().tolist()}))
+"""
+
+
+def test_a_copied_mlflow_folder_loads_with_plain_mlflow_after_the_original_is_gone(tmp_path):
+    """Issue 32: copy mlflow/ (cp -r), delete the original, let ragrouter rebase the copy once
+    (`routers relocate`, also done by every command that opens it), then plain MLflow — a fresh
+    interpreter without ragrouter — lists the run's artefacts and loads its model by run and by
+    registered name, predicting what the original predicted."""
+    import mlflow
+
+    src = tmp_path / "orig" / "mlflow"
+    uri = f"sqlite:///{src / 'mlflow.db'}"
+    df = synthetic_dataset(n=90, seed=5)
+    train_and_track(df, ["lr"], ["qc"], tracking_uri=uri, experiment="copy", seed=0, n_splits=2)
+    c = client(uri)
+    (run,) = c.search_runs([c.get_experiment_by_name("copy").experiment_id])
+    mlflow.set_tracking_uri(uri)
+    try:
+        mlflow.register_model(f"runs:/{run.info.run_id}/model", "copied-router")
+        frame = model_input(df["qtype"].head(5), df[list(INDICATORS)].head(5))
+        expected = pd.DataFrame(mlflow.pyfunc.load_model(f"runs:/{run.info.run_id}/model").predict(frame)).to_numpy()
+    finally:
+        mlflow.set_tracking_uri(None)
+    dst = tmp_path / "elsewhere" / "mlflow"
+    shutil.copytree(src, dst)
+    shutil.rmtree(src.parent)  # the original is gone for good
+
+    def plain():
+        return subprocess.run([sys.executable, "-c", PLAIN_MLFLOW, str(dst), run.info.run_id,
+                               frame.to_json(orient="records")], capture_output=True, text=True, timeout=300,
+                              cwd=tmp_path, env={**os.environ, "PYTHONPATH": ""})
+
+    before = plain()
+    assert before.returncode != 0  # MLflow wrote absolute paths: the bare copy points at the deleted folder
+    res = CliRunner().invoke(routers_group, ["relocate", str(dst)], obj=Ctx("duckdb:///:memory:", None))
+    assert res.exit_code == 0 and "1 experiment(s) rebased" in res.output, res.output
+    out = plain()
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["modules"] == []  # plain MLflow: nothing of ragrouter was imported
+    assert {"model", "fold_metrics.csv", "refit_predictions.csv"} <= set(got["artifacts"])
+    assert np.allclose(got["by_run"], expected) and np.allclose(got["by_name"], expected)
+    with sqlite3_connect(dst / "mlflow.db") as con:  # no path of the deleted folder is left anywhere
+        assert not [r for r in con.execute("SELECT source, storage_location FROM model_versions")
+                    if str(src) in " ".join(map(str, r))]
+    again = CliRunner().invoke(routers_group, ["relocate", str(dst)], obj=Ctx("duckdb:///:memory:", None))
+    assert again.exit_code == 0 and "already at home" in again.output
+    bad = CliRunner().invoke(routers_group, ["relocate", str(tmp_path / "nothing")], obj=Ctx("duckdb:///:memory:", None))
+    assert bad.exit_code != 0 and "no MLflow SQLite store to relocate" in bad.output
+
+
+def sqlite3_connect(path):
+    import contextlib
+    import sqlite3
+
+    return contextlib.closing(sqlite3.connect(path))

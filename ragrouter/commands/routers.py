@@ -1,4 +1,4 @@
-"""`cli.py routers train|compare` and `cli.py mlflow-ui`: the router zoo, tracked in MLflow."""
+"""`cli.py routers train|promote|compare|relocate` and `cli.py mlflow-ui`: the router zoo, tracked in MLflow."""
 
 from __future__ import annotations
 
@@ -225,6 +225,32 @@ def compare_command(ctx: Ctx, dataset: str, run_ids: tuple[str, ...], fmt: str) 
         return
     cols = list(COMPARE_COLUMNS)
     click.echo(render_rows(cols, [tuple(r[c] for c in cols) for r in rows], fmt))
+
+
+@routers_group.command("relocate")
+@click.argument("folder", required=False, type=click.Path(path_type=Path, file_okay=False))
+@pass_ctx
+def relocate_command(ctx: Ctx, folder: Path | None) -> None:
+    """Make a copied or moved MLflow folder its own: rebase every artefact path its mlflow.db
+    holds (runs, registered models, logged models, traces) onto FOLDER/artifacts, so that plain
+    MLflow lists and loads everything there with the original folder gone. Every ragrouter
+    command that opens the folder does this too; FOLDER defaults to the configured store.
+
+    \b
+    Example:
+      cp -r mlflow /mnt/share/mlflow && python cli.py routers relocate /mnt/share/mlflow
+      mlflow ui --backend-store-uri sqlite:////mnt/share/mlflow/mlflow.db
+    """
+    from ragrouter import routing
+    from ragrouter.routers import tracking
+
+    uri = f"sqlite:///{folder.resolve() / 'mlflow.db'}" if folder is not None else routing.tracking_uri(ctx.config)
+    db = uri[len("sqlite:///"):] if uri.startswith("sqlite:///") else None
+    if db is None or not Path(db).is_file():
+        fail(f"{db or uri}: no MLflow SQLite store to relocate (expected FOLDER/mlflow.db)")
+    moved = tracking.relocate_store(uri)
+    click.echo(f"{db}: {moved} experiment(s) rebased onto {Path(db).parent / 'artifacts'}"
+               if moved else f"{db}: already at home (artefacts under {Path(db).parent / 'artifacts'})")
 
 
 @click.command("mlflow-ui")

@@ -30,9 +30,11 @@ their runs table. Runs carry ``mlflow.source.name``/``type``/``git.commit`` so "
 
 Relocatable store: the default store is ``sqlite:///<dir>/mlflow.db`` with artefacts in
 ``<dir>/artifacts``. MLflow writes absolute ``file:`` URIs into the database; every open of a
-SQLite store here (:func:`relocate_store`) rebases the experiments' and runs' artefact URIs
-whose folder is named ``artifacts`` onto ``<dir>/artifacts`` of the database actually opened,
-so a copied or moved ``mlflow/`` folder reads (and writes) its own artefacts.
+SQLite store here (:func:`relocate_store`) rebases every artefact URI under a folder named
+``artifacts`` (experiments, runs, registered model versions, logged models, trace tags) onto
+``<dir>/artifacts`` of the database actually opened, so a copied or moved ``mlflow/`` folder
+reads (and writes) its own artefacts — and once one ragrouter command (or
+``ragrouter routers relocate``) has opened the copy, plain MLflow does too, with the original gone.
 
 The client API (``MlflowClient``) is used throughout, so no global MLflow state is touched.
 """
@@ -129,20 +131,35 @@ def relocate_store(tracking_uri: str) -> int:
         if not {"experiments", "runs"} <= tables:
             return 0
         with con:
+            olds = set()
             for exp_id, loc in con.execute("SELECT experiment_id, artifact_location FROM experiments").fetchall():
                 if not loc or not loc.startswith("file:") or loc.rstrip("/") == root:
                     continue
                 if Path(unquote(urlparse(loc).path)).name != "artifacts":
                     continue  # not a ragrouter-made location: leave it alone
-                old = loc.rstrip("/")
-                con.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?", (root, exp_id))
-                con.execute("UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?) "
-                            "WHERE experiment_id = ? AND substr(artifact_uri, 1, ?) = ?",
-                            (root, len(old) + 1, exp_id, len(old), old))
+                olds.add(loc.rstrip("/"))
                 moved += 1
+            for old in olds:
+                _rebase(con, old, root)
     finally:
         con.close()
     return moved
+
+
+def _rebase(con: sqlite3.Connection, old: str, root: str) -> None:
+    """Every text value of the store under ``old`` (a ``file:`` URI, or its plain path) moved
+    under ``root``: experiments and runs, and what else MLflow keeps paths in — registered model
+    versions (``source``, ``storage_location``), logged models, trace tags — so that plain
+    MLflow (``runs:/``, ``models:/``, the UI) finds every artefact of the opened folder."""
+    pairs = [(old, root), (unquote(urlparse(old).path), unquote(urlparse(root).path))]
+    for (table,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+        cols = [r[1] for r in con.execute(f'PRAGMA table_info("{table}")')
+                if any(t in (r[2] or "").upper() for t in ("CHAR", "TEXT", "CLOB"))]
+        for col in cols:
+            for a, b in pairs:
+                con.execute(f'UPDATE "{table}" SET "{col}" = ? || substr("{col}", ?) '
+                            f'WHERE "{col}" = ? OR substr("{col}", 1, ?) = ?',
+                            (b, len(a) + 1, a, len(a) + 1, a + "/"))
 
 
 def _client(tracking_uri: str):
