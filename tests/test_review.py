@@ -165,7 +165,10 @@ def test_review_start_queries_and_bad_input(tmp_path, review_env, capsys):
                             source=AssessmentSource(source_type=AssessmentSourceType.HUMAN, source_id="ann"))
         assert main(["--db", url, "review", "pull"]) == 0
         out = capsys.readouterr().out
-        assert "generated queries reviewed: 1" in out and "by the reviewer 0" in out
+        assert "generated queries reviewed: 1" in out and "by the reviewer (ann) 0" in out
+        with engine.connect() as conn:  # the reviewer's verdict decides: a query the checks accepted leaves
+            origin, now = conn.execute(text("SELECT origin, status FROM queries WHERE id = :q"), {"q": qid}).one()
+        assert (origin, now) == (("human-reviewed", "rejected") if status == "accepted" else ("generated", status))
         # bad input: one line, exit 2
         assert main(["--db", url, "review", "start", "--judge", "nobody"]) == 2
         err = capsys.readouterr().err
