@@ -85,7 +85,7 @@ import threading
 import time
 import weakref
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 from sqlalchemy import bindparam, select, text
@@ -96,10 +96,7 @@ from ragrouter.db import outage
 from ragrouter.db.engine import write_lock
 from ragrouter.db.models import LLMCall, LLMFailure
 from ragrouter.llm import spool, tokens
-from ragrouter.llm.backends import GatewayError
-
-if TYPE_CHECKING:
-    from ragrouter.llm.gateway import Gateway
+from ragrouter.llm.errors import GatewayError
 
 log = logging.getLogger("ragrouter.llm.gateway")
 
@@ -269,10 +266,24 @@ class _Job:
     error: str | None = None
 
 
+class _WriterOwner(Protocol):
+    """What the writer needs of its gateway (:class:`ragrouter.llm.gateway.Gateway`): the
+    connection it commits on, and the callbacks after each batch. A protocol, so this module
+    never imports the gateway (the gateway imports the ledger, not the other way round)."""
+
+    _db: Engine
+    _db_lock: Any  # a lock or a null context
+    outage_s: float
+
+    def _after_write(self, batch: list[_Job]) -> None: ...
+
+    def _refill_ids_if_low(self) -> None: ...
+
+
 class _LedgerWriter:
     """One thread committing queued ledger rows in multi-row transactions."""
 
-    def __init__(self, gateway: "Gateway", linger_s: float = 0.0):
+    def __init__(self, gateway: _WriterOwner, linger_s: float = 0.0):
         self._gw = weakref.proxy(gateway)
         self.linger_s = linger_s
         self.urgent = 0  # flushes waiting: commit now, do not linger
