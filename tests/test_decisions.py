@@ -92,10 +92,26 @@ def test_settings_come_from_the_config_and_bad_values_are_named():
 
     cfg = Config.load(env={})
     s = sq.Settings.from_config(cfg)
-    assert (s.alpha, s.batch, s.drop_alpha) == (0.05, 10, 0.3)
+    assert (s.alpha, s.batch, s.drop_alpha, s.margin, s.test_share) == (0.05, 10, 0.4, 0.10, 0.9)
+    assert s == sq.Settings()  # the config's defaults are the benchmark's (bench_sequential uses Settings())
     bad = Config({**cfg.data, "decisions": {**cfg.data["decisions"], "alpha": 1.5}}, source="<t>")
-    with pytest.raises(ValueError, match="alpha must lie in"):
+    with pytest.raises(ValueError, match="alpha and test_share must lie in"):
         sq.Settings.from_config(bad)
+    bad = Config({**cfg.data, "decisions": {**cfg.data["decisions"], "test_share": 1.0}}, source="<t>")
+    with pytest.raises(ValueError, match=r"test_share=1\.0"):
+        sq.Settings.from_config(bad)
+
+
+def test_the_test_share_splits_the_pairs_level_between_the_test_and_the_discordance_rate():
+    # 5 paradigms: m = 10 pairs; the test gets 0.9 of each pair's alpha/m
+    assert math.exp(sq.log_threshold(5, 0.05, 0.9)) == pytest.approx(10 / (0.9 * 0.05))
+    assert math.exp(sq.log_threshold(5, 0.05, 0.5)) == pytest.approx(400)
+    # a pair decided at the threshold has its difference's lower bound >= 0 whatever the split
+    for share in (0.5, 0.9):
+        thr = sq.log_threshold(2, 0.05, share)
+        n = next(n for n in range(5, 400) if sq.log_evalue(n, n, 4.0) >= thr)
+        lo, _ = sq.difference_bounds(n, 0, 2 * n, 0.05, 4.0, share)
+        assert lo >= 0
 
 
 # ---------------------------------------------------------------------------------------------

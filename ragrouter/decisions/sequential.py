@@ -17,13 +17,15 @@ likelihood ratio
 
 is a nonnegative martingale under that null (the mixture SPRT of Robbins 1970; Johari et al.
 2017 "Peeking at A/B tests"), and by Ville's inequality P(sup_n E_jk ≥ 1/α') ≤ α'. Each of
-the m = K(K−1)/2 pairs of a cell's K paradigms gets α/m, half of it for this test (threshold
-2m/α) and half for the discordance rate below, so the chance that *any* pair is ever
-declared different when all are equal is at most α (Bonferroni).
+the m = K(K−1)/2 pairs of a cell's K paradigms gets α/m, a share s (``test_share``, 0.9) of it
+for this test (threshold m/(s·α)) and the rest for the discordance rate below, so the chance
+that *any* pair is ever declared different when all are equal — or that any pair's bound
+below ever misses — is at most α (Bonferroni). Only the equivalence stop and the reported
+bound need the discordance rate, so most of the level goes to the test.
 
 The rule after each look:
 
-* a pair whose E crosses 2m/α is a *strict* crossing: the paradigm with fewer wins is worse at
+* a pair whose E crosses m/(s·α) is a *strict* crossing: the paradigm with fewer wins is worse at
   the cell's level α;
 * a paradigm that a rival beats at the per-pair **drop level** (E ≥ 1/drop_alpha, a strict
   crossing included) is **dropped**: it is not run on later queries (the saving) — except that
@@ -33,18 +35,18 @@ The rule after each look:
   so when all paradigms are equally good the chance of ever calling a winner is at most α; a
   claim about an earlier dropped paradigm rests on the drop level (each drop is recorded with
   the level it passed);
-* every pair still run has its difference in correct rates inside ±margin by its confidence
-  sequence → **equivalent**;
+* every pair still run has its difference in correct rates inside ±margin (``margin``, 10
+  points: the gap ``plan`` resolves by default) by its confidence sequence → **equivalent**;
 * optionally (``futility_min`` > 0) stop once the leader and the runner-up cannot be told apart
   before the queries run out (projected with an optimistic win share) → **undecided**;
 * else go on until the queries or the budget run out → **undecided** (the current leader is
   reported as such, never as decided).
 
 The confidence sequence for a pair's difference δ = P(j right, k wrong) − P(j wrong, k right)
-= q (2π − 1) combines two mixture sequences at level α/(2m) each: one for the discordance
-rate q over all paired queries and one for the win share π over the discordant ones (the test's
-own: π's lower end exceeds ½ exactly when E crosses 2m/α); each is the set of values whose
-Beta-mixture likelihood ratio stays below 2m/α (the same martingale argument), and δ's bounds
+= q (2π − 1) combines two mixture sequences, at level (1 − s)·α/m for the discordance rate q
+over all paired queries and s·α/m for the win share π over the discordant ones (the test's
+own: π's lower end exceeds ½ exactly when E crosses m/(s·α)); each is the set of values whose
+Beta-mixture likelihood ratio stays below 1/its level (the same martingale argument), and δ's bounds
 are the extremes of q (2π − 1) over the two intervals — so a decided pair's lower bound is ≥ 0.
 """
 
@@ -101,13 +103,14 @@ def mixture_interval(k, n, level: float, a: float = 1.0, iters: int = 34):
     return np.where(empty, 0.0, lo), np.where(empty, 1.0, hi)
 
 
-def difference_bounds(n10, n01, n, level: float, a: float = 1.0):
+def difference_bounds(n10, n01, n, level: float, a: float = 1.0, share: float = 0.5):
     """Confidence-sequence bounds (level ``level``) on δ = P(10) − P(01) from ``n`` paired
-    queries of which ``n10`` favour the first side and ``n01`` the second (arrays broadcast)."""
+    queries of which ``n10`` favour the first side and ``n01`` the second (arrays broadcast):
+    ``share`` of the level goes to the win share π, the rest to the discordance rate q."""
     n10 = np.asarray(n10, dtype=float)
     n01 = np.asarray(n01, dtype=float)
-    q_lo, q_hi = mixture_interval(n10 + n01, n, level / 2, 1.0)
-    p_lo, p_hi = mixture_interval(n10, n10 + n01, level / 2, a)
+    q_lo, q_hi = mixture_interval(n10 + n01, n, level * (1 - share), 1.0)
+    p_lo, p_hi = mixture_interval(n10, n10 + n01, level * share, a)
     corners = np.stack([q * (2 * p - 1) for q in (q_lo, q_hi) for p in (p_lo, p_hi)])
     return corners.min(axis=0), corners.max(axis=0)
 
@@ -117,26 +120,28 @@ class Settings:
     """The rule's settings (config section ``decisions``)."""
 
     alpha: float = 0.05
-    margin: float = 0.05
+    margin: float = 0.10      # equivalence: every pair still run within ±margin (the plan's default gap)
     prior: float = 4.0        # a of the Beta(a, a) mixture on the discordant win share
     batch: int = 10           # queries per batch (one look after each)
     seed: int = 0
     futility_min: int = 0     # queries before a cell may stop as futile (0: never)
-    drop_alpha: float = 0.3   # per-pair level at which a worse paradigm stops being run
+    drop_alpha: float = 0.4   # per-pair level at which a worse paradigm stops being run
+    test_share: float = 0.9   # share of a pair's level spent on the win share (the test); the rest on q
 
     @classmethod
     def from_config(cls, config) -> "Settings":
         sec = dict(config.section("decisions") or {}) if hasattr(config, "section") else {}
         out = cls()
-        for key in ("alpha", "margin", "prior", "drop_alpha"):
+        for key in ("alpha", "margin", "prior", "drop_alpha", "test_share"):
             if sec.get(key) is not None:
                 setattr(out, key, float(sec[key]))
         for key in ("batch", "seed", "futility_min"):
             if sec.get(key) is not None:
                 setattr(out, key, int(sec[key]))
-        if not 0 < out.alpha < 1 or out.margin < 0 or out.prior <= 0 or out.batch < 1:
-            raise ValueError("decisions: alpha must lie in (0, 1), margin >= 0, prior > 0 and batch >= 1 "
-                             f"(got alpha={out.alpha}, margin={out.margin}, prior={out.prior}, batch={out.batch})")
+        if not 0 < out.alpha < 1 or out.margin < 0 or out.prior <= 0 or out.batch < 1 or not 0 < out.test_share < 1:
+            raise ValueError("decisions: alpha and test_share must lie in (0, 1), margin >= 0, prior > 0 and batch >= 1 "
+                             f"(got alpha={out.alpha}, test_share={out.test_share}, margin={out.margin}, "
+                             f"prior={out.prior}, batch={out.batch})")
         return out
 
 
@@ -178,7 +183,7 @@ def step(n10, both, active, settings: Settings, horizon=None, n_done=None):
     w, lose = n10, n10.transpose(0, 2, 1)
     pair = active[:, :, None] & active[:, None, :] & off
     log_e = log_evalue(w, w + lose, settings.prior)
-    strict = pair & (w > lose) & (log_e >= log_threshold(K, settings.alpha))
+    strict = pair & (w > lose) & (log_e >= log_threshold(K, settings.alpha, settings.test_share))
     beats = strict | (pair & (w > lose) & (log_e >= math.log(1.0 / settings.drop_alpha)))
     lost = beats.any(axis=1)
     remaining = active & ~lost
@@ -197,7 +202,7 @@ def step(n10, both, active, settings: Settings, horizon=None, n_done=None):
     decided = remaining.sum(axis=1) == 1
     equivalent = np.zeros(R, dtype=bool)
     if settings.margin > 0:
-        lo, hi = difference_bounds(w, lose, both, settings.alpha / m, settings.prior)
+        lo, hi = difference_bounds(w, lose, both, settings.alpha / m, settings.prior, settings.test_share)
         upper = np.triu(np.ones((K, K), dtype=bool), 1)[None]
         rem_pair = remaining[:, :, None] & remaining[:, None, :] & upper
         ok = ~rem_pair | ((both > 0) & (lo > -settings.margin) & (hi < settings.margin))
@@ -231,17 +236,18 @@ def _futile(n10, both, remaining, horizon, n_done, settings: Settings) -> np.nda
     left = np.maximum(np.asarray(horizon, dtype=float) - np.asarray(n_done, dtype=float), 0.0)
     nd_end = nd + left * np.maximum(rate, 1.0 / np.maximum(n, 1))
     wins_end = np.maximum(w, lose) + (nd_end - nd) * optimistic
-    reachable = log_evalue(wins_end, nd_end, settings.prior) >= log_threshold(K, settings.alpha)
+    reachable = log_evalue(wins_end, nd_end, settings.prior) >= log_threshold(K, settings.alpha, settings.test_share)
     enough = np.asarray(n_done) >= settings.futility_min
     return enough & ~reachable & (remaining.sum(axis=1) > 1)
 
 
-def log_threshold(K: int, alpha: float) -> float:
-    """log of the e-value a pair must reach among K paradigms: 2m/α, m = K(K−1)/2 — the pair's
-    share α/m of the error, half of it for the win share (the test) and half for the
-    discordance rate, so a decided pair's confidence sequence for the difference lies above 0."""
+def log_threshold(K: int, alpha: float, share: float = 0.5) -> float:
+    """log of the e-value a pair must reach among K paradigms: m/(share·α), m = K(K−1)/2 — the
+    pair's share α/m of the error, ``share`` of it for the win share (the test) and the rest
+    for the discordance rate, so a decided pair's confidence sequence for the difference lies
+    above 0."""
     m = max(1, K * (K - 1) // 2)
-    return math.log(2 * m / alpha)
+    return math.log(m / (share * alpha))
 
 
 STATES = {0: UNDECIDED, 1: DECIDED, 2: EQUIVALENT, 3: UNDECIDED}
@@ -291,7 +297,7 @@ def evaluate(paradigms: list[str], looks: list[dict[str, dict]], settings: Setti
         if code:
             break
     still = [p for p in paradigms if active[0, idx[p]]]
-    lo, hi = difference_bounds(n10[0], n10[0].T, both[0], settings.alpha / m, settings.prior)
+    lo, hi = difference_bounds(n10[0], n10[0].T, both[0], settings.alpha / m, settings.prior, settings.test_share)
     le = log_evalue(n10[0], n10[0] + n10[0].T, settings.prior)
     pairs = [{"a": pa, "b": pb, "n": int(both[0, j, k]), "a_only": int(n10[0, j, k]), "b_only": int(n10[0, k, j]),
               "log_e": float(le[j, k]), "diff_low": float(lo[j, k]), "diff_high": float(hi[j, k])}
