@@ -23,11 +23,11 @@ Tokens
     whose ``worker_run_id`` is that run; *consumed* tokens are the tokens of every row a unit
     used, cached or not (``ChatResult`` carries them either way; ``cached`` says which).
 
-Retries
-    Up to ``retries`` (default 3) more attempts on HTTP 429, 5xx, timeouts, connection errors
-    and malformed HTTP bodies, sleeping ``uniform(0, min(cap, base·2^i))`` (full jitter, base
-    0.5 s, cap 20 s) or the server's ``Retry-After``/``retry-after-ms`` capped at ``cap``.
-    Other 4xx fail at once. The sleep function and the RNG are injectable for tests.
+Requests and retries
+    Arguments are checked and keyed by :mod:`ragrouter.llm.prepare` (structured-output modes);
+    the attempts of one request run in :mod:`ragrouter.llm.retries` (up to ``retries`` more on
+    429, 5xx, timeouts and connection errors, full-jitter backoff or ``Retry-After``). The
+    sleep function and the RNG are injectable for tests.
 
 Secrets
     Keys live only in the environment; error texts are passed through
@@ -54,17 +54,12 @@ from sqlalchemy.engine import Engine
 
 from ragrouter.db import outage
 from ragrouter.llm import slots, spool, tokens
-from ragrouter.llm.backends import (
-    Backend,
-    BackendError,
-    ChatReply,
-    HTTP_CLIENTS,
-    GatewayError,
-    redact,
-)
+from ragrouter.llm.backends import HTTP_CLIENTS, Backend
+from ragrouter.llm.errors import ChatReply, GatewayError, redact
 from ragrouter.llm.kinds import make_backend
-from ragrouter.llm.jsonparse import JSONParseError, parse_reply, schema_instructions
-from ragrouter.llm.messages import reply_tokens, schema_name, text_of, with_instructions
+from ragrouter.llm.jsonparse import JSONParseError, parse_reply
+from ragrouter.llm.prepare import check_texts, check_timeout, prepare_chat
+from ragrouter.llm.retries import BACKOFF_BASE_S, BACKOFF_CAP_S, attempt_with_retries, backoff_delay
 from ragrouter.llm.ledger import (
     LINGER_S,
     _gateway_connection,
@@ -98,8 +93,6 @@ __all__ = [
 log = logging.getLogger("ragrouter.llm.gateway")
 
 ROLE_NAMES = ("extractor", "judge", "query_generator", "embedder")
-BACKOFF_BASE_S = 0.5
-BACKOFF_CAP_S = 20.0
 
 
 # --------------------------------------------------------------------------- results
@@ -263,7 +256,7 @@ class Gateway:
         try:
             be, sent, key, h, response_format = self._prepare_chat(
                 backend_or_role, messages, temperature, max_tokens, json_schema, sample)
-            timeout = self._timeout(be, timeout_s)
+            timeout = check_timeout(be, timeout_s)
             rec, cached = self._get_or_run(
                 h, lambda: self._produce_chat(be, h, sent, response_format, json_schema, key, temperature,
                                               max_tokens, timeout, stage, phase))
@@ -300,10 +293,10 @@ class Gateway:
             if not be.supports_embeddings:
                 raise GatewayError("config", f"backend '{be.name}' ({be.kind}) does not serve embeddings",
                                    backend=be.name)
-            texts = self._check_texts(texts)
+            texts = check_texts(texts)
             if not texts:
                 return np.zeros((0, 0), dtype=np.float32)
-            timeout = self._timeout(be, None)
+            timeout = check_timeout(be, None)
             out = []
             for start in range(0, len(texts), be.batch_size):
                 batch = texts[start:start + be.batch_size]
@@ -340,7 +333,7 @@ class Gateway:
     def embed_is_cached(self, backend_or_role: str, texts: list[str]) -> bool:
         """Whether every batch of ``embed(texts)`` would be a cache hit."""
         be = self.backend(backend_or_role)
-        texts = self._check_texts(texts)
+        texts = check_texts(texts)
         return all(
             self._is_stored(request_hash(embed_key(be.model, texts[i:i + be.batch_size], dimensions=be.dimensions)))
             for i in range(0, len(texts), be.batch_size)
@@ -403,68 +396,9 @@ class Gateway:
 
     # ------------------------------------------------------------------ preparation
     def _prepare_chat(self, backend_or_role, messages, temperature, max_tokens, json_schema, sample):
+        """(backend, messages as sent, cache key, request hash, response_format): llm/prepare.py."""
         be = self.backend(backend_or_role)
-        if not be.supports_chat:
-            raise GatewayError("config", f"backend '{be.name}' ({be.kind}) does not serve chat", backend=be.name)
-        messages = self._check_messages(messages)
-        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature < 0:
-            raise GatewayError("bad_request", f"temperature must be a number >= 0 (got {temperature!r})")
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise GatewayError("bad_request", f"max_tokens must be a positive integer (got {max_tokens!r})")
-        if isinstance(sample, bool) or not isinstance(sample, int) or sample < 0:
-            raise GatewayError("bad_request", f"sample must be an integer >= 0 (got {sample!r})")
-        if json_schema is not None and not isinstance(json_schema, dict):
-            raise GatewayError("bad_request", "json_schema must be a dict (a JSON Schema) or None")
-        mode = be.structured_output if json_schema is not None else None
-        key = chat_key(be.model, messages, temperature=temperature, max_tokens=max_tokens, structured=mode,
-                       json_schema=json_schema, sample=sample)
-        settings = be.request_settings() if hasattr(be, "request_settings") else {}
-        if settings:  # only when set: hashes of plain requests stay what they were
-            key["settings"] = settings
-        try:
-            h = request_hash(key)
-        except (TypeError, ValueError) as exc:
-            raise GatewayError("bad_request", f"messages/json_schema are not JSON-serialisable: {exc}") from None
-        sent, response_format = messages, None
-        if json_schema is not None:
-            if mode == "json_schema":
-                response_format = {"type": "json_schema",
-                                   "json_schema": {"name": schema_name(json_schema), "schema": json_schema,
-                                                   "strict": bool(be.spec.get("strict_schema", False))}}
-            else:
-                sent = with_instructions(messages, schema_instructions(json_schema))
-                if mode == "json_object":
-                    response_format = {"type": "json_object"}
-                    if not any("json" in text_of(m).lower() for m in sent):
-                        # OpenAI and DeepSeek reject json_object unless a message says "json"
-                        sent = with_instructions(sent, "Answer in JSON.")
-        return be, sent, key, h, response_format
-
-    @staticmethod
-    def _check_messages(messages) -> list[dict]:
-        if not isinstance(messages, list) or not messages:
-            raise GatewayError("bad_request", "messages must be a non-empty list of {'role', 'content'} dicts")
-        for i, m in enumerate(messages):
-            if not isinstance(m, dict) or not isinstance(m.get("role"), str) or "content" not in m:
-                raise GatewayError("bad_request", f"message #{i} must be a dict with 'role' and 'content'")
-        return messages
-
-    @staticmethod
-    def _check_texts(texts) -> list[str]:
-        if isinstance(texts, str) or not isinstance(texts, (list, tuple)):
-            raise GatewayError("bad_request", "texts must be a list of strings")
-        for i, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise GatewayError("bad_request", f"text #{i} is {type(t).__name__}, not str")
-        return list(texts)
-
-    @staticmethod
-    def _timeout(be: Backend, timeout_s: float | None) -> float:
-        if timeout_s is None:
-            return be.timeout_s
-        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or timeout_s <= 0:
-            raise GatewayError("bad_request", f"timeout_s must be a positive number (got {timeout_s!r})")
-        return float(timeout_s)
+        return (be, *prepare_chat(be, messages, temperature, max_tokens, json_schema, sample))
 
     # ------------------------------------------------------------------ cache machinery
     def _get_or_run(self, h: str, produce: Callable[[], _Record]) -> tuple[_Record, bool]:
@@ -517,56 +451,17 @@ class Gateway:
     # ------------------------------------------------------------------ making calls
     def _attempts(self, be: Backend, h: str, stage: str, phase: str, fn: Callable[[float], Any],
                   timeout: float, estimate: Callable[[], int] | None = None):
-        """Run ``fn(timeout)`` with retries; returns (reply, attempts, latency of the good one).
-
-        ``estimate()`` gives the request's token estimate for the backend's tokens-per-minute
-        limit (called only when the backend has one)."""
-        if hasattr(be, "api_key"):
-            be.api_key()  # clear error naming the variable when a required key is unset
-        sem = self._sems[be.name]
-        limiter = be.limiter() if be.http else None
-        if limiter is not None and not limiter.active:
-            limiter = None
-        est = estimate() if (limiter is not None and limiter.tpm and estimate is not None) else 0
-        last: BackendError | None = None
-        attempts = 0
-        for i in range(be.retries + 1):
-            attempts += 1
-            with sem:
-                ticket = limiter.acquire(est) if limiter is not None else None
-                self._bump("http_requests" if be.http else "encoder_requests")
-                t0 = time.perf_counter()
-                try:
-                    reply = fn(timeout)
-                except BackendError as exc:
-                    last = exc
-                    if limiter is not None:
-                        limiter.settle(ticket)
-                        if exc.status == 429:
-                            self._bump("rate_limited")
-                            limiter.pause(exc.retry_after_s)
-                except BaseException:
-                    if limiter is not None:
-                        limiter.settle(ticket)
-                    raise
-                else:
-                    if limiter is not None:
-                        limiter.settle(ticket, reply_tokens(reply))
-                    return reply, attempts, time.perf_counter() - t0
-            if not last.retryable or i == be.retries:
-                break
-            delay = self._backoff(i, last.retry_after_s)
-            self._bump("retries")
-            log.info("backend %s: attempt %d/%d failed (%s); retrying in %.2f s", be.name, attempts,
-                     be.retries + 1, redact(last.detail, be.secrets()), delay)
-            self._sleep(delay)
-        assert last is not None
-        self._fail(be, h, stage, phase, last.reason, last.detail, attempts, **last.billed())
+        """Run ``fn(timeout)`` with retries (llm/retries.py); returns (reply, attempts, latency of
+        the good one), or records the failure and raises GatewayError."""
+        reply, attempts, latency, last = attempt_with_retries(
+            be, fn, timeout, slot=self._sems[be.name], bump=self._bump, backoff=self._backoff, sleep=self._sleep,
+            estimate=estimate)
+        if last is not None:
+            self._fail(be, h, stage, phase, last.reason, last.detail, attempts, **last.billed())
+        return reply, attempts, latency
 
     def _backoff(self, i: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(self.backoff_cap_s, max(0.0, retry_after))
-        return self._rng.uniform(0.0, min(self.backoff_cap_s, self.backoff_base_s * (2 ** i)))
+        return backoff_delay(i, retry_after, base_s=self.backoff_base_s, cap_s=self.backoff_cap_s, rng=self._rng)
 
     def _fail(self, be: Backend, h: str, stage: str, phase: str, reason: str, detail: str, attempts: int, *,
               response: str | None = None, prompt_tokens: int | None = None,
