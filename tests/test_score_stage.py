@@ -245,3 +245,28 @@ def test_graph_faithfulness_is_measured_against_the_context_shown(store, countin
     ans3 = QUERIES[2][3]["graph"][0]
     h3, s3 = faithfulness(ans3, [CHUNKS[4], CHUNKS[0]], real)
     assert got[other_graph]["faith_hard"] == h3 and got[other_graph]["faith_soft"] == pytest.approx(s3, abs=1e-6)
+
+
+def test_the_score_stage_counts_its_work_in_runs_in_dry_runs_and_stage_timings(store, monkeypatch):
+    """A score unit is a batch of runs and its time scales with the runs: the dry run and the
+    stage_timings row (what later dry runs learn from) both count the runs, not the batches."""
+    from ragrouter.stages.runner import dry_run
+
+    insert_rows(store, _rows())
+    monkeypatch.setattr(ev_stages.ScoreStage, "BATCH", 5)
+    config = Config.load(env={})
+    services = Services(config, store)
+    stage, scope = ev_stages.ScoreStage(), Scope(config=config)
+    try:
+        with store.connect() as conn:
+            units = stage.pending(conn, scope)
+        runs = sum(len(u.payload["runs"]) for u in units)
+        assert len(units) == 3 and runs == 15
+        (est,) = dry_run([stage], services, scope)
+        assert est.units == runs
+        report = run_stage(stage, services, scope, progress=False)
+        assert (report.done, report.work) == (3, 15)
+    finally:
+        services.finish()
+    with store.connect() as conn:
+        assert conn.execute(text("SELECT units FROM stage_timings WHERE stage = 'score'")).scalar_one() == 15

@@ -191,6 +191,10 @@ class ScoreStage(Stage):
         missing = conn.execute(text(f"SELECT COUNT(*) {where}"), params).scalar()
         return int(expected), int(expected - missing)
 
+    def work_units(self, unit) -> int:
+        """A unit is a batch of runs; its time scales with the runs (dry runs, stage_timings)."""
+        return len(unit.payload["runs"])
+
     def pending(self, conn, scope):
         # Runs of one query together (its gold answer and its paradigms' overlapping contexts
         # are then encoded once per unit), in a stable order every worker computes alike.

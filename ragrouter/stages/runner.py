@@ -36,6 +36,16 @@ class StageReport:
     """Units this worker leased after another worker's lease expired (PostgreSQL)."""
     lost: int = 0
     """Units whose lease expired before this worker finished them (another completes them)."""
+    work: int = 0
+    """The work the finished units stand for (:func:`work_units`): what ``stage_timings`` records."""
+
+
+def work_units(stage, unit) -> int:
+    """How much work one unit is, in the measure the stage's time scales with: a stage may
+    say (``work_units(unit)``: the score stage's unit is a batch of runs, counted as its runs),
+    else one. Dry runs and ``stage_timings`` count in this measure alike."""
+    measure = getattr(stage, "work_units", None)
+    return int(measure(unit)) if callable(measure) else 1
 
 
 FLUSH_RETRIES = 5
@@ -220,6 +230,7 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
                     if exc is None:
                         buffer.append((unit, fut.result(), None))
                         report.done += 1
+                        report.work += work_units(stage, unit)
                     else:
                         if not isinstance(exc, Exception):
                             raise exc
@@ -268,7 +279,7 @@ def _record_timing(services: Services, stage: str, report: StageReport, calls_be
     calls = (gateway.stats().get("http_requests", 0) - calls_before) if gateway is not None else 0
     with services.db_lock, services.engine.begin() as conn:
         conn.execute(models.StageTiming.__table__.insert().values(
-            worker_run_id=services.worker_run_id, stage=stage, units=int(report.done),
+            worker_run_id=services.worker_run_id, stage=stage, units=int(report.work),
             seconds=float(report.seconds), model_calls=int(max(0, calls))))
 
 
@@ -333,7 +344,7 @@ def dry_run(stages: list[Stage], services: Services, scope: Scope) -> list[Estim
             found = found or [Estimate(stage=stage.name, model="-")]
             # units of work (the time of stages without model calls): scoring also scores
             # the runs the answer stage is about to make
-            found[0].units = len(units) + (future_runs if stage.name == "score" else 0)
+            found[0].units = sum(work_units(stage, u) for u in units) + (future_runs if stage.name == "score" else 0)
             if stage.name == "answer":
                 future_runs = len(units)
             estimates.extend(found)
