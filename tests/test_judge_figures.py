@@ -14,6 +14,8 @@ from ragrouter.evaluation.precision import apply_figures, figures, missing_figur
     ("2.5 million", {"2500000"}), ("2,500,000", {"2500000"}), ("two million people", {"2000000"}),
     ("25%", {"25"}), ("3.14", {"3.14"}), ("twenty-five", {"25"}), ("No figures here.", set()),
     ("It may rain.", set()),  # "may" the verb is not a month
+    ("1. Surgery\n2. Radiation", set()), ("1) surgery; 2) radiation", set()),  # list numbering is no figure
+    ("The answer is 5. It is small.", {"5"}),
 ])
 def test_figures_are_read_as_values(text, expected):
     assert figures(text) == expected

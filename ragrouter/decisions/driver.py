@@ -126,7 +126,8 @@ def save(conn, cell: Cell, judge: str, settings: Settings) -> None:
            "state": st.state, "winner": st.leader, "n_queries": st.n_queries, "n_runs": cell.runs,
            "bound": st.bound, "alpha": settings.alpha, "margin": settings.margin, "stop_reason": cell.stop_reason,
            "detail": {**st.detail(), "seed": settings.seed, "batch": settings.batch, "prior": settings.prior,
-                      "drop_alpha": settings.drop_alpha, "queries_in_cell": len(cell.queries)}}
+                      "drop_alpha": settings.drop_alpha, "test_share": settings.test_share,
+                      "queries_in_cell": len(cell.queries)}}
     stmt = insert(models.DecisionCell).values(**row)
     conn.execute(stmt.on_conflict_do_update(
         index_elements=["corpus_id", "qtype", "generator", "judge"],

@@ -36,6 +36,7 @@ _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "Augu
 _MONTH = re.compile(r"\b(" + "|".join(m for m in _MONTHS if m != "May") + r"|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept?|Oct|Nov|Dec)\b\.?"
                     r"|\bMay\b(?=\s*\d)|(?<=\d\s)May\b|(?<=of\s)May\b")
 _ISO_DATE = re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b")
+_LIST_MARK = re.compile(r"(?:^|(?<=[\n;]))\s*\(?\d{1,2}[.)]\s")  # "1. Surgery; 2) Radiation": numbering, not figures
 _SCALED = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)\s*(thousand|million|billion|trillion)\b", re.I)
 _NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?")
 
@@ -52,8 +53,8 @@ def _month(name: str) -> str:
 def figures(text: str) -> set[str]:
     """The figures of ``text`` as normalised strings: times as ``tHH:MM``, numbers as their
     value (``2500000``, ``3.14``)."""
-    text = _SCALED.sub(lambda m: f"{float(m.group(1).replace(',', '')) * _SCALE[m.group(2).lower()]:.0f}",
-                       text or "")
+    text = _LIST_MARK.sub(" ", text or "")
+    text = _SCALED.sub(lambda m: f"{float(m.group(1).replace(',', '')) * _SCALE[m.group(2).lower()]:.0f}", text)
     try:
         text = alpha2digit(text, "en")
     except Exception:  # noqa: BLE001 — a text the parser cannot read keeps its digits as written
