@@ -392,7 +392,7 @@ print(json.dumps({"artifacts": names, "modules": sorted(m for m in sys.modules i
 
 
 def test_a_copied_mlflow_folder_loads_with_plain_mlflow_after_the_original_is_gone(tmp_path):
-    """Issue 32: copy mlflow/ (cp -r), delete the original, let ragrouter rebase the copy once
+    """Issue 32: `routers copy DEST` gives a folder plain MLflow opens at once; or copy mlflow/ (cp -r), delete the original, let ragrouter rebase the copy once
     (`routers relocate`, also done by every command that opens it), then plain MLflow — a fresh
     interpreter without ragrouter — lists the run's artefacts and loads its model by run and by
     registered name, predicting what the original predicted."""
@@ -411,14 +411,30 @@ def test_a_copied_mlflow_folder_loads_with_plain_mlflow_after_the_original_is_go
         expected = pd.DataFrame(mlflow.pyfunc.load_model(f"runs:/{run.info.run_id}/model").predict(frame)).to_numpy()
     finally:
         mlflow.set_tracking_uri(None)
+    exported = tmp_path / "exported" / "mlflow"  # the one-step export: plain MLflow opens it at once
+    res = CliRunner().invoke(routers_group, ["copy", str(exported), "--from", str(src)],
+                             obj=Ctx("duckdb:///:memory:", None))
+    assert res.exit_code == 0 and "1 experiment(s) rebased" in res.output, res.output
+    again = CliRunner().invoke(routers_group, ["copy", str(exported), "--from", str(src)],
+                               obj=Ctx("duckdb:///:memory:", None))
+    assert again.exit_code != 0 and "already exists" in again.output
+    none = CliRunner().invoke(routers_group, ["copy", str(tmp_path / "x"), "--from", str(tmp_path / "nothing")],
+                              obj=Ctx("duckdb:///:memory:", None))
+    assert none.exit_code != 0 and "no MLflow SQLite store to copy" in none.output
+    assert not (tmp_path / "x").exists()
     dst = tmp_path / "elsewhere" / "mlflow"
     shutil.copytree(src, dst)
     shutil.rmtree(src.parent)  # the original is gone for good
 
-    def plain():
-        return subprocess.run([sys.executable, "-c", PLAIN_MLFLOW, str(dst), run.info.run_id,
+    def plain(folder=dst):
+        return subprocess.run([sys.executable, "-c", PLAIN_MLFLOW, str(folder), run.info.run_id,
                                frame.to_json(orient="records")], capture_output=True, text=True, timeout=300,
                               cwd=tmp_path, env={**os.environ, "PYTHONPATH": ""})
+
+    out = plain(exported)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["modules"] == [] and np.allclose(got["by_run"], expected) and np.allclose(got["by_name"], expected)
 
     before = plain()
     assert before.returncode != 0  # MLflow wrote absolute paths: the bare copy points at the deleted folder

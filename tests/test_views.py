@@ -699,3 +699,8 @@ def test_views_are_safe_to_aggregate_on_duckdb_and_postgres(store, pg_store):
             for n in ("v_run_latest", "v_accuracy_by_type", "v_router_outcomes", "v_router_dataset",
                       "v_judgment_breakdown", "v_query_validation", "v_query_rejections"):
                 assert "qtype" in cols[n], n
+            # every view that puts an 'all' total beside its types marks it
+            pooled = [migrate.view_name(p.read_text(), p) for p in migrate.view_files()
+                      if "'all' AS qtype" in p.read_text()]
+            assert "v_query_validation" in pooled
+            assert not [n for n in pooled if "is_total" not in cols[n]]

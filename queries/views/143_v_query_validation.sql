@@ -11,7 +11,8 @@
 -- (validated candidates a person labelled), reviewed_passed (of those, accepted by the checks),
 -- reviewer_accepted (accepted by the reviewer), benchmark (accepted after review: the reviewer's
 -- verdict where there is one, else the checks'; the queries the answer stages take) and
--- reviewers (their names).
+-- reviewers (their names). is_total = 1 on the 'all' rows (the corpus total beside its types):
+-- aggregate over is_total = 0 to count no query twice.
 CREATE VIEW v_query_validation AS
 WITH g0 AS (
     SELECT query_id, corpus, qtype, generator, strategy, querygen_seed, judge, status, skip_reason, human_status
@@ -74,7 +75,8 @@ SELECT s.corpus, s.qtype, s.generator, s.strategy, s.querygen_seed, s.judge,
        s.reviewed_passed,
        s.reviewer_accepted,
        s.benchmark,
-       v.reviewers
+       v.reviewers,
+       CASE WHEN s.qtype = 'all' THEN 1 ELSE 0 END AS is_total
 FROM (
     SELECT corpus, qtype, generator, strategy, querygen_seed, judge,
            CAST(SUM(CASE WHEN status IN ('accepted', 'rejected') THEN 1 ELSE 0 END) AS INTEGER) AS generated,

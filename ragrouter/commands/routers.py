@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sqlite3
 from pathlib import Path
 
 import click
@@ -251,6 +252,40 @@ def relocate_command(ctx: Ctx, folder: Path | None) -> None:
     moved = tracking.relocate_store(uri)
     click.echo(f"{db}: {moved} experiment(s) rebased onto {Path(db).parent / 'artifacts'}"
                if moved else f"{db}: already at home (artefacts under {Path(db).parent / 'artifacts'})")
+
+
+@routers_group.command("copy")
+@click.argument("dest", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--from", "source", type=click.Path(path_type=Path, file_okay=False),
+              help="Folder of the store to copy (default: the configured store's folder).")
+@pass_ctx
+def copy_command(ctx: Ctx, dest: Path, source: Path | None) -> None:
+    """Copy the router zoo's MLflow store (mlflow.db + artifacts/) to DEST, a new folder, in a
+    form plain MLflow opens at once: a consistent snapshot of the database (safe while a
+    trainer writes) with every artefact path already pointing inside DEST. A bare `cp -r`
+    keeps MLflow's absolute paths to the original (mlflow/mlflow#3144) until `routers
+    relocate` has run on it.
+
+    \b
+    Example:
+      python cli.py routers copy /mnt/share/mlflow
+      mlflow ui --backend-store-uri sqlite:////mnt/share/mlflow/mlflow.db
+    """
+    from ragrouter import routing
+    from ragrouter.routers import mlflow_store
+
+    if source is None:
+        db = mlflow_store.sqlite_path(routing.tracking_uri(ctx.config))
+        if db is None:
+            fail(f"{routing.tracking_uri(ctx.config)}: not a SQLite MLflow store; copy it with MLflow's own tools")
+        source = db.parent
+    try:
+        moved = mlflow_store.copy_store(source, dest)
+    except (mlflow_store.StoreCopyError, OSError, sqlite3.Error) as exc:
+        fail(str(exc))
+    click.echo(f"{dest.resolve()}: copied from {source.resolve()}, {moved} experiment(s) rebased onto "
+               f"{dest.resolve() / 'artifacts'}; open it with: mlflow ui --backend-store-uri "
+               f"{mlflow_store.sqlite_uri(dest)}")
 
 
 @click.command("mlflow-ui")

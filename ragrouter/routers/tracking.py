@@ -28,13 +28,8 @@ UI ignores (it follows the browser's workflow setting, default GenAI): the UI st
 (:func:`start_ui`, :mod:`ragrouter.routers.mlflow_ui`) makes a fresh browser open experiments on
 their runs table. Runs carry ``mlflow.source.name``/``type``/``git.commit`` so "Source" is filled.
 
-Relocatable store: the default store is ``sqlite:///<dir>/mlflow.db`` with artefacts in
-``<dir>/artifacts``. MLflow writes absolute ``file:`` URIs into the database; every open of a
-SQLite store here (:func:`relocate_store`) rebases every artefact URI under a folder named
-``artifacts`` (experiments, runs, registered model versions, logged models, trace tags) onto
-``<dir>/artifacts`` of the database actually opened, so a copied or moved ``mlflow/`` folder
-reads (and writes) its own artefacts — and once one ragrouter command (or
-``ragrouter routers relocate``) has opened the copy, plain MLflow does too, with the original gone.
+Relocatable store: see :mod:`ragrouter.routers.mlflow_store` (every open here rebases a copied
+folder's artefact URIs; ``routers copy`` makes a copy plain MLflow opens at once).
 
 The client API (``MlflowClient``) is used throughout, so no global MLflow state is touched.
 """
@@ -45,7 +40,6 @@ import json
 import os
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -55,7 +49,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Callable, NamedTuple, Sequence
-from urllib.parse import unquote, urlparse
+from urllib.parse import urlparse
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
@@ -68,6 +62,9 @@ from ragrouter.routers.evaluate import (  # noqa: E402
     route_outcomes,
 )
 from ragrouter.routers.features import Encoder, Features, build_features  # noqa: E402
+from ragrouter.routers.mlflow_store import (  # noqa: E402,F401  (re-exported: callers name tracking.*)
+    default_artifact_location, default_tracking_uri, relocate_store, sqlite_path,
+)
 from ragrouter.routers.registry import ROUTERS, make_router  # noqa: E402
 
 PREDICTION_COLUMNS = ("query_id", "generator", "router", "features", "encoder", "fold", "predicted",
@@ -96,76 +93,10 @@ class TrackingOutput(NamedTuple):
     folds: pd.DataFrame | None = None  # one row per (run, fold): run key, run_id and every fold metric
 
 
-def default_tracking_uri() -> str:
-    """The clone's ``mlflow/mlflow.db`` (an installed package: ``paths.mlflow_dir()``)."""
-    from ragrouter.paths import mlflow_dir
-
-    folder = mlflow_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{folder / 'mlflow.db'}"
-
-
-def _sqlite_path(tracking_uri: str) -> Path | None:
-    return Path(tracking_uri[len("sqlite:///"):]) if tracking_uri.startswith("sqlite:///") else None
-
-
-def default_artifact_location(tracking_uri: str) -> str | None:
-    """``<folder of the SQLite file>/artifacts`` for a SQLite store, else ``None`` (server decides)."""
-    db = _sqlite_path(tracking_uri)
-    if db is not None:
-        return (db.parent / "artifacts").resolve().as_uri()
-    return None
-
-
-def relocate_store(tracking_uri: str) -> int:
-    """Rebase artefact URIs of a SQLite store onto ``<its folder>/artifacts`` (see the module
-    docstring); returns the number of experiments rebased (0 when nothing moved)."""
-    db = _sqlite_path(tracking_uri)
-    if db is None or not db.exists():
-        return 0
-    root = default_artifact_location(tracking_uri)
-    con = sqlite3.connect(db, timeout=60)
-    moved = 0
-    try:
-        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if not {"experiments", "runs"} <= tables:
-            return 0
-        with con:
-            olds = set()
-            for exp_id, loc in con.execute("SELECT experiment_id, artifact_location FROM experiments").fetchall():
-                if not loc or not loc.startswith("file:") or loc.rstrip("/") == root:
-                    continue
-                if Path(unquote(urlparse(loc).path)).name != "artifacts":
-                    continue  # not a ragrouter-made location: leave it alone
-                olds.add(loc.rstrip("/"))
-                moved += 1
-            for old in olds:
-                _rebase(con, old, root)
-    finally:
-        con.close()
-    return moved
-
-
-def _rebase(con: sqlite3.Connection, old: str, root: str) -> None:
-    """Every text value of the store under ``old`` (a ``file:`` URI, or its plain path) moved
-    under ``root``: experiments and runs, and what else MLflow keeps paths in — registered model
-    versions (``source``, ``storage_location``), logged models, trace tags — so that plain
-    MLflow (``runs:/``, ``models:/``, the UI) finds every artefact of the opened folder."""
-    pairs = [(old, root), (unquote(urlparse(old).path), unquote(urlparse(root).path))]
-    for (table,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
-        cols = [r[1] for r in con.execute(f'PRAGMA table_info("{table}")')
-                if any(t in (r[2] or "").upper() for t in ("CHAR", "TEXT", "CLOB"))]
-        for col in cols:
-            for a, b in pairs:
-                con.execute(f'UPDATE "{table}" SET "{col}" = ? || substr("{col}", ?) '
-                            f'WHERE "{col}" = ? OR substr("{col}", 1, ?) = ?',
-                            (b, len(a) + 1, a, len(a) + 1, a + "/"))
-
-
 def _client(tracking_uri: str):
     from mlflow.tracking import MlflowClient
 
-    db = _sqlite_path(tracking_uri)
+    db = sqlite_path(tracking_uri)
     if db is not None:
         db.parent.mkdir(parents=True, exist_ok=True)
         relocate_store(tracking_uri)
@@ -492,7 +423,7 @@ def start_ui(
     Stop it with :func:`stop_ui`. Output goes to ``log_path`` (default: ``mlflow-ui.log`` beside
     a SQLite store, else a temporary file); ``process.log_path`` says where."""
     tracking_uri = tracking_uri or default_tracking_uri()
-    db = _sqlite_path(tracking_uri)
+    db = sqlite_path(tracking_uri)
     if db is not None:
         db.parent.mkdir(parents=True, exist_ok=True)
         relocate_store(tracking_uri)
