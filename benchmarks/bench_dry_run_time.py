@@ -42,9 +42,14 @@ def measure(db: str, config_path: str, fmt: str, files: list[str], corpus: str, 
 
     cfg = Config.load(config_path)
     if probe:
-        from ragrouter.stages import speedprobe
+        # in a process of its own: the probe loads the encoder, and a process that keeps it
+        # loaded would run the embed and score stages warm, faster than any real first run
+        import subprocess
 
-        speedprobe.probe(cfg, echo=lambda line: print(line, file=sys.stderr))
+        subprocess.run([sys.executable, "-c", "import sys; from ragrouter.config import Config; "
+                        "from ragrouter.stages import speedprobe; "
+                        "speedprobe.probe(Config.load(sys.argv[1]), echo=lambda l: print(l, file=sys.stderr))",
+                        config_path], check=True)
     engine = eng.make_engine(db)
     migrate.upgrade(engine)
     ds = slice_dataset(loaders.load(fmt, [Path(f) for f in files]), chunks=chunks, per_type=per_type,
