@@ -337,6 +337,26 @@ def test_the_speed_probe_recovers_a_backends_set_speed():
     assert got == {"overhead_s": 0.45, "prompt_tps": 200.0, "gen_tps": 20.0}
 
 
+def test_the_probe_measures_encoders_first_and_their_load_in_a_fresh_process(tmp_path, monkeypatch):
+    """Encoders are probed before any chat model (a chat server that just stopped leaves the
+    cores busy); an encoder's load is a fresh interpreter's (what a run's embed stage pays), and
+    one the child cannot load falls back to the in-process figure."""
+    from ragrouter.config import Config
+    from ragrouter.stages import speedprobe
+
+    monkeypatch.setenv("RAGROUTER_TIMING_DIR", str(tmp_path / "timing"))
+    cfg = Config.load(Path("configs/demo.yaml"), env={})
+    order = []
+    monkeypatch.setattr(speedprobe, "probe_chat", lambda b: order.append(("chat", b.model)) or
+                        {"overhead_s": 0.0, "prompt_tps": 1.0, "gen_tps": 1.0, "parallel": 1, "load_s": 0.0})
+    monkeypatch.setattr(speedprobe, "probe_encoder", lambda b: order.append(("encoder", b.model)) or
+                        {"overhead_s": 0.0, "prompt_tps": 1.0, "gen_tps": None, "parallel": 1, "load_s": 0.0})
+    got = speedprobe.probe(cfg, echo=lambda line: None)
+    assert order[0] == ("encoder", "all-MiniLM-L6-v2") and {k for k, _ in order[1:]} == {"chat"}
+    assert set(got) == {m for _, m in order}
+    assert speedprobe._fresh_process_load_s("no-such-encoder") is None
+
+
 def test_probed_figures_replace_the_priors_and_a_first_stage_pays_the_load(tmp_path, monkeypatch, store):
     """A machine's probe file (RAGROUTER_HOME/timing) outranks the config's priors for its
     local models, the store's own history outranks both, and a local model's load time is
