@@ -31,14 +31,16 @@ from ragrouter.querygen.sampling import (
     CorpusGraph,
     NoCandidate,
     choose_walk_unit,
-    ego_sources,
     find_chain,
     iter_chains,
+    weighted_order,
+)
+from ragrouter.querygen.summaries import (
+    ego_sources,
     max_distinct_sources,
     pagerank,
     sample_summary,
     summary_candidates,
-    weighted_order,
 )
 
 # --------------------------------------------------------------------------- constructed graphs

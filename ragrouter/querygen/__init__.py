@@ -18,15 +18,11 @@ from ragrouter.querygen.sampling import (
     ChunkInfo,
     CorpusGraph,
     NoCandidate,
-    SummaryPick,
     choose_walk_unit,
-    ego_sources,
     find_chain,
     iter_chains,
-    pagerank,
-    sample_summary,
-    summary_candidates,
 )
+from ragrouter.querygen.summaries import SummaryPick, ego_sources, pagerank, sample_summary, summary_candidates
 
 __all__ = [
     "CHECKS",

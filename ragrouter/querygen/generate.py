@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ragrouter.querygen import checks, prompts
-from ragrouter.querygen.sampling import CorpusGraph, NoCandidate, find_chain, sample_summary
+from ragrouter.querygen.sampling import CorpusGraph, NoCandidate, find_chain
+from ragrouter.querygen.summaries import sample_summary
 
 QUERY_ORIGIN = "generated"
 REVIEWED_ORIGIN = "human-reviewed"  # a generated query whose status a reviewer decided (ragrouter.review.queries)

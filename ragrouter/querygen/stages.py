@@ -43,7 +43,8 @@ from ragrouter.llm.backends import GatewayError
 from ragrouter.querygen import checks, prompts, stepwise
 from ragrouter.querygen import generate as gen
 from ragrouter.querygen.linking import Linking, link_names
-from ragrouter.querygen.sampling import ChunkInfo, CorpusGraph, choose_walk_unit, pagerank
+from ragrouter.querygen.sampling import ChunkInfo, CorpusGraph, choose_walk_unit
+from ragrouter.querygen.summaries import pagerank
 from ragrouter.stages.base import Estimate, Scope, Stage, Unit, register
 
 
