@@ -339,8 +339,9 @@ def test_the_speed_probe_recovers_a_backends_set_speed():
 
 def test_the_probe_measures_encoders_first_and_their_load_in_a_fresh_process(tmp_path, monkeypatch):
     """Encoders are probed before any chat model (a chat server that just stopped leaves the
-    cores busy); an encoder's load is a fresh interpreter's (what a run's embed stage pays), and
-    one the child cannot load falls back to the in-process figure."""
+    cores busy); an encoder is measured in a fresh interpreter (its load is what a run's embed
+    stage pays, and the probing process never holds the model), and one the child cannot load
+    falls back to an in-process measurement."""
     from ragrouter.config import Config
     from ragrouter.stages import speedprobe
 
@@ -354,7 +355,18 @@ def test_the_probe_measures_encoders_first_and_their_load_in_a_fresh_process(tmp
     got = speedprobe.probe(cfg, echo=lambda line: None)
     assert order[0] == ("encoder", "all-MiniLM-L6-v2") and {k for k, _ in order[1:]} == {"chat"}
     assert set(got) == {m for _, m in order}
-    assert speedprobe._fresh_process_load_s("no-such-encoder") is None
+    assert speedprobe._fresh_process("no-such-encoder", 8) is None
+
+    # the real encoder: measured in children, never loaded here (the demo's embed stage, in this
+    # process after its probe, pays the load the estimate charges)
+    from ragrouter.llm import encoder
+    from ragrouter.llm.kinds import make_backend
+
+    monkeypatch.undo()
+    monkeypatch.setattr(encoder, "_CACHE", {})
+    fig = speedprobe.probe_encoder(make_backend("minilm", cfg.section("backends")["minilm"], source=cfg.source))
+    assert fig["load_s"] > 0 and fig["prompt_tps"] > 100 and fig["gen_tps"] is None
+    assert encoder._CACHE == {}
 
 
 def test_probed_figures_replace_the_priors_and_a_first_stage_pays_the_load(tmp_path, monkeypatch, store):
