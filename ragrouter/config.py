@@ -360,6 +360,16 @@ class Config:
         gens = self.role("generators")
         return [gens] if isinstance(gens, str) else list(gens)
 
+    def bound_backends(self) -> set[str]:
+        """Names of the backends the config binds to a role or a generator."""
+        bound = set(self.generators())
+        for role in ("extractor", "judge", "query_generator", "embedder"):
+            try:
+                bound.add(str(self.role(role)))
+            except Exception:  # noqa: BLE001 - an unset role
+                pass
+        return bound
+
     def hash(self, *sections: str) -> str:
         """Stable short hash of the named sections (for unit keys of config-dependent work)."""
         payload = {s: self.get(s, None) for s in sections}

@@ -22,7 +22,8 @@ import pytest
 from sqlalchemy import text
 
 from ragrouter.llm import ratelimit, tokens
-from ragrouter.llm.backends import PRESETS, GatewayError, apply_preset
+from ragrouter.llm.backends import GatewayError
+from ragrouter.llm.presets import PRESETS, apply_preset
 from ragrouter.llm.gateway import Gateway
 
 try:

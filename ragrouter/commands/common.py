@@ -194,3 +194,11 @@ def default_url() -> str:
 
 def is_tty() -> bool:
     return sys.stderr.isatty()
+
+
+def hms(seconds) -> str:
+    """Seconds as '45s', '12m05s' or '3h07m' ('-' for None)."""
+    if seconds is None:
+        return "-"
+    s = int(round(float(seconds)))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else (f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s")

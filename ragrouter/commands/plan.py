@@ -49,7 +49,7 @@ def plan_command(ctx: Ctx, corpus, gap, paradigms, models, as_json) -> None:
         return
     cols = ["corpus", "qtype", "generator", "queries", "gap", "discordance", "N needed", "calls", "tokens", "US $",
             "wall", "basis"]
-    from ragrouter.commands.run import _hms
+    from ragrouter.commands.common import hms as _hms
 
     out = [(r["corpus"], r["qtype"], r["generator"], r["queries_in_cell"], f"{r['gap']:.2f}",
             f"{r['discordance']:.2f}", f"{r['n_needed']}" + ("" if r["enough"] else " (more than the cell has)"),

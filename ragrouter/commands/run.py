@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ragrouter.commands.common import Ctx, FailedUnits, fail, pass_ctx, register_user_error, render_rows
+from ragrouter.commands.common import Ctx, FailedUnits, fail, hms as _hms, pass_ctx, register_user_error, render_rows
 from ragrouter.commands.status import format_skipped
 from ragrouter.db import migrate
 from ragrouter.llm.pricing import PriceError, dry_run_usd_rows
@@ -149,13 +149,6 @@ def _print_dry_run(config, estimates, services, as_json: bool) -> None:
     if note:
         click.echo(note)
     click.echo("(stages whose inputs do not exist yet are estimated once their inputs exist)")
-
-
-def _hms(seconds) -> str:
-    if seconds is None:
-        return "-"
-    s = int(round(float(seconds)))
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else (f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s")
 
 
 def _decide(services, scope, budget, quiet: bool) -> None:

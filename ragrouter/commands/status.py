@@ -228,7 +228,7 @@ def show_progress(run: dict, path: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps({"running": run, "eta_s": etas}))
         return
-    from ragrouter.commands.run import _hms
+    from ragrouter.commands.common import hms as _hms
 
     click.echo(f"a run is in progress on {path}: process {run.get('pid')}, since {run.get('started_at')} "
                f"(updated {run.get('updated_at')}): {run.get('command', '')}")

@@ -68,9 +68,18 @@ def view_comment(sql: str) -> str:
     return _clean(" ".join(lines))
 
 
-def view_comments(files: list[Path]) -> dict[str, str]:
-    from ragrouter.db.migrate import view_name
+_VIEW_NAME = re.compile(r"create\s+(?:or\s+replace\s+)?view\s+([a-z_][a-z0-9_]*)", re.I)
 
+
+def view_name(sql: str, path: Path) -> str:
+    """The name a view file's ``CREATE VIEW`` statement gives."""
+    match = _VIEW_NAME.search(sql)
+    if not match:
+        raise ValueError(f"{path}: expected one 'CREATE VIEW name AS …' statement")
+    return match.group(1)
+
+
+def view_comments(files: list[Path]) -> dict[str, str]:
     out = {}
     for path in files:
         sql = path.read_text()

@@ -16,7 +16,6 @@ generated from the ORM's docstrings and the views' header comments); their diges
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import hashlib
@@ -31,6 +30,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
 from ragrouter.db import comments
+from ragrouter.db.comments import view_name
 from ragrouter.db.engine import StoreError
 from ragrouter.paths import DATA_ROOT
 
@@ -44,7 +44,6 @@ class DuckDBImpl(DefaultImpl):
 
 
 VIEWS_DIR = DATA_ROOT / "queries" / "views"
-_VIEW_NAME = re.compile(r"create\s+(?:or\s+replace\s+)?view\s+([a-z_][a-z0-9_]*)", re.I)
 
 
 def alembic_config() -> Config:
@@ -55,13 +54,6 @@ def alembic_config() -> Config:
 
 def view_files() -> list[Path]:
     return sorted(VIEWS_DIR.glob("*.sql"))
-
-
-def view_name(sql: str, path: Path) -> str:
-    match = _VIEW_NAME.search(sql)
-    if not match:
-        raise ValueError(f"{path}: expected one 'CREATE VIEW name AS …' statement")
-    return match.group(1)
 
 
 def drop_views(conn: Connection) -> None:

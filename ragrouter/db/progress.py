@@ -74,7 +74,7 @@ def update(engine, stage: str, *, done: int = 0, failed: int = 0, pending: int =
     with _LOCK:
         state = _STATE.get(db)
         if state is None:
-            from ragrouter.db.engine import command_line
+            from ragrouter.db.redact import command_line
 
             state = _STATE[db] = {"pid": os.getpid(), "started_at": _now(),
                                   "command": command_line()[:300],  # passwords redacted

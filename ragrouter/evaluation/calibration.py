@@ -40,7 +40,6 @@ Judging
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections import defaultdict
 from typing import Iterable
 
@@ -52,6 +51,7 @@ from ragrouter.db import models
 from ragrouter.db.engine import write_lock
 from ragrouter.evaluation import judge as jd
 from ragrouter.evaluation.agreement import (  # re-exported: callers and tests use them from here
+    JudgeFigures,
     binary_figures,
     cohen_kappa,
     confusion,
@@ -368,46 +368,6 @@ def resolve_judges(config, names: Iterable[str]) -> list[str]:
 
 
 # --------------------------------------------------------------------------- figures
-
-@dataclasses.dataclass
-class JudgeFigures:
-    """How one judge agrees with the calibration labels (majority over its samples per case)."""
-
-    judge: str
-    n_cases: int
-    samples: int
-    confusion: list[list[int]]
-    """Rows = true label, columns = judged label, in :data:`LABELS` order."""
-    agreement: dict[str, float | None]
-    """Per true label: the share of its cases judged with that label."""
-    by_kind: dict[str, float | None]
-    """Per case kind of the set: the share judged with the kind's true label."""
-    accuracy: float | None
-    kappa: float
-    mean_sample_agreement: float | None
-    calls: int
-    call_seconds: float
-    """Sum of the ledger latencies of the judge calls (what they cost when made)."""
-    unjudged: int = 0
-    """Cases of the set without a verdict (every try failed: unparseable reply, timeout, …)."""
-
-    @property
-    def binary(self) -> dict:
-        """Correct vs. not correct — all that the oracle label and the routers use."""
-        return binary_figures(self.confusion)
-
-    @property
-    def seconds_per_call(self) -> float | None:
-        return self.call_seconds / self.calls if self.calls else None
-
-    def as_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        d["labels"] = list(LABELS)
-        d["seconds_per_call"] = self.seconds_per_call
-        d["kappa"] = None if math.isnan(self.kappa) else self.kappa
-        d["binary"] = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in self.binary.items()}
-        return d
-
 
 def case_labels(engine: Engine, judges: list[str] | None = None, run_ids: list[int] | None = None,
                 samples: int | None = None) -> list[dict]:

@@ -5,11 +5,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from ragrouter.evaluation.agreement import LABELS, fmt_kappa
+from ragrouter.evaluation.agreement import LABELS, JudgeFigures, fmt_kappa
 from ragrouter.evaluation.calibration_cases import KINDS
 
-if TYPE_CHECKING:  # no import at run time: calibration imports this module
-    from ragrouter.evaluation.calibration import JudgeFigures
+if TYPE_CHECKING:
     from ragrouter.evaluation.judge import Gate
 
 

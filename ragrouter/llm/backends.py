@@ -35,18 +35,7 @@ remote embeddings, 32 for encoders), ``structured_output`` (``json_schema`` | ``
 ``local``: ``n_ctx`` (total, shared by the slots) or ``n_ctx_per_slot``, ``n_parallel``,
 ``threads``, ``n_predict``.
 
-Provider presets (``preset``, see :data:`PRESETS`) fill in the settings a provider needs; any
-key set on the backend itself wins (``extra_body`` is deep-merged over the preset's):
-
-``openai``            chat models: ``json_schema`` structured output, ``max_tokens``.
-``openai-reasoning``  o1/o3/o4/gpt-5 models (= ``reasoning: true``): ``max_completion_tokens``,
-                      no ``temperature`` and no ``top_p`` (the API rejects both).
-``deepseek``          ``json_object`` (DeepSeek rejects ``json_schema``); the prompt carries the
-                      word "json", as its API requires for that mode.
-``ollama``            ``extra_body: {options: {num_ctx: 12288}}``: Ollama's OpenAI endpoint
-                      otherwise truncates prompts past the model's default 2-4k context in
-                      silence (the paper's 8,000-token budget exceeds it); ``json_object``.
-``vllm``              ``json_schema`` (guided decoding), keyless on a private address.
+Provider presets (``preset``): :mod:`ragrouter.llm.presets`.
 
 Request settings of every HTTP backend: ``extra_body`` (a mapping merged into every chat
 request body, e.g. vLLM's ``top_k`` or OpenAI's ``reasoning_effort``), ``headers`` (extra
@@ -68,6 +57,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
+from ragrouter.llm.presets import REASONING_ALLOWANCE, apply_preset, deep_merge
 from ragrouter.llm.errors import (  # noqa: F401 - re-exported: the model layer's one vocabulary
     DUMMY_KEY,
     BackendError,
@@ -82,8 +72,6 @@ from ragrouter.llm.errors import (  # noqa: F401 - re-exported: the model layer'
 _retry_after = retry_after  # the old private name
 STRUCTURED_MODES = ("json_schema", "json_object", "none")
 CHAT_APIS = ("openai", "ollama")  # the chat wire format: OpenAI's /chat/completions, or Ollama's native /api/chat
-# OpenAI's reasoning guide: "reserve at least 25,000 tokens for reasoning and outputs" when starting out
-REASONING_ALLOWANCE = 25000
 # a reply whose server-counted prompt is below this share of the prompt sent was cut (tokenizers
 # differ from cl100k by well under this on English: llama.cpp's counts run 1.02-1.35x ours on the
 # demo; a model whose tokenizer is far denser than cl100k on the corpus' script may need a lower
@@ -91,41 +79,6 @@ REASONING_ALLOWANCE = 25000
 CUT_PROMPT_SHARE = 0.5
 CUT_PROMPT_MIN_TOKENS = 256
 
-# preset name -> the backend settings it implies (explicit backend keys win)
-PRESETS: dict[str, dict] = {
-    "openai": {"structured_output": "json_schema", "max_tokens_param": "max_tokens"},
-    "openai-reasoning": {"structured_output": "json_schema", "reasoning": True,
-                         "reasoning_allowance": REASONING_ALLOWANCE},
-    "deepseek": {"structured_output": "json_object", "max_tokens_param": "max_tokens"},
-    "ollama": {"structured_output": "json_schema", "chat_api": "ollama", "num_ctx": 12288},
-    "vllm": {"structured_output": "json_schema"},
-    "llamacpp": {"structured_output": "json_schema"},
-}
-
-
-def _deep_merge(base: dict, extra: dict) -> dict:
-    out = dict(base)
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _deep_merge(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
-def apply_preset(name: str, spec: dict, *, source: str = "config") -> dict:
-    """``spec`` with its ``preset``'s settings filled in (explicit keys win, ``extra_body``
-    deep-merged). GatewayError('config') for an unknown preset."""
-    preset = spec.get("preset")
-    if preset in (None, "", "none"):
-        return dict(spec)
-    if preset not in PRESETS:
-        raise GatewayError("config", f"{source}: backends.{name}.preset must be one of {', '.join(PRESETS)} "
-                           f"(got {preset!r})", backend=name)
-    out = _deep_merge(PRESETS[preset], {k: v for k, v in spec.items() if k != "extra_body"})
-    if isinstance(spec.get("extra_body"), dict) or "extra_body" in PRESETS[preset]:
-        out["extra_body"] = _deep_merge(PRESETS[preset].get("extra_body", {}), spec.get("extra_body") or {})
-    return out
 HTTP_CLIENTS = ("lean", "sdk")  # gateway.http_client: llm/http.py's direct POST, or the openai SDK
 DEFAULTS = {"concurrency": 15, "timeout_s": 60.0, "retries": 3}
 
@@ -368,12 +321,18 @@ class OpenAIBackend(Backend):
         idle connection on each request (measured: ~30 % of throughput lost at 16 threads).
         At most ``concurrency`` clients exist, because the gateway's semaphore bounds attempts.
         """
+        base_url, _ = self.endpoint()  # a local server restarted after a stop listens on a new port
         with self._client_lock:
+            stale = [c for c in self._idle_clients if str(c.base_url).rstrip("/") != base_url.rstrip("/")]
+            for c in stale:  # clients of a stopped server's old port
+                self._idle_clients.remove(c)
+                self._all_clients.remove(c)
             client = self._idle_clients.pop() if self._idle_clients else None
+        for c in stale:
+            c.close()
         if client is None:
             import openai
 
-            base_url, _ = self.endpoint()
             # The key is a provider called per request: it is read from the environment at
             # call time and never kept in the client's options.
             client = openai.OpenAI(base_url=base_url, api_key=self._key_provider, max_retries=0,
@@ -543,7 +502,7 @@ class OpenAIBackend(Backend):
             request["seed"] = self.seed
         if response_format is not None:
             request["response_format"] = response_format
-        return _deep_merge(request, self.extra_body) if self.extra_body else request
+        return deep_merge(request, self.extra_body) if self.extra_body else request
 
     def embed_once(self, texts, *, timeout_s) -> EmbedReply:
         _, model = self.endpoint()

@@ -25,7 +25,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Engine
 
 from ragrouter.db import outage
-from ragrouter.db.engine import redact_secrets
+from ragrouter.db.redact import redact_secrets
 from ragrouter.db.progress import pid_alive
 from ragrouter.db.models import LLMCall, LLMFailure
 

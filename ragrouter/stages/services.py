@@ -15,7 +15,8 @@ from sqlalchemy.engine import Engine
 
 from ragrouter.config import Config
 from ragrouter.db import models
-from ragrouter.db.engine import command_line, write_lock
+from ragrouter.db.engine import write_lock
+from ragrouter.db.redact import command_line
 
 
 class Services:
