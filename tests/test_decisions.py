@@ -395,6 +395,50 @@ def test_probed_figures_replace_the_priors_and_a_first_stage_pays_the_load(tmp_p
     assert math.isclose(rows[0][0], 20.0 / 2 + 4.0) and math.isclose(rows[1][0], 20.0 / 2)  # load once
     judge = "qwen2.5-coder-1.5b"  # not probed: the config's prior
     assert timing.call_seconds(judge, 1, 19, 0)[1] == f"prior:{judge}"
+    # worker.one_local_model (default): a stage stops the servers it does not call, so the
+    # model pays its load again after another model's stage or a stage with no model
+    j = Estimate(stage="judge", model=judge)
+    j.calls, j.prompt_tokens = 1, 10
+    judge_load = float(cfg.get("dry_run.timing.priors")[judge]["load_s"])
+    assert math.isclose(timing.stage_seconds(j)[0] - timing.call_seconds(judge, 1, 10, 0)[0] / timing.parallel(
+        "judge", judge)[0], judge_load)
+    e = Estimate(stage="answer", model=model)
+    e.calls, e.prompt_tokens, e.completion_tokens = 3, 1000, 100
+    assert math.isclose(timing.stage_seconds(e)[0], 20.0 / 2 + 4.0)  # reloaded after the judge
+    timing.stage_without_server()  # e.g. score
+    assert math.isclose(timing.stage_seconds(e)[0], 20.0 / 2 + 4.0)
+    both = Timing(store, Config({**cfg.data, "worker": {**cfg.section("worker"), "one_local_model": False}}))
+    first, again = (both.stage_seconds(e)[0] for _ in range(2))
+    assert math.isclose(first, 20.0 / 2 + 4.0) and math.isclose(again, 20.0 / 2)  # both resident: load once
+
+
+def test_a_stage_stops_the_servers_of_models_it_does_not_call(monkeypatch):
+    """``run_stage`` frees the cores before a stage: the local chat models it calls are its
+    role's backend (every generator of the scope for ``answer``); remote backends and encoders
+    hold no server."""
+    from types import SimpleNamespace
+
+    from ragrouter.config import Config
+    from ragrouter.llm import local_server
+    from ragrouter.stages import registry, runner
+    from ragrouter.stages.base import Scope
+
+    cfg = Config.load(Path("configs/demo.yaml"), env={})
+    services = SimpleNamespace(config=cfg)
+    stages = registry.all_stages()
+    scope = Scope(config=cfg)
+    assert runner.stage_local_models(stages["extract"], services, scope) == {"qwen2.5-coder-0.5b"}
+    assert runner.stage_local_models(stages["judge"], services, scope) == {"qwen2.5-coder-1.5b"}
+    assert runner.stage_local_models(stages["embed"], services, scope) == set()
+    assert runner.stage_local_models(stages["answer"], services, Scope(config=cfg, models=["local-qwen-1.5b"])) \
+        == {"qwen2.5-coder-1.5b"}
+    kept = []
+    monkeypatch.setattr(local_server, "stop_idle_except", lambda models: kept.append(set(models)) or [])
+    runner.free_cores(stages["judge"], services, scope)
+    assert kept == [{"qwen2.5-coder-1.5b"}]
+    off = SimpleNamespace(config=Config({**cfg.data, "worker": {**cfg.section("worker"), "one_local_model": False}}))
+    runner.free_cores(stages["judge"], off, scope)
+    assert kept == [{"qwen2.5-coder-1.5b"}]
 
 
 # ---------------------------------------------------------------------------------------------

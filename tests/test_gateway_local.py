@@ -118,3 +118,21 @@ def test_local_chat_json_and_embeddings_through_the_gateway(local_gateway, store
     assert rows[0].token_source == "usage" and rows[0].prompt_tokens == r1.prompt_tokens
     assert rows[2].token_source == "encoder" and rows[2].prompt_tokens > 0 and rows[2].completion_tokens == 0
     assert rows[0].completion_tokens == r1.completion_tokens and rows[1].completion_tokens == r2.completion_tokens
+
+
+def test_a_stopped_server_restarts_on_the_next_call(local_gateway):
+    """``local_server.stop_idle_except`` (a stage freeing the cores) stops a server; the next
+    call through the gateway starts it again, on a new port, and the backend drops its pooled
+    clients of the old one."""
+    from ragrouter.llm import local_server
+
+    gw = local_gateway
+    gw.chat("smol", QUESTION, temperature=0.0, max_tokens=4, stage="answer", phase="generation")
+    assert "smollm2-135m" in {s.model_name for s in local_server.running_servers()}
+    assert "smollm2-135m" in local_server.stop_idle_except({"some-other-model"})
+    assert "smollm2-135m" not in {s.model_name for s in local_server.running_servers()}
+    again = [{"role": "user", "content": "Name one colour."}]
+    r = gw.chat("smol", again, temperature=0.0, max_tokens=4, stage="answer", phase="generation")
+    assert r.text.strip() and not r.cached
+    assert "smollm2-135m" in {s.model_name for s in local_server.running_servers()}
+    assert local_server.stop_idle_except({"smollm2-135m"}) == []  # the model in use is kept

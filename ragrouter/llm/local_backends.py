@@ -61,7 +61,7 @@ class LocalBackend(OpenAIBackend):
 
     def server(self):
         with self._server_lock:
-            if self._server is None:
+            if self._server is None or not self._server.running:  # stopped to free the cores: restart it
                 try:
                     from ragrouter.llm.local_server import ensure_server
 

@@ -104,6 +104,7 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
     services.record_stage(stage.name)  # this process, its config and its stages: what the store's runs expect
     gw = services.__dict__.get("gateway")
     calls_before = gw.stats().get("http_requests", 0) if gw is not None else 0
+    free_cores(stage, services, scope)
     stage.prepare(services, scope)
     threads = workers or stage_threads(stage, services)
     workers = threads
@@ -295,6 +296,41 @@ def _wait_for_others(leases, fill, running) -> bool:
         if running:
             return True
     return False
+
+
+def stage_local_models(stage: Stage, services: Services, scope: Scope) -> set[str]:
+    """The local chat models (``kind: local``) whose servers ``stage`` calls: its role's
+    backend, or for ``answer`` every generator of the scope."""
+    config = services.config
+    if not getattr(stage, "uses_llm", False):
+        return set()
+    if stage.name == "answer":
+        names = list(scope.models) or list(config.generators())
+    else:
+        name = getattr(stage, "backend_name", None)
+        try:
+            names = [name(services) if callable(name) else name]
+        except Exception:  # noqa: BLE001 - a role that is unset means no model work
+            names = []
+    models = set()
+    for name in filter(None, names):
+        try:
+            spec = config.backend(name)
+        except Exception:  # noqa: BLE001 - the stage reports an unknown backend itself
+            continue
+        if spec.get("kind") == "local":
+            models.add(str(spec.get("model")))
+    return models
+
+
+def free_cores(stage: Stage, services: Services, scope: Scope) -> list[str]:
+    """Stop the embedded servers this stage does not call (``worker.one_local_model``), so the
+    cores are its own; the names of the models stopped."""
+    if not services.config.get("worker.one_local_model", True):
+        return []
+    from ragrouter.llm import local_server
+
+    return local_server.stop_idle_except(stage_local_models(stage, services, scope))
 
 
 def stage_threads(stage: Stage, services: Services) -> int:

@@ -127,7 +127,17 @@ def probe_chat(backend) -> dict:
     _round(backend, 1, 8, 1, 0)  # warm-up: the first call of a fresh server pays for its buffers
     short = _round(backend, n, SHORT_WORDS, 1, 100)
     long = _round(backend, n, LONG_WORDS, 1, 200)
-    gen = _round(backend, n, LONG_WORDS, GEN_TOKENS, 300)
+    # the reply round must generate GEN_TOKENS in every call: a call that stops early leaves
+    # the other one alone on the cores (a 0.5B stopped at 77 of 160 tokens on average and read
+    # 23 tok/s, where a full round read 10-17); llama.cpp's server takes ``ignore_eos``
+    saved = getattr(backend, "extra_body", None)
+    if saved is not None:
+        backend.extra_body = {**saved, "ignore_eos": True}
+    try:
+        gen = _round(backend, n, LONG_WORDS, GEN_TOKENS, 300)
+    finally:
+        if saved is not None:
+            backend.extra_body = saved
     return {**solve(short, long, gen), "parallel": n, "load_s": round(load_s, 2),
             "rounds": {"short": short, "long": long, "gen": gen}}
 
@@ -191,18 +201,20 @@ def probe_encoder(backend) -> dict:
 
 def local_backends(config) -> dict[str, dict]:
     """{backend name: spec} of the config's local backends bound to a role or a generator."""
-    from ragrouter.stages.timing import bound_backends
-
     backends = config.section("backends")
-    return {n: backends[n] for n in sorted(bound_backends(config))
+    return {n: backends[n] for n in sorted(config.bound_backends())
             if isinstance(backends.get(n), dict) and backends[n].get("kind") in ("local", "local-encoder")}
 
 
 def probe(config, echo=print, *, missing_only: bool = False) -> dict[str, dict]:
     """Measure every local model the config uses (``missing_only``: those this machine has
     no figures for yet); keep and return {model: figures}."""
+    from ragrouter.llm import local_server
     from ragrouter.llm.kinds import make_backend
 
+    # each model is measured alone and left stopped: a resident idle server slowed the other
+    # model's calls ~30 % on 2 cores, in the probe and in the stages after it
+    resident = {s.model_name for s in local_server.running_servers()}
     figures: dict[str, dict] = {}
     known = load() if missing_only else {}
     # encoders first: a chat model's server leaves the cores busy for a few seconds after it
@@ -221,6 +233,7 @@ def probe(config, echo=print, *, missing_only: bool = False) -> dict[str, dict]:
             fig = probe_encoder(backend) if spec.get("kind") == "local-encoder" else probe_chat(backend)
         finally:
             backend.close()
+            local_server.stop_idle_except(resident)
         fig["measured_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         fig["load_average"] = round(busy, 2)
         figures[model] = fig

@@ -39,17 +39,6 @@ HISTORY_ROWS = 5000
 LOCAL_KINDS = ("local", "local-encoder")
 
 
-def bound_backends(config) -> set[str]:
-    """Names of the backends the config binds to a role or a generator."""
-    bound = set(config.generators())
-    for role in ("extractor", "judge", "query_generator", "embedder"):
-        try:
-            bound.add(str(config.role(role)))
-        except Exception:  # noqa: BLE001 - an unset role
-            pass
-    return bound
-
-
 def _nnls(latency, prompt, completion) -> tuple[float, float, float]:
     """(overhead_s, s per prompt token, s per completion token) ≥ 0 fitted to the calls."""
     from scipy.optimize import nnls
@@ -77,6 +66,10 @@ class Timing:
 
         self.probed = speedprobe.load()  # this machine's measured local models (run --dry-run --probe)
         self._loaded: set[str] = set()  # models whose load a row of this dry run already paid
+        # worker.one_local_model: a stage stops the servers it does not call, so a local chat
+        # model pays its load again in every row that follows another model's or a no-model stage
+        self.one_resident = bool(config.get("worker.one_local_model", True))
+        self._resident: str | None = None
         with (lock or nullcontext()), engine.connect() as conn:
             rows = conn.execute(text(
                 "SELECT model, latency_s, prompt_tokens, completion_tokens FROM llm_calls "
@@ -108,7 +101,7 @@ class Timing:
     def backend_of(self, model: str) -> dict:
         """The config's backend serving ``model`` (a role's backend first)."""
         backends = self.config.section("backends")
-        bound = bound_backends(self.config)
+        bound = self.config.bound_backends()
         matches = [n for n, b in backends.items() if isinstance(b, dict) and str(b.get("model")) == str(model)]
         matches.sort(key=lambda n: (n not in bound, n))
         return {"name": matches[0], **backends[matches[0]]} if matches else {"name": None, "model": model}
@@ -156,9 +149,17 @@ class Timing:
         par, par_basis = self.parallel(estimate.stage, estimate.model)
         wall = busy / par
         backend = self.backend_of(estimate.model)
-        if backend.get("kind") in LOCAL_KINDS and estimate.model not in self._loaded:
-            self._loaded.add(estimate.model)  # the first stage to use a local model starts it
-            wall += float(self._prior(backend)[0].get("load_s") or 0.0)
+        kind = backend.get("kind")
+        if kind == "local" and self.one_resident:
+            if self._resident != estimate.model:  # this stage starts its server (others were stopped)
+                wall += float(self._prior(backend)[0].get("load_s") or 0.0)
+            self._resident = estimate.model
+        else:
+            if kind != "local":
+                self.stage_without_server()
+            if kind in LOCAL_KINDS and estimate.model not in self._loaded:
+                self._loaded.add(estimate.model)  # the first stage to use a local model starts it
+                wall += float(self._prior(backend)[0].get("load_s") or 0.0)
         limits = []
         rpm, tpm = backend.get("requests_per_minute"), backend.get("tokens_per_minute")
         if rpm:
@@ -168,6 +169,11 @@ class Timing:
         if limits and max(limits) > wall:
             return max(limits), f"{basis},rate-limit"
         return wall, f"{basis},parallel:{par:.2g}({par_basis})"
+
+    def stage_without_server(self) -> None:
+        """A row of a stage that calls no local chat model: it stopped the resident server."""
+        if self.one_resident:
+            self._resident = None
 
     def unit_seconds(self, stage: str, units: int) -> tuple[float, str]:
         if units <= 0:
@@ -192,6 +198,7 @@ def wall_estimates(config, estimates, services) -> dict:
     for e in estimates:
         if e.model == "-":
             secs, basis = timing.unit_seconds(e.stage, int(getattr(e, "units", 0)))
+            timing.stage_without_server()
         else:
             secs, basis = timing.stage_seconds(e)
             if timing.backend_of(e.model).get("kind") in LOCAL_KINDS:
