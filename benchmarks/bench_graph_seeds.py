@@ -21,6 +21,9 @@ the restart vector alone, the triple order left as the paper's (what the restart
   terms found left to right in each sentence (longest first), and one triple per pair of
   neighbouring terms in a sentence (relation: the words between them). A hub here is a generic
   term ("cancer", "treatment").
+* ``--db URL --store-corpus NAME``: a corpus as a run left it in a store, read only (its
+  LLM-extracted graph, its accepted questions, and as their entities the ones each question's
+  latest graph run recorded: :func:`store_corpus`), instead of the two above.
 
 Query entities come from a scripted endpoint: the vocabulary terms written in the question (an
 extractor that never misses a name; none found: the whole question, the retriever's fallback).
@@ -203,6 +206,42 @@ def medical_corpus(n_chunks: int, overlap: float = 0.75) -> Corpus:
     return Corpus("medical", chunks, triples, questions, vocab)
 
 
+def store_corpus(url: str, name: str, config_path: Path | None, overlap: float = 0.75) -> tuple[Corpus, CorpusIndex]:
+    """A corpus as a run left it in a store: its LLM-extracted graph (the configured extractor's
+    variant), its accepted questions and, as each question's entities, the ones its graph run
+    recorded (no model call; questions no graph run answered are left out). Gold chunks: the
+    chunks a generated question was built from, else the evidence sentences found lexically
+    (:func:`gold_chunks`); unanswerable questions have none and count only in the distinct share."""
+    from ragrouter.commands.corpus import _words
+    from ragrouter.db.engine import make_engine
+    from ragrouter import reading
+
+    config = Config.load(config_path, env={}) if config_path else Config.load(env={})
+    engine = make_engine(url, read_only=True, create=False)
+    cid = reading.corpus_id(engine, name)
+    with engine.connect() as conn:
+        index = reading.corpus_index(conn, cid, name, config)
+    ids = index.chunk_ids.tolist()
+    texts = [index.texts[c] for c in ids]
+    words = [_words(t) for t in texts]
+    questions, skipped = [], 0
+    for q in reading.graph_queries(engine, name):
+        if q["entities"] is None:
+            skipped += 1
+            continue
+        if q["unanswerable"]:
+            gold: set[int] = set()
+        elif q["chunk_ids"]:
+            gold = {int(c) for c in q["chunk_ids"]} & set(ids)
+        else:
+            gold = {ids[p] for p in gold_chunks(q["evidence"], words, overlap)}
+        questions.append((q["question"], q["entities"], gold))
+    engine.dispose()
+    corpus = Corpus(name, texts, [], questions)
+    corpus.skipped = skipped  # type: ignore[attr-defined]
+    return corpus, index
+
+
 # --------------------------------------------------------------------------- retrieval
 class ScriptedEntities:
     """The query-entity endpoint: replies with the names set in ``reply`` (the corpus' own
@@ -225,12 +264,12 @@ def hashed_vectors(texts, dim: int = 256) -> np.ndarray:
     return np.asarray(out, dtype=np.float32).reshape(len(out), dim)
 
 
-def make_embed(hashed: bool):
+def make_embed(hashed: bool, model: str = "all-MiniLM-L6-v2"):
     if hashed:
         return hashed_vectors
     from ragrouter.llm.encoder import get_encoder
 
-    enc = get_encoder("all-MiniLM-L6-v2")
+    enc = get_encoder(model)
     cache: dict[str, np.ndarray] = {}
 
     def embed(texts):
@@ -283,12 +322,15 @@ def measure(corpus: Corpus, index: CorpusIndex, settings: Settings, embed, k: in
             seeded += 1
             hub_mass.append(sum(w for name, _, w in r.details["seed_weights"] if name in hubs))
     n = len(corpus.questions)
+    n_gold = sum(1 for _, _, gold in corpus.questions if gold)  # unanswerable ones have none
+    rr = [x for x, (_, _, gold) in zip(rr, corpus.questions) if gold]
     same = Counter(tops)
-    return {"corpus": corpus.name, "weighting": variant, "questions": n, "k": k,
+    return {"corpus": corpus.name, "weighting": variant, "questions": n, "questions_with_gold": n_gold, "k": k,
             "distinct_share": round(sum(1 for t in tops if same[t] == 1) / n, 4),
             "distinct_sets": len(same), "largest_shared_set": max(same.values()),
-            "hit_at_k": round(hit_k / n, 4), "mrr": round(float(np.mean(rr)), 4),
-            "hit_in_context": round(hit_ctx / n, 4),
+            "hit_at_k": round(hit_k / n_gold, 4) if n_gold else None,
+            "mrr": round(float(np.mean(rr)), 4) if rr else None,
+            "hit_in_context": round(hit_ctx / n_gold, 4) if n_gold else None,
             "hub_restart_mass": round(float(np.mean(hub_mass)), 4) if hub_mass else None,
             "questions_with_seeds": seeded, "ms_per_query": round(1000 * (time.perf_counter() - t0) / n, 2)}
 
@@ -311,22 +353,35 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--k", type=int, default=5, help="top-k chunks compared between questions")
     ap.add_argument("--hashed", action="store_true", help="random vector per name instead of MiniLM")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--db", default=None, help="measure a store's corpus instead (its LLM-extracted graph and "
+                    "the entities its graph runs recorded; read only): a SQLAlchemy URL")
+    ap.add_argument("--store-corpus", action="append", default=[], help="with --db: corpus name (repeatable)")
+    ap.add_argument("--config", type=Path, default=None, help="with --db: the config the store's runs used")
     args = ap.parse_args(argv)
+    if args.db and not args.store_corpus:
+        ap.error("--db needs --store-corpus NAME")
 
-    base = Settings.from_config(Config.load(env={}))
-    embed = make_embed(args.hashed)
-    corpora = []
-    if args.corpus in ("person", "both"):
+    cfg = Config.load(args.config, env={}) if args.config else Config.load(env={})
+    base = Settings.from_config(cfg)
+    embed = make_embed(args.hashed, str(cfg.backend(base.embedder)["model"]))
+    corpora, indexes = [], {}
+    if args.db:
+        for name in args.store_corpus:
+            corpus, indexes[name] = store_corpus(args.db, name, args.config)
+            corpora.append(corpus)
+    if not args.db and args.corpus in ("person", "both"):
         corpora.append(person_corpus(args.person_chunks))
-    if args.corpus in ("medical", "both"):
+    if not args.db and args.corpus in ("medical", "both"):
         corpora.append(medical_corpus(args.chunks))
     out = {"settings": {"seed_entities": base.seed_entities, "entity_top_k": base.entity_top_k,
                         "entity_min_similarity": base.entity_min_similarity, "ppr_max_nodes": base.ppr_max_nodes,
                         "token_budget": base.token_budget, "embedder": "hashed" if args.hashed else base.embedder},
            "corpora": [], "results": []}
     for corpus in corpora:
-        index = build_index(corpus, embed)
+        index = indexes.get(corpus.name) or build_index(corpus, embed)
         out["corpora"].append(describe(corpus, index))
+        if hasattr(corpus, "skipped"):
+            out["corpora"][-1]["questions_without_graph_run"] = corpus.skipped
         print(json.dumps(out["corpora"][-1]))
         for variant in VARIANTS:
             row = measure(corpus, index, base, embed, args.k, variant)
@@ -336,9 +391,11 @@ def main(argv: list[str] | None = None) -> int:
           "| MRR | hit in context | hub restart mass |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in out["results"]:
-        print(f"| {r['corpus']} | {r['weighting']} | {r['questions']} | {100 * r['distinct_share']:.1f} % | "
-              f"{r['distinct_sets']} | {r['largest_shared_set']} | {100 * r['hit_at_k']:.1f} % | {r['mrr']:.3f} | "
-              f"{100 * r['hit_in_context']:.1f} % | {r['hub_restart_mass']} |")
+        pct = lambda x: "-" if x is None else f"{100 * x:.1f} %"  # noqa: E731
+        print(f"| {r['corpus']} | {r['weighting']} | {r['questions']} ({r['questions_with_gold']} with gold) | "
+              f"{pct(r['distinct_share'])} | {r['distinct_sets']} | {r['largest_shared_set']} | {pct(r['hit_at_k'])} | "
+              f"{'-' if r['mrr'] is None else format(r['mrr'], '.3f')} | {pct(r['hit_in_context'])} | "
+              f"{r['hub_restart_mass']} |")
     if args.json:
         args.json.write_text(json.dumps(out, indent=2))
     return 0

@@ -160,3 +160,45 @@ def export_provenance(engine: Engine) -> dict:
             corpora.append({"corpus": name, "source_format": fmt, "licence": ", ".join(found) or "unknown"})
     return {"store_id": str(sid) if sid else "unknown", "judges": judges, "config_hashes": configs,
             "corpora": corpora}
+
+
+def graph_queries(engine: Engine, corpus: str) -> list[dict]:
+    """The corpus' accepted queries with what a graph-retrieval measurement needs: the question,
+    its evidence, the chunks it was built from, whether it is unanswerable, and the query
+    entities its latest graph-reading run (graph, hybrid, iterative) recorded in its trace
+    (``entities`` of the retrieval details; None when no such run exists)."""
+    import json
+
+    def _load(v):
+        return json.loads(v) if isinstance(v, str) else v
+
+    def _entities(trace) -> list[str] | None:
+        stack = [trace]
+        while stack:  # the first retrieval details holding graph query entities
+            node = stack.pop(0)
+            if isinstance(node, dict):
+                if node.get("kind") == "graph" and isinstance(node.get("entities"), list):
+                    return [str(e) for e in node["entities"]]
+                stack.extend(node.values())
+            elif isinstance(node, list):
+                stack.extend(node)
+        return None
+
+    cid = corpus_id(engine, corpus)
+    with engine.connect() as conn:
+        queries = conn.execute(text(
+            "SELECT id, question, evidence, supporting_chunk_ids, unanswerable FROM queries "
+            "WHERE corpus_id = :c AND status = 'accepted' ORDER BY id"), {"c": cid}).all()
+        traces = conn.execute(text(
+            "SELECT r.query_id, r.paradigm, r.trace FROM paradigm_runs r JOIN queries q ON q.id = r.query_id "
+            "WHERE q.corpus_id = :c AND (r.paradigm IN ('graph', 'hybrid') OR r.paradigm LIKE 'iterative%') "
+            "ORDER BY r.query_id, r.paradigm = 'graph' DESC, r.id DESC"),
+            {"c": cid}).all()
+    entities: dict[int, list[str]] = {}
+    for qid, _paradigm, trace in traces:
+        if qid not in entities:
+            found = _entities(_load(trace))
+            if found is not None:
+                entities[qid] = found
+    return [{"id": int(q[0]), "question": q[1], "evidence": _load(q[2]), "chunk_ids": _load(q[3]) or [],
+             "unanswerable": bool(q[4]), "entities": entities.get(int(q[0]))} for q in queries]
