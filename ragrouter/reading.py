@@ -8,6 +8,8 @@ values; none writes. The SQL reads the same views the benchmark tables read
 
 from __future__ import annotations
 
+import json
+
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
@@ -18,6 +20,11 @@ INDICATOR_COLUMNS = {"lcc_ratio": "lcc_ratio", "density": "density", "clustering
 
 class ReadError(LookupError):
     """What a reader needs is not in the store."""
+
+
+def _json(v):
+    """A JSON column's value: DuckDB returns the text, PostgreSQL the parsed value."""
+    return json.loads(v) if isinstance(v, str) else v
 
 
 def corpus_id(engine: Engine, corpus: str) -> int:
@@ -99,14 +106,12 @@ def router_cv_probabilities(engine: Engine, run_id: str) -> list[dict[str, float
     """The class probabilities of every cross-validated prediction of the router of ``run_id``
     on this store's labelled queries (``router_predictions``): what ``serve --cost-share``
     calibrates its threshold on."""
-    import json
-
     with engine.connect() as conn:
         rows = conn.execute(text("SELECT probabilities FROM router_predictions WHERE mlflow_run_id = :r "
                                  "AND probabilities IS NOT NULL ORDER BY query_key"), {"r": run_id}).all()
     out = []
     for (p,) in rows:
-        p = json.loads(p) if isinstance(p, str) else p
+        p = _json(p)
         out.append({str(k): float(v) for k, v in dict(p).items()})
     return out
 
@@ -139,8 +144,6 @@ def export_provenance(engine: Engine) -> dict:
     hashes of the runs with theirs, and each corpus' licence — ``corpora.meta.license`` when
     the ingest recorded one, else the distinct ``license`` of its documents' metadata (QuALITY,
     SQuALITY carry one per article), else ``unknown``."""
-    import json
-
     with engine.connect() as conn:
         sid = conn.execute(text("SELECT store_id FROM store_info ORDER BY created_at LIMIT 1")).scalar()
         judges = [{"judge": r[0], "n_judgments": int(r[1])} for r in conn.execute(text(
@@ -151,7 +154,7 @@ def export_provenance(engine: Engine) -> dict:
         corpora = []
         stored = conn.execute(text("SELECT id, name, source_format, meta FROM corpora ORDER BY name")).all()
         for cid, name, fmt, meta in stored:  # fetched first: DuckDB drops a result its connection moves past
-            meta = json.loads(meta) if isinstance(meta, str) else (meta or {})
+            meta = _json(meta) or {}
             found = [str(meta[k]) for k in LICENCE_KEYS if isinstance(meta, dict) and meta.get(k)]
             if not found:
                 found = sorted({str(r[0]) for key in LICENCE_KEYS for r in conn.execute(text(
@@ -167,11 +170,6 @@ def graph_queries(engine: Engine, corpus: str) -> list[dict]:
     its evidence, the chunks it was built from, whether it is unanswerable, and the query
     entities its latest graph-reading run (graph, hybrid, iterative) recorded in its trace
     (``entities`` of the retrieval details; None when no such run exists)."""
-    import json
-
-    def _load(v):
-        return json.loads(v) if isinstance(v, str) else v
-
     def _entities(trace) -> list[str] | None:
         stack = [trace]
         while stack:  # the first retrieval details holding graph query entities
@@ -197,8 +195,8 @@ def graph_queries(engine: Engine, corpus: str) -> list[dict]:
     entities: dict[int, list[str]] = {}
     for qid, _paradigm, trace in traces:
         if qid not in entities:
-            found = _entities(_load(trace))
+            found = _entities(_json(trace))
             if found is not None:
                 entities[qid] = found
-    return [{"id": int(q[0]), "question": q[1], "evidence": _load(q[2]), "chunk_ids": _load(q[3]) or [],
+    return [{"id": int(q[0]), "question": q[1], "evidence": _json(q[2]), "chunk_ids": _json(q[3]) or [],
              "unanswerable": bool(q[4]), "entities": entities.get(int(q[0]))} for q in queries]
