@@ -1,8 +1,13 @@
 """`serve` under load: throughput against the ideal and the routing overhead (issue 33).
 
 A toy corpus is answered, judged and scored on the scripted fake endpoint, an `lr` router is
-trained on it (one-hot features: routing needs no upstream call), then the endpoint's latency
-is set to ``--latency`` seconds per request and ``cli.py serve`` is started in its own process.
+trained on it (one-hot features: routing needs no upstream call), then ``cli.py serve`` is
+started in its own process against an endpoint answering in ``--latency`` seconds per request:
+by default the lean one of ``benchmarks/lean_endpoint.py`` in a child process (its replies leave
+on time, and its CPU does not share the clients' GIL), with ``--server full`` the tests'
+``FakeOpenAI`` in the benchmark's own process (a thread per connection beside the 32 clients:
+its replies leave late when the clients keep the GIL, and that delay is counted as the server's
+tail).
 ``--concurrency`` clients (the real ``openai`` client) each send ``--per-client`` distinct
 questions one after another. Measured:
 
@@ -10,18 +15,25 @@ questions one after another. Measured:
   calls per request × latency): what the server would do if routing, the store and the
   thread pool cost nothing;
 * routing overhead per request = the time from the client sending it to the fake endpoint
-  receiving the paradigm's first upstream call for that question (p50 and p99, ms);
+  receiving the first upstream call for that question (p50 and p99, ms): the paradigm's, or
+  with ``--prefetch-embedding`` (serve's default) the question's embedding sent while the
+  router decides, which the paradigm's dense retrieval then joins;
+* the routing decision (the reply's ``ragrouter.routing_ms``: query type, router, budget,
+  measured in the server) and the time to the generation call (client send → the endpoint
+  receiving the question's first chat request; p50 and p99, ms);
 * tail per request = from the last upstream reply (its arrival + the latency) to the client
   having the answer: the store write and the reply (p50 and p99, ms);
 * the server process' CPU ms per request, errors, and the load average at the end (the
   figures mean little on a loaded machine without it).
 
     .venv/bin/python benchmarks/bench_serve.py --concurrency 32 --latency 1.0 --per-client 8 [--json] [--py-spy FILE]
+        [--no-prefetch-embedding] [--server lean|full]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -77,18 +89,35 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--py-spy", metavar="FILE", help="record the server's stacks (GIL holder) with py-spy, collapsed format, into FILE "
                     "(py-spy is not in the requirements: .venv/bin/pip install py-spy)")
+    ap.add_argument("--server", choices=("lean", "full"), default="lean",
+                    help="the endpoint serve calls: benchmarks/lean_endpoint.py in a child process (default) or "
+                    "the tests' FakeOpenAI in this process")
+    ap.add_argument("--no-prefetch-embedding", action="store_true",
+                    help="serve without --prefetch-embedding (the question is embedded after routing)")
     a = ap.parse_args()
 
     import numpy as np
     import openai
+    import yaml
 
+    from benchmarks.lean_endpoint import start_in_process
     from tests.fake_openai import FakeOpenAI
     from tests.test_trust import judging_responder
 
-    with tempfile.TemporaryDirectory() as tmp_s, FakeOpenAI(responder=judging_responder, embedding_dim=32) as srv:
+    with contextlib.ExitStack() as stack:
+        tmp_s = stack.enter_context(tempfile.TemporaryDirectory())
+        srv = stack.enter_context(FakeOpenAI(responder=judging_responder, embedding_dim=32))
         tmp = Path(tmp_s)
         env = build(tmp, srv, a.concurrency)
-        proc = subprocess.Popen([sys.executable, str(REPO / "cli.py"), "serve", "--corpus", "toy", "--port", "0"],
+        lean = None
+        if a.server == "lean":  # the same replies and vectors (tests.fake_openai.fake_embedding), on time
+            lean = stack.enter_context(start_in_process(a.latency, judging_responder, 32, log_requests=True))
+            cfg = yaml.safe_load((tmp / "cfg.yaml").read_text())
+            for b in cfg["backends"].values():
+                b["base_url"] = lean.base_url
+            (tmp / "cfg.yaml").write_text(yaml.safe_dump(cfg))
+        flags = ["--no-prefetch-embedding"] if a.no_prefetch_embedding else []
+        proc = subprocess.Popen([sys.executable, str(REPO / "cli.py"), "serve", "--corpus", "toy", "--port", "0", *flags],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
         base = None
         while base is None:
@@ -103,10 +132,12 @@ def main() -> None:
                                     "-o", a.py_spy, "--pid", str(proc.pid)], stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL)
             time.sleep(1.0)
-        srv.latency_s = a.latency
+        if lean is None:
+            srv.latency_s = a.latency
         sent: dict[str, float] = {}
         done: list[float] = []
         finished: dict[str, float] = {}
+        decision_ms: list[float] = []
         errors: list[str] = []
         lock = threading.Lock()
 
@@ -139,11 +170,14 @@ def main() -> None:
                     with lock:
                         done.append(time.monotonic() - t0)
                         finished[q] = time.monotonic()
+                        decision_ms.append(float(r.model_extra["ragrouter"]["routing_ms"]))
                 except Exception as exc:  # noqa: BLE001 - counted and reported
                     with lock:
                         errors.append(f"{exc.__class__.__name__}: {exc}")
 
         start_log = len(srv.requests)
+        if lean is not None:
+            lean.reset()
         cpu0 = cpu_seconds(proc.pid)
         t_start = time.monotonic()
         threads = [threading.Thread(target=client, args=(i,)) for i in range(a.concurrency)]
@@ -159,29 +193,38 @@ def main() -> None:
             spy.wait(timeout=60)
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=60)
-        upstream = srv.requests[start_log:]
+        upstream = lean.requests() if lean is not None else srv.requests[start_log:]
         first: dict[str, float] = {}
+        first_chat: dict[str, float] = {}
         last: dict[str, float] = {}
         for r in upstream:
             text = json.dumps(r.get("body") or {})
             for q in sent:
                 if q in text:
                     first.setdefault(q, r["t"])
+                    if r["path"].endswith("/chat/completions"):
+                        first_chat.setdefault(q, r["t"])
                     last[q] = r["t"]
         overhead = np.array([1000 * (first[q] - sent[q]) for q in sent if q in first])
+        to_chat = np.array([1000 * (first_chat[q] - sent[q]) for q in sent if q in first_chat])
+
+        def pct(xs, p):
+            return round(float(np.percentile(xs, p)), 1) if len(xs) else None
+
         # after the last upstream reply (its arrival + the latency) until the client has the answer
         tail = np.array([1000 * (finished[q] - last[q] - a.latency) for q in finished if q in last])
         n = len(done)
         calls_per_request = len(upstream) / max(1, n)
         ideal = a.concurrency / (calls_per_request * a.latency)
-        out = {"concurrency": a.concurrency, "latency_s": a.latency, "requests": n, "errors": len(errors),
+        out = {"server": a.server, "concurrency": a.concurrency, "latency_s": a.latency, "requests": n, "errors": len(errors),
                "wall_s": round(wall, 2), "throughput_rps": round(n / wall, 2),
                "upstream_calls_per_request": round(calls_per_request, 2), "ideal_rps": round(ideal, 2),
                "throughput_over_ideal": round(n / wall / ideal, 3),
-               "routing_overhead_ms_p50": round(float(np.percentile(overhead, 50)), 1) if len(overhead) else None,
-               "routing_overhead_ms_p99": round(float(np.percentile(overhead, 99)), 1) if len(overhead) else None,
-               "tail_ms_p50": round(float(np.percentile(tail, 50)), 1) if len(tail) else None,
-               "tail_ms_p99": round(float(np.percentile(tail, 99)), 1) if len(tail) else None,
+               "prefetch_embedding": not a.no_prefetch_embedding,
+               "routing_overhead_ms_p50": pct(overhead, 50), "routing_overhead_ms_p99": pct(overhead, 99),
+               "routing_decision_ms_p50": pct(decision_ms, 50), "routing_decision_ms_p99": pct(decision_ms, 99),
+               "to_generation_call_ms_p50": pct(to_chat, 50), "to_generation_call_ms_p99": pct(to_chat, 99),
+               "tail_ms_p50": pct(tail, 50), "tail_ms_p99": pct(tail, 99),
                "server_cpu_ms_per_request": round(1000 * cpu / max(1, n), 1),
                "load_average_1_5_15": [round(x, 2) for x in load], "cpu_count": os.cpu_count(),
                "first_errors": errors[:3]}

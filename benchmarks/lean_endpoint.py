@@ -12,7 +12,8 @@ latency. This server does only what a benchmark needs:
 * a fixed latency per request, **calibrated**: the event loop wakes late (epoll's millisecond
   rounding plus the vCPU's wake-up, ~1.3 ms per sleep on the development VM), so each sleep is
   shortened by the median lateness measured at start-up and a request really takes ``latency``;
-* counters by path and the peak number of requests in flight;
+* counters by path and the peak number of requests in flight; with ``log_requests``, each
+  request's arrival (``time.monotonic()``, comparable across processes), path and body;
 * optionally at most ``max_in_flight`` requests served at once (the rest queue, unmeasured), so
   ``latency_sum / max_in_flight`` is a true lower bound of the wall time whatever the client does.
 
@@ -37,8 +38,11 @@ def default_responder(request: dict) -> str:
 
 class LeanEndpoint:
     def __init__(self, latency: float, responder: Callable[[dict], str | dict] | None = None,
-                 embedding_dim: int = 8, sigma: float = 0.0, seed: int = 0, max_in_flight: int | None = None):
+                 embedding_dim: int = 8, sigma: float = 0.0, seed: int = 0, max_in_flight: int | None = None,
+                 log_requests: bool = False):
         import random
+
+        self.log: list[dict] | None = [] if log_requests else None
 
         # > 0: at most this many requests are served at once, the others queue (unmeasured) as at
         # a provider with a concurrency limit; then wall >= latency_sum / max_in_flight always
@@ -65,6 +69,8 @@ class LeanEndpoint:
                 "span_s": round(self.last_at - self.first_at, 3) if self.first_at and self.last_at else 0.0}
 
     def reset(self) -> None:
+        if self.log is not None:
+            self.log.clear()
         self.by_path.clear()
         self.latency_sum = 0.0
         self.first_at = self.last_at = None
@@ -116,6 +122,8 @@ class LeanEndpoint:
                     if line[:15].lower() == b"content-length:":
                         length = int(line[15:])
                 body = json.loads(await reader.readexactly(length)) if length else {}
+                if self.log is not None:
+                    self.log.append({"t": time.monotonic(), "path": path, "body": body})
                 self.by_path[path] = self.by_path.get(path, 0) + 1
                 if self.first_at is None:
                     self.first_at = time.perf_counter()
@@ -156,6 +164,8 @@ class LeanEndpoint:
             cmd = await loop.run_in_executor(None, conn.recv)
             if cmd == "stats":
                 conn.send(self.stats())
+            elif cmd == "log":
+                conn.send(list(self.log or []))
             elif cmd == "reset":
                 self.reset()
                 conn.send("ok")
@@ -165,8 +175,9 @@ class LeanEndpoint:
 
 
 def _child(conn, latency: float, responder, embedding_dim: int, sigma: float = 0.0,
-           max_in_flight: int | None = None) -> None:
-    asyncio.run(LeanEndpoint(latency, responder, embedding_dim, sigma=sigma, max_in_flight=max_in_flight).serve(conn))
+           max_in_flight: int | None = None, log_requests: bool = False) -> None:
+    asyncio.run(LeanEndpoint(latency, responder, embedding_dim, sigma=sigma, max_in_flight=max_in_flight,
+                             log_requests=log_requests).serve(conn))
 
 
 class Handle:
@@ -190,6 +201,11 @@ class Handle:
         self._conn.send("reset")
         self._conn.recv()
 
+    def requests(self) -> list[dict]:
+        """The requests since the last reset (``log_requests``): arrival time, path, body."""
+        self._conn.send("log")
+        return self._conn.recv()
+
     def stop(self) -> None:
         if self._proc.is_alive():
             self._conn.send("stop")
@@ -203,8 +219,9 @@ class Handle:
 
 
 def start_in_process(latency: float, responder=None, embedding_dim: int = 8, sigma: float = 0.0,
-                     max_in_flight: int | None = None) -> Handle:
+                     max_in_flight: int | None = None, log_requests: bool = False) -> Handle:
     """The endpoint in a child process; ``sigma`` > 0 draws each latency log-normally around
     the median ``latency`` (stats()["latency_sum_s"] adds them up, for the ideal time);
-    ``max_in_flight`` caps the requests served at once (the rest queue)."""
-    return Handle(_child, (latency, responder, embedding_dim, sigma, max_in_flight))
+    ``max_in_flight`` caps the requests served at once (the rest queue); ``log_requests`` keeps
+    each request for :meth:`Handle.requests`."""
+    return Handle(_child, (latency, responder, embedding_dim, sigma, max_in_flight, log_requests))

@@ -680,6 +680,42 @@ def test_sync_and_async_ledger_modes_give_the_stored_ids(store, gateways):
         gateways(cfg, ledger_commit="sometimes")
 
 
+@pytest.mark.parametrize("kind", ["duckdb", "postgres"])
+def test_commit_with_writes_a_unit_with_its_ledger_rows_in_one_transaction(kind, request):
+    """Gateway.commit_with (serve's group commit): the queued ledger rows and the caller's rows
+    that link to them are one transaction; when the caller's part fails it is rolled back, the
+    ledger rows are committed alone and the caller's error is raised (each store's default
+    ledger mode: async on DuckDB, sync on PostgreSQL)."""
+    store = request.getfixturevalue("pg_store" if kind == "postgres" else "store")
+    with FakeOpenAI() as srv:
+        gw = Gateway(cfg_for({"fake": fake_backend(srv)}), store, sleep=Sleeps())
+        request.addfinalizer(gw.close)
+        r1 = gw.chat("fake", user("first"), temperature=0.0, max_tokens=20, stage="s", phase="p")
+
+        def unit(conn):  # the caller's rows see the ledger row they link to, in the same transaction
+            conn.execute(text("CREATE TABLE unit_probe (call_id INTEGER)"))
+            conn.execute(text("INSERT INTO unit_probe VALUES (:i)"), {"i": r1.call_id})
+            return conn.execute(text("SELECT count(*) FROM llm_calls WHERE id = :i"), {"i": r1.call_id}).scalar_one()
+
+        assert gw.commit_with(unit) == 1
+        with store.connect() as conn:
+            assert conn.execute(text("SELECT call_id FROM unit_probe")).scalars().all() == [r1.call_id]
+        r2 = gw.chat("fake", user("second"), temperature=0.0, max_tokens=20, stage="s", phase="p")
+
+        def bad(conn):
+            conn.execute(text("INSERT INTO unit_probe VALUES (:i)"), {"i": r2.call_id})
+            raise ValueError("the caller's rows are wrong")
+
+        with pytest.raises(ValueError, match="caller's rows"):
+            gw.commit_with(bad)
+        gw.flush()  # no ledger write failed
+        with store.connect() as conn:
+            assert conn.execute(text("SELECT call_id FROM unit_probe")).scalars().all() == [r1.call_id]
+            ids = set(conn.execute(select(LLMCall.id)).scalars())
+        assert ids == {r1.call_id, r2.call_id}
+        assert gw.commit_with(lambda conn: "nothing queued") == "nothing queued"
+
+
 def test_in_memory_duckdb_and_a_gateway_dropped_without_close(store):
     from sqlalchemy.pool import StaticPool
 

@@ -383,3 +383,77 @@ def test_sigterm_lets_a_stream_in_flight_finish(served_store):
     texts = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
     assert len(texts) >= 5 and chunks[-1].choices[0].finish_reason == "stop"
     assert chunks[-1].model_extra["ragrouter"]["run_id"] and "".join(texts).startswith("Answer to")
+
+
+class _SlowForcedRouter:
+    """The server's router batcher, made to take ``delay`` seconds and to put all probability
+    on the paradigm ``force`` names for each question (recording when it decided)."""
+
+    def __init__(self, inner, force: dict[str, str], delay: float):
+        self.inner, self.force, self.delay, self.decided = inner, force, delay, {}
+        self.types = inner.types
+
+    def __call__(self, item):
+        import dataclasses
+
+        routed = self.inner(item)
+        time.sleep(self.delay)
+        self.decided[item[2]] = time.monotonic()
+        want = self.force[item[2]]
+        return dataclasses.replace(routed, probabilities={**{p: 0.0 for p in routed.probabilities}, want: 1.0})
+
+    def close(self):
+        self.inner.close()
+
+
+def test_the_question_is_embedded_while_the_router_decides(served_store):
+    """--prefetch-embedding (the default): the question's embedding reaches the endpoint while
+    the router is still deciding (made to take 0.6 s here), the naive paradigm's dense retrieval
+    joins it (one embedding request for the question: nothing paid twice); a question routed to
+    llm_only pays that one embedding unused. Off,
+    the embedding is sent after the decision, and only by a paradigm that needs it."""
+    from fastapi.testclient import TestClient
+
+    from ragrouter.config import Config
+    from ragrouter.db import engine as eng
+    from ragrouter.serve.app import create_app, prepare
+    from ragrouter.stages.services import Services
+
+    cfg = Config.load(path=served_store["tmp"] / "cfg.yaml", env={})
+    srv = served_store["srv"]
+    for prefetch in (True, False):
+        engine = eng.make_engine(served_store["url"])
+        services = Services(cfg, engine, command="serve")
+        state = prepare(engine, cfg, services, ["toy"], None, served_store["run_id"], None, None,
+                        ("llm_only", "naive"), prefetch_embedding=prefetch)
+        tag = "with" if prefetch else "without"
+        force = {f"Where did Marie Curie work first ({tag} prefetch)?": "naive",
+                 f"What did Pierre Curie write ({tag} prefetch)?": "llm_only"}
+        state.router_batch = router = _SlowForcedRouter(state.router_batch, force, 0.6)
+        n0 = len(srv.requests)
+        replies = {}
+        try:
+            with TestClient(create_app(state)) as c:
+                for q in force:
+                    r = c.post("/v1/chat/completions", json={"model": "ragrouter/toy", "messages": [
+                        {"role": "user", "content": q}]})
+                    assert r.status_code == 200, r.text
+                    replies[q] = r.json()
+        finally:
+            state.close()
+            services.finish()
+            eng.dispose_all()
+        log = srv.requests[n0:]
+        for q, paradigm in force.items():
+            rr = replies[q]["ragrouter"]
+            assert rr["paradigm"] == paradigm and rr["routing_ms"] >= 600
+            embeds = [e["t"] for e in log if e["path"].endswith("/embeddings") and q in json.dumps(e["body"])]
+            if paradigm == "naive" or prefetch:
+                assert len(embeds) == 1, (prefetch, paradigm, len(embeds))
+                if prefetch:  # sent while the router still had 0.6 s to go
+                    assert embeds[0] < router.decided[q] - 0.4
+                else:
+                    assert embeds[0] > router.decided[q]
+            else:
+                assert embeds == []  # llm_only embeds nothing
+            assert replies[q]["choices"][0]["message"]["content"].startswith("Answer to")

@@ -23,12 +23,16 @@ from ragrouter.commands.common import Ctx, fail, pass_ctx
               help="The cheap paradigms of --cost-share (repeatable).")
 @click.option("--max-question-tokens", type=click.IntRange(min=1), default=4096, show_default=True,
               help="A longer question is refused (400 context_length_exceeded).")
+@click.option("--prefetch-embedding/--no-prefetch-embedding", default=True, show_default=True,
+              help="Embed each question while the router decides, so the dense retrieval does not wait for "
+              "it (a question routed to a paradigm that embeds none, llm_only or iterative, pays that embedding "
+              "for nothing: a ledger row with no run).")
 @click.option("--grace", type=click.FloatRange(min=0), default=60.0, show_default=True,
               help="Seconds a SIGTERM waits for the request in flight before the server stops.")
 @pass_ctx
 def serve_command(ctx: Ctx, corpora: tuple[str, ...], host: str, port: int, router: str | None, run_id: str | None,
                   max_tokens_budget: int | None, cost_share: float | None, cheap: tuple[str, ...],
-                  max_question_tokens: int, grace: float) -> None:
+                  max_question_tokens: int, prefetch_embedding: bool, grace: float) -> None:
     """Serve /v1/models and /v1/chat/completions: each question is routed, answered by the
     chosen paradigm through the gateway, and stored (origin 'serve').
 
@@ -67,7 +71,7 @@ def serve_command(ctx: Ctx, corpora: tuple[str, ...], host: str, port: int, rout
     try:
         try:
             state = prepare(engine, ctx.config, services, list(corpora), router, run_id, max_tokens_budget,
-                            cost_share, tuple(cheap), max_question_tokens)
+                            cost_share, tuple(cheap), max_question_tokens, prefetch_embedding)
         except (ServeError, ask_mod.AskError) as exc:
             fail(getattr(exc, "message", str(exc)))
         config = uvicorn.Config(create_app(state), host=host, port=port, log_level="warning",

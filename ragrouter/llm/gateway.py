@@ -60,14 +60,12 @@ from ragrouter.llm.kinds import make_backend
 from ragrouter.llm.jsonparse import JSONParseError, parse_reply
 from ragrouter.llm.prepare import check_texts, check_timeout, prepare_chat
 from ragrouter.llm.retries import BACKOFF_BASE_S, BACKOFF_CAP_S, attempt_with_retries, backoff_delay
+from ragrouter.llm.ledger_writer import LINGER_S, _Job, _LedgerWriter
 from ragrouter.llm.ledger import (
-    LINGER_S,
     _gateway_connection,
     _Claims,
     _IdBlock,
-    _Job,
     _is_duckdb,
-    _LedgerWriter,
     _Record,
     _shared_for,
     _shutdown,
@@ -370,6 +368,10 @@ class Gateway:
             raise gone
         if errors:
             raise GatewayError("ledger_write_failed", f"{len(errors)} ledger write(s) failed; first: {errors[0]}")
+
+    def commit_with(self, fn):
+        """Queued ledger rows and ``fn(conn)``'s, which link to them, in one transaction (ledger_writer)."""
+        return self._writer.commit_with(fn)
 
     def close(self) -> None:
         """Flush the ledger, stop the writer and close the HTTP clients (idempotent)."""

@@ -34,6 +34,7 @@ from ragrouter.paradigms.retrievers import RETRIEVERS, GraphRetriever, NaiveRetr
 from ragrouter.paradigms.settings import Settings
 
 STAGE = "answer"
+EMBEDDER = "embedder"  # the gateway role that embeds queries and entities
 EmbedFn = Callable[[Sequence[str]], np.ndarray]
 
 
@@ -99,7 +100,7 @@ class QueryContext:
         if self._embed_fn is not None:
             out = np.asarray(self._embed_fn(texts), dtype=np.float32)
         else:
-            out = np.asarray(self.gateway.embed("embedder", texts, stage=STAGE, phase="retrieval"), dtype=np.float32)
+            out = np.asarray(self.gateway.embed(EMBEDDER, texts, stage=STAGE, phase="retrieval"), dtype=np.float32)
         if out.ndim != 2 or out.shape[0] != len(texts):
             raise ValueError(f"embedder returned shape {out.shape} for {len(texts)} texts")
         if out.shape[1] != self.index.dim:
@@ -151,6 +152,15 @@ class QueryContext:
         if kind not in RETRIEVERS:
             raise ValueError(f"unknown retriever {kind!r}; known: {', '.join(RETRIEVERS)}")
         return self.dense(text) if kind == "naive" else self.graph(text, backend)
+
+
+def embed_query(gateway, query_text: str) -> np.ndarray:
+    """The embedding request a :class:`QueryContext` (no stored vector, no ``embed_fn``) sends
+    for ``query_text`` alone — the dense retrieval's, and the graph's when it falls back to the
+    question — made now. ``serve`` calls it speculatively while the router decides: the
+    paradigm's own request then joins it in the gateway (same request hash: in flight, or
+    cached), so no token is paid twice and the ledger row is the one the paradigm would write."""
+    return gateway.embed(EMBEDDER, [query_text], stage=STAGE, phase="retrieval")
 
 
 def make_context(query_text: str, provider, index, gateway, config) -> QueryContext:

@@ -13,7 +13,7 @@ Endpoints (base ``http://127.0.0.1:PORT/v1``):
   tables until someone imports and judges them). The reply is a ``chat.completion`` whose
   ``usage`` is the run's tokens (retrieval + generation), with the routing decision in the
   extra field ``ragrouter`` (paradigm, probabilities, query type, router, MLflow run, why,
-  tokens, stored run id) and in the headers ``x-ragrouter-paradigm``, ``x-ragrouter-router``,
+  tokens, stored run id, ``routing_ms``: the time the routing decision took) and in the headers ``x-ragrouter-paradigm``, ``x-ragrouter-router``,
   ``x-ragrouter-run-id``. A client that knows the question's type may send it
   (``"query_type"`` in the body, e.g. the openai client's ``extra_body``); otherwise it is
   inferred with MiniLM, micro-batched across the requests in flight
@@ -32,8 +32,9 @@ indicators), 500 otherwise (one line in the message, never a traceback); an erro
 stream has begun is its last event. Requests are served concurrently: the event loop only
 parses and replies, the blocking work runs in worker threads (the gateway's slots bound the
 model calls in flight); everything a request would do once (encoder, centroids, router,
-corpus constants and index) is done at start, and the served runs are written in batches
-(group commit, :mod:`ragrouter.serve.pipeline`) before each reply. uvicorn drains the
+corpus constants and index) is done at start, the question's embedding is requested while
+the router decides (``--prefetch-embedding``, :meth:`ServeState.prefetch`), and the served runs
+are written in batches (group commit, :mod:`ragrouter.serve.pipeline`) before each reply. uvicorn drains the
 requests in flight on SIGTERM before it exits.
 """
 
@@ -97,15 +98,37 @@ class ServeState:
     lock: threading.Lock = field(default_factory=threading.Lock)
     router_batch: object = None  # pipeline.router_batcher
     writer: object = None  # pipeline.store_writer
+    query_writer: object = None  # pipeline.query_writer
     query_types: tuple[str, ...] = ()
     limiter: object = None  # anyio.CapacityLimiter of the worker threads (made on the first request)
     max_concurrency: int = 32
+    prefetcher: object = None  # ThreadPoolExecutor of --prefetch-embedding (None: off, or no embedder)
 
     def close(self) -> None:
-        """Finish the batched writes and stop the batchers' threads."""
-        for b in (self.writer, self.router_batch):
+        """Finish the speculative embeddings and the batched writes; stop the batchers' threads."""
+        if self.prefetcher is not None:
+            self.prefetcher.shutdown(wait=True)
+        for b in (self.query_writer, self.writer, self.router_batch):
             if b is not None:
                 b.close()
+
+    def prefetch(self, question: str) -> None:
+        """Start the question's embedding now, in a thread, while the router decides
+        (``--prefetch-embedding``): the dense retrieval's request then joins it in the gateway
+        (:func:`ragrouter.paradigms.query_context.embed_query`). A paradigm that embeds no
+        question (llm_only; iterative's direct round) leaves it paid and unused: a ledger row
+        with no run. Its failure is the paradigm's to report, if it needs the vector."""
+        if self.prefetcher is not None:
+            self.prefetcher.submit(_prefetch, self.services.gateway, question)
+
+
+def _prefetch(gateway, question: str) -> None:
+    from ragrouter.paradigms.query_context import embed_query
+
+    try:
+        embed_query(gateway, question)
+    except Exception:  # noqa: BLE001 - speculative: the paradigm's own call raises it again
+        pass
 
 
 def _question(body: dict) -> str:
@@ -159,17 +182,20 @@ def decide(state: ServeState, served: Served, question: str, query_type: str | N
             allowed = set(served.threshold.cheap)
             why_not = (f"below the cost-share threshold {served.threshold.tau:.3f}: cheap paradigms only "
                        f"({', '.join(served.threshold.cheap)})")
-    return ask_mod.plan(state.engine, routed, state.budget, allowed, why_not, memo=True), routed
+    out = ask_mod.plan(state.engine, routed, state.budget, allowed, why_not, memo=True)
+    out.query_id = state.query_writer.submit((routed.corpus_id, out))  # written while the paradigm runs
+    return out, routed
 
 
 def execute(state: ServeState, out: ask_mod.Answer, routed, served: Served, sink=None) -> ask_mod.Answer:
     """Run the chosen paradigm through the gateway (``sink``: its generation streams there as
-    it is made) and store the question and its run (origin 'serve') through the batched
-    writer; returns once they are committed."""
+    it is made) and store its run (origin 'serve') through the batched writer, once its
+    question (written by :func:`decide`'s query writer meanwhile) is; returns once both are
+    committed."""
     from ragrouter.llm import streaming
 
     def store(result):
-        return (routed.corpus_id, routed.generator, out, result)
+        return (out.query_id.result(), routed.generator, out, result)
 
     try:
         if sink is not None:
@@ -179,7 +205,7 @@ def execute(state: ServeState, out: ask_mod.Answer, routed, served: Served, sink
         else:
             result = ask_mod.run_paradigm(state.config, out, served.index, state.services.gateway, routed.generator)
     except BaseException:
-        state.writer(store(None))  # the question is kept even when its paradigm failed
+        out.query_id.result()  # the question is kept even when its paradigm failed
         raise
     state.writer(store(result))
     return out
@@ -200,7 +226,7 @@ def _count_tokens(text: str) -> int:
 def _decision(a: ask_mod.Answer) -> dict:
     return {"paradigm": a.paradigm, "probabilities": a.probabilities, "query_type": a.query_type,
             "router": a.router, "features": a.features, "encoder": a.encoder, "router_run_id": a.router_run_id,
-            "why": a.why, "tokens": a.tokens, "run_id": a.run_id}
+            "why": a.why, "tokens": a.tokens, "run_id": a.run_id, "routing_ms": a.routing_ms}
 
 
 def _headers(a: ask_mod.Answer, with_run: bool = True) -> dict:
@@ -331,7 +357,11 @@ def create_app(state: ServeState) -> FastAPI:
                 raise ServeError(400, f"This question is {n_tokens} tokens long; the server takes at most "
                                  f"{state.max_question_tokens} (--max-question-tokens).", "invalid_request_error",
                                  code="context_length_exceeded", param="messages")
-            return decide(state, served, question, query_type)
+            state.prefetch(question)  # checked, not yet routed: its embedding overlaps the routing
+            t0 = time.perf_counter()
+            out, routed = decide(state, served, question, query_type)
+            out.routing_ms = round(1000 * (time.perf_counter() - t0), 2)
+            return out, routed
 
         # blocking work (the router, the store, upstream calls) runs in worker threads, never on the loop
         if state.limiter is None:
@@ -353,7 +383,7 @@ def create_app(state: ServeState) -> FastAPI:
 
 def prepare(engine, config, services, corpora: list[str], router: str | None, run_id: str | None,
             budget: int | None, cost_share: float | None, cheap: tuple[str, ...],
-            max_question_tokens: int = 4096) -> ServeState:
+            max_question_tokens: int = 4096, prefetch_embedding: bool = True) -> ServeState:
     """Check every corpus can be routed (its router exists and loads, its indicators exist)
     and calibrate the cost-share threshold; ServeError(503) names what is missing."""
     from ragrouter import routing
@@ -388,8 +418,22 @@ def prepare(engine, config, services, corpora: list[str], router: str | None, ru
             index = reading.corpus_index(conn, cid, corpus, config)
         served[corpus] = Served(corpus, chosen, threshold, index)
     state = ServeState(engine, config, services, served, router, run_id, budget, max_question_tokens)
+    if prefetch_embedding and _embeds(services.gateway):
+        from concurrent.futures import ThreadPoolExecutor
+
+        state.prefetcher = ThreadPoolExecutor(2 * state.max_concurrency, thread_name_prefix="serve-prefetch")
     _warm(state)
     return state
+
+
+def _embeds(gateway) -> bool:
+    """Whether the config's embedder role is a backend that serves embeddings."""
+    from ragrouter.paradigms.query_context import EMBEDDER
+
+    try:
+        return bool(gateway.backend(EMBEDDER).supports_embeddings)
+    except Exception:  # noqa: BLE001 - no embedder role: nothing to prefetch
+        return False
 
 
 def _warm(state: ServeState) -> None:
@@ -409,7 +453,8 @@ def _warm(state: ServeState) -> None:
         encoder = None
     state.router_batch = pipeline.router_batcher(state.engine, state.config, encoder, state.services, state.router)
     state.query_types = state.router_batch.types
-    state.writer = pipeline.store_writer(state.engine, state.config, state.services.gateway)
+    state.query_writer = pipeline.query_writer(state.engine)
+    state.writer = pipeline.store_writer(state.config, state.services.gateway)
     for s in state.corpora.values():
         if s.chosen.encoder not in ("onehot", "none"):
             continue  # routing it calls the gateway (an embedding): nothing to warm without paying

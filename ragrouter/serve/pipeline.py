@@ -9,11 +9,13 @@ batches grow by themselves). Two are used:
   pass over every question waiting instead of one per question: a batch of 32 costs a few
   times one question's pass, not 32 times; then the nearest type centroid of each) and the
   router's probabilities (one call of the MLflow model per corpus and batch);
-* :func:`store_writer` — the served runs: every question and its run waiting is written in
-  one transaction (group commit) with one multi-row statement per table
-  (:mod:`ragrouter.serve.store`), after one wait for the gateway's ledger rows they point to,
-  instead of a transaction of five statements per request on DuckDB's one connection. Each caller still waits for
-  its own row to be committed, so a reply is only sent once its run is stored.
+* :func:`query_writer` — the served questions, written as soon as they are routed (while
+  their paradigms run): every question waiting in one transaction;
+* :func:`store_writer` — the served runs: every run waiting is written in one transaction
+  (group commit) with one multi-row statement per table (:mod:`ragrouter.serve.store`),
+  together with the gateway's ledger rows they point to, instead of a transaction of five
+  statements per request on DuckDB's one connection. Each caller still waits for its own row
+  to be committed, so a reply is only sent once its run is stored.
 
 When a batch fails, its items are retried one by one, so one bad item fails alone.
 """
@@ -126,17 +128,30 @@ def router_batcher(engine, config, encoder, services, router: str | None = None,
     return batcher
 
 
-def store_writer(engine, config, gateway, max_batch: int = 64) -> Batcher:
-    """A batcher: (corpus id, generator, Answer, paradigm result or None) -> the stored run's id,
-    written together (:func:`ragrouter.serve.store.store_batch`) in one transaction under the
-    store's write lock, after the gateway's queued ledger rows are committed (the runs'
-    ``run_calls`` point at them)."""
+def query_writer(engine, max_batch: int = 64) -> Batcher:
+    """A batcher: (corpus id, routed Answer) -> the question's query id, the questions waiting
+    written together (:func:`ragrouter.serve.store.store_queries`) in one transaction under the
+    store's write lock. ``serve`` submits each question once it is routed, so the write is done
+    while its paradigm runs."""
     from ragrouter.db.engine import write_lock
-    from ragrouter.serve.store import store_batch
+    from ragrouter.serve.store import store_queries
 
     def write(items):
-        gateway.flush()
         with write_lock(engine), engine.begin() as conn:
-            return store_batch(conn, config, list(items))
+            return store_queries(conn, list(items))
+
+    return Batcher(write, max_batch=max_batch, name="serve-query-writer")
+
+
+def store_writer(config, gateway, max_batch: int = 64) -> Batcher:
+    """A batcher: (query id, generator, Answer, paradigm result or None) -> the stored run's
+    id, written together (:func:`ragrouter.serve.store.store_runs`) in the transaction that
+    commits the gateway's queued ledger rows, which the runs' ``run_calls`` point at
+    (:meth:`ragrouter.llm.gateway.Gateway.commit_with`: one commit, not a ledger flush and then
+    one of its own)."""
+    from ragrouter.serve.store import store_runs
+
+    def write(items):
+        return gateway.commit_with(lambda conn: store_runs(conn, config, list(items)))
 
     return Batcher(write, max_batch=max_batch, name="serve-store-writer")

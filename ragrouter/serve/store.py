@@ -1,7 +1,7 @@
 """Served questions and their runs written in batches (serve's group commit).
 
-:func:`store_batch` writes what :func:`ragrouter.ask.store` writes for one question — the query
-(origin ``serve``, status ``asked``), its paradigm run as the answer stage writes runs
+:func:`store_queries` and :func:`store_runs` write what :func:`ragrouter.ask.store` writes for one
+question — the query (origin ``serve``, status ``asked``), its paradigm run as the answer stage writes runs
 (:meth:`ragrouter.stages.answer.AnswerStage.write`: the same row, the same
 ``(query, paradigm, generator, config hash)`` key, its ``run_calls`` links to the ledger) — for
 many at once, in a handful of statements for the whole batch (one multi-row INSERT per table,
@@ -23,14 +23,13 @@ def external_id(origin: str, question: str) -> str:
     return f"{origin}:" + hashlib.sha256(question.encode()).hexdigest()[:16]
 
 
-def store_batch(conn, config, items: list[tuple], origin: str = "serve") -> list[int | None]:
-    """``items``: (corpus id, generator, :class:`ragrouter.ask.Answer`, paradigm result or None).
-    Writes them in the caller's transaction, sets each answer's ``run_id`` and returns the run
-    ids (None for a question stored without a run)."""
-    from ragrouter import ask as ask_mod
-
+def store_queries(conn, items: list[tuple], origin: str = "serve") -> list[int]:
+    """``items``: (corpus id, :class:`ragrouter.ask.Answer` routed, not yet answered). Writes
+    the questions (a question asked before keeps its row) in the caller's transaction and
+    returns their query ids. ``serve`` writes them while the paradigms run, so a reply waits
+    only for its run (:func:`store_runs`)."""
     qrows: dict[tuple[int, str], dict] = {}
-    for cid, _, out, _ in items:
+    for cid, out in items:
         ext = external_id(origin, out.question)
         qrows.setdefault((cid, ext), {
             "corpus_id": cid, "external_id": ext, "origin": origin, "qtype": out.query_type, "question": out.question,
@@ -42,16 +41,23 @@ def store_batch(conn, config, items: list[tuple], origin: str = "serve") -> list
     qids = {(c, e): i for i, c, e in conn.execute(
         select(Q.id, Q.corpus_id, Q.external_id).where(Q.external_id.in_(bindparam("exts", expanding=True))),
         {"exts": sorted({e for _, e in qrows})}).all()}
+    return [qids[(cid, external_id(origin, out.question))] for cid, out in items]
+
+
+def store_runs(conn, config, items: list[tuple]) -> list[int | None]:
+    """``items``: (query id from :func:`store_queries`, generator, :class:`ragrouter.ask.Answer`,
+    paradigm result or None). Writes the runs in the caller's transaction, sets each answer's
+    ``run_id`` and returns the run ids (None for a question whose paradigm failed)."""
+    from ragrouter import ask as ask_mod
 
     runs: dict[tuple, dict] = {}
     calls: dict[tuple, list] = {}
     keys: list[tuple | None] = []
-    for cid, generator, out, result in items:
+    for qid, generator, out, result in items:
         if result is None:
             keys.append(None)
             continue
         stage, h = ask_mod._stage(config, out.paradigm, generator)
-        qid = qids[(cid, external_id(origin, out.question))]
         key = (qid, out.paradigm, generator, h)
         keys.append(key)
         if key in runs:
