@@ -350,11 +350,13 @@ def test_the_probe_measures_encoders_first_and_their_load_in_a_fresh_process(tmp
     order = []
     monkeypatch.setattr(speedprobe, "probe_chat", lambda b: order.append(("chat", b.model)) or
                         {"overhead_s": 0.0, "prompt_tps": 1.0, "gen_tps": 1.0, "parallel": 1, "load_s": 0.0})
-    monkeypatch.setattr(speedprobe, "probe_encoder", lambda b: order.append(("encoder", b.model)) or
+    monkeypatch.setattr(speedprobe, "probe_encoder", lambda b, layers=0: order.append(("encoder", b.model, layers)) or
                         {"overhead_s": 0.0, "prompt_tps": 1.0, "gen_tps": None, "parallel": 1, "load_s": 0.0})
     got = speedprobe.probe(cfg, echo=lambda line: None)
-    assert order[0] == ("encoder", "all-MiniLM-L6-v2") and {k for k, _ in order[1:]} == {"chat"}
-    assert set(got) == {m for _, m in order}
+    # the config's scoring encoder is asked for the score stage's start on its bertscore layers
+    assert order[0] == ("encoder", "all-MiniLM-L6-v2", int(cfg.get("scoring.bertscore_layers")))
+    assert {k[0] for k in order[1:]} == {"chat"}
+    assert set(got) == {k[1] for k in order}
     assert speedprobe._fresh_process("no-such-encoder", 8) is None
 
     # the real encoder: measured in children, never loaded here (the demo's embed stage, in this
@@ -364,8 +366,9 @@ def test_the_probe_measures_encoders_first_and_their_load_in_a_fresh_process(tmp
 
     monkeypatch.undo()
     monkeypatch.setattr(encoder, "_CACHE", {})
-    fig = speedprobe.probe_encoder(make_backend("minilm", cfg.section("backends")["minilm"], source=cfg.source))
+    fig = speedprobe.probe_encoder(make_backend("minilm", cfg.section("backends")["minilm"], source=cfg.source), 6)
     assert fig["load_s"] > 0 and fig["prompt_tps"] > 100 and fig["gen_tps"] is None
+    assert 0 < fig["score_start_s"] < fig["load_s"] + 30  # BERTScore's import and scorer, one pair scored
     assert encoder._CACHE == {}
 
 
@@ -572,12 +575,24 @@ def test_a_stage_without_model_calls_pays_a_fixed_start_plus_a_share_per_unit(st
     cfg = Config.load(env={})
     cfg.data["dry_run"]["timing"]["unit_seconds"]["score"] = 0.035
     cfg.data["dry_run"]["timing"]["unit_overhead_s"] = {"score": 1.8}
-    assert Timing(store, cfg).unit_seconds("score", 45) == (pytest.approx(1.8 + 45 * 0.035), "prior")
+    model = cfg.get("scoring.encoder")
+    load = cfg.data["dry_run"]["timing"]["priors"][model]["load_s"]
+    ref_tps = cfg.data["dry_run"]["timing"]["priors"][model]["prompt_tps"]
+    t = Timing(store, cfg)  # no earlier row loads the encoder: the score stage's process does
+    assert t.unit_seconds("score", 45) == (pytest.approx(1.8 + load + 45 * 0.035), "prior,start:prior+load")
+    assert t.unit_seconds("score", 45) == (pytest.approx(1.8 + 45 * 0.035), "prior,start:prior")  # loaded now
     assert Timing(store, cfg).unit_seconds("score", 0) == (0.0, "-")
+    # this machine probed: its score start and load, and the per-run prior scaled by its encoder's speed
+    t = Timing(store, cfg)
+    t.probed = {model: {"score_start_s": 0.9, "load_s": 4.0, "prompt_tps": ref_tps / 2, "overhead_s": 0.0}}
+    assert t.unit_seconds("score", 45) == (pytest.approx(0.9 + 4.0 + 45 * 0.035 * 2),
+                                           f"prior,start:probe:{model}+load")
     with store.begin() as conn:  # two recorded runs: 11 units in 2.2 s, 45 in 3.6 s
         conn.execute(models.StageTiming.__table__.insert(), [
             {"stage": "score", "units": 11, "seconds": 2.2, "model_calls": 0},
             {"stage": "score", "units": 45, "seconds": 3.6, "model_calls": 0}])
     per = (2.2 + 3.6 - 2 * 1.8) / 56
-    secs, basis = Timing(store, cfg).unit_seconds("score", 20)
-    assert secs == pytest.approx(1.8 + 20 * per) and basis == "history:56 units"
+    t = Timing(store, cfg)
+    t._loaded.add(model)  # the embed stage's row loaded it
+    secs, basis = t.unit_seconds("score", 20)
+    assert secs == pytest.approx(1.8 + 20 * per) and basis == "history:56 units,start:prior"

@@ -13,7 +13,8 @@ outside ±30 %. The probe measures the machine it runs on, per local model of th
   completion / gen_tps``) is solved from the three rounds' mean latencies and token counts as
   the server reported them;
 * an encoder (``kind: local-encoder``): load time and tokens per second over a batch of
-  chunk-sized texts.
+  chunk-sized texts; for the config's scoring encoder also the score stage's start on it
+  (BERTScore's import and scorer, the first pair scored: ``score_start_s``).
 
 Results are kept in ``$RAGROUTER_HOME/timing/<machine>.json`` (``$RAGROUTER_TIMING_DIR`` if set) (machine = CPU model and count),
 so every later dry run, ``plan`` and ``status`` on this machine uses them (``time_basis``
@@ -146,12 +147,27 @@ _CHILD = """
 import json, sys, time
 t = time.perf_counter()
 from ragrouter.llm.encoder import get_encoder
-from ragrouter.stages.speedprobe import _encode_rate
+from ragrouter.stages.speedprobe import _encode_rate, _score_start
 enc = get_encoder(sys.argv[1])
 enc.encode(["warm up"], batch_size=1)
 load_s = time.perf_counter() - t
-print(json.dumps({"load_s": load_s, "prompt_tps": _encode_rate(enc, int(sys.argv[2]))}))
+out = {"load_s": load_s, "prompt_tps": _encode_rate(enc, int(sys.argv[2]))}
+if int(sys.argv[3]) > 0:
+    out["score_start_s"] = _score_start(enc, int(sys.argv[3]))
+print(json.dumps(out))
 """
+
+
+def _score_start(enc, layers: int) -> float:
+    """Seconds the score stage spends before its first run once its sentence encoder is loaded:
+    BERTScore's import and its scorer built on the same weights (``layers`` layers), then one
+    pair scored (the first forward pass)."""
+    from ragrouter.evaluation.metrics import SemanticF1
+
+    started = time.perf_counter()
+    sem = SemanticF1(model_path=enc.model_path, num_layers=layers)
+    sem.score(["The probe's answer."], ["The probe's reference."])
+    return round(time.perf_counter() - started, 3)
 
 
 def _encode_rate(enc, batch_size: int) -> float:
@@ -163,40 +179,48 @@ def _encode_rate(enc, batch_size: int) -> float:
     return round(sum(enc.count_tokens(texts)) / max(secs, 1e-6), 1)
 
 
-def _fresh_process(model: str, batch_size: int) -> dict | None:
+def _fresh_process(model: str, batch_size: int, score_layers: int = 0) -> dict | None:
     """An encoder measured in a fresh interpreter: the seconds to import the encoder stack and
     load ``model`` (what the first embedding stage of a run pays) and its encoding rate. The
     calling process never loads the model, so a stage that follows the probe in it (the demo)
-    pays the load the estimate charges. ``None`` when the child cannot load it (an encoder
-    registered only in this process)."""
+    pays the load the estimate charges; with ``score_layers``, also the score stage's start on
+    it (:func:`_score_start`). ``None`` when the child cannot load it (an encoder registered
+    only in this process)."""
     import json
     import subprocess
     import sys
 
     try:
-        out = subprocess.run([sys.executable, "-c", _CHILD, model, str(batch_size)], capture_output=True,
-                             text=True, timeout=300, check=True)
+        out = subprocess.run([sys.executable, "-c", _CHILD, model, str(batch_size), str(int(score_layers))],
+                             capture_output=True, text=True, timeout=300, check=True)
         got = json.loads(out.stdout.strip().splitlines()[-1])
-        return {"load_s": float(got["load_s"]), "prompt_tps": float(got["prompt_tps"])}
+        return {"load_s": float(got["load_s"]), "prompt_tps": float(got["prompt_tps"]),
+                **({"score_start_s": float(got["score_start_s"])} if "score_start_s" in got else {})}
     except (subprocess.SubprocessError, OSError, ValueError, IndexError, KeyError, TypeError):
         return None
 
 
-def probe_encoder(backend) -> dict:
+def probe_encoder(backend, score_layers: int = 0) -> dict:
     """An encoder's figures, measured in a child process; the first child reads the weights
     from disk and is discarded, so the second one's load is what a run pays with the page cache
     the probe leaves (a cold read measured 5.5 s where the stage then took 4 s). An encoder the
-    child cannot load is measured in this process."""
+    child cannot load is measured in this process. ``score_layers`` > 0 (the config's scoring
+    encoder): the score stage's start on it too (``score_start_s``)."""
     got = _fresh_process(backend.model, backend.batch_size)
     if got is not None:
-        got = _fresh_process(backend.model, backend.batch_size) or got
+        got = _fresh_process(backend.model, backend.batch_size, score_layers) or got
     else:
         started = time.perf_counter()
         enc = backend.encoder()
         enc.encode(["warm up"], batch_size=1)
         got = {"load_s": time.perf_counter() - started, "prompt_tps": _encode_rate(enc, backend.batch_size)}
-    return {"overhead_s": 0.0, "prompt_tps": got["prompt_tps"], "gen_tps": None, "parallel": 1,
-            "load_s": round(got["load_s"], 2)}
+        if score_layers > 0 and getattr(enc, "model_path", None) is not None:
+            got["score_start_s"] = _score_start(enc, score_layers)
+    out = {"overhead_s": 0.0, "prompt_tps": got["prompt_tps"], "gen_tps": None, "parallel": 1,
+           "load_s": round(got["load_s"], 2)}
+    if "score_start_s" in got:
+        out["score_start_s"] = got["score_start_s"]
+    return out
 
 
 def local_backends(config) -> dict[str, dict]:
@@ -230,7 +254,11 @@ def probe(config, echo=print, *, missing_only: bool = False) -> dict[str, dict]:
              + (f" (load average {busy:.1f} on {os.cpu_count()} cores: the figures will be slow; "
                 "probe again when the machine is idle)" if busy > 0.5 * (os.cpu_count() or 1) else ""))
         try:
-            fig = probe_encoder(backend) if spec.get("kind") == "local-encoder" else probe_chat(backend)
+            if spec.get("kind") == "local-encoder":
+                scoring = str(config.get("scoring.encoder", "") or "") == model
+                fig = probe_encoder(backend, int(config.get("scoring.bertscore_layers", 0) or 0) if scoring else 0)
+            else:
+                fig = probe_chat(backend)
         finally:
             backend.close()
             local_server.stop_idle_except(resident)
@@ -238,7 +266,8 @@ def probe(config, echo=print, *, missing_only: bool = False) -> dict[str, dict]:
         fig["load_average"] = round(busy, 2)
         figures[model] = fig
         echo(f"probe: {model}: load {fig['load_s']} s, prompt {fig['prompt_tps']} tok/s, "
-             f"reply {fig['gen_tps']} tok/s per call at {fig['parallel']} in flight")
+             f"reply {fig['gen_tps']} tok/s per call at {fig['parallel']} in flight"
+             + (f", score stage start {fig['score_start_s']} s" if "score_start_s" in fig else ""))
     if figures:
         echo(f"probe: kept in {_save(figures)}")
     return figures

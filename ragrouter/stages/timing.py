@@ -22,9 +22,12 @@ A local model's first stage in a dry run also pays for loading it (``load_s``: t
 start, the encoder's load), as one ``cli.py run`` process does.
 
 Stages that make no model call (chunk, metrics, score) take a fixed start
-(``dry_run.timing.unit_overhead_s``: the score stage loads its encoder) plus ``units × seconds
-per unit``: per unit from this store's ``stage_timings`` of the stage (its seconds less the
-fixed start of each recorded execution), else ``dry_run.timing.unit_seconds``.
+(``dry_run.timing.unit_overhead_s``) plus ``units × seconds per unit``: per unit from this
+store's ``stage_timings`` of the stage (its seconds less the fixed start of each recorded
+execution), else ``dry_run.timing.unit_seconds``. The score stage's start is this machine's when
+it was probed (BERTScore's import and scorer on the scoring encoder, ``score_start_s``), plus the
+encoder's load when no earlier stage of the dry run loads it, and its per-run prior is scaled by
+the probed encoder's speed against the prior's.
 """
 
 from __future__ import annotations
@@ -178,13 +181,37 @@ class Timing:
     def unit_seconds(self, stage: str, units: int) -> tuple[float, str]:
         if units <= 0:
             return 0.0, "-"
-        start = self.unit_overhead.get(stage, 0.0)
+        start, start_basis, speed = self._start(stage)
         if stage in self._unit and self._unit[stage][1] >= 5:
             per, n = self._unit[stage]
-            return start + units * per, f"history:{n} units"
+            return start + units * per, f"history:{n} units,start:{start_basis}"
         if stage in self.unit_prior:
-            return start + units * self.unit_prior[stage], "prior"
+            return start + units * self.unit_prior[stage] * speed, f"prior,start:{start_basis}"
         return 0.0, "unknown"
+
+    def _start(self, stage: str) -> tuple[float, str, float]:
+        """(fixed start, its basis, per-unit slowdown) of a stage that makes no model call. The
+        score stage's start is this machine's (the probe's ``score_start_s`` on the scoring
+        encoder, else ``unit_overhead_s``), plus the encoder's load unless an earlier row of
+        this dry run loads it (the embed stage in the same process); its per-run prior is
+        scaled by how much slower this machine's probed encoder is than the prior's."""
+        start = self.unit_overhead.get(stage, 0.0)
+        if stage != "score":
+            return start, "prior", 1.0
+        model = str(self.config.get("scoring.encoder", "") or "")
+        prior, basis = self._prior(self.backend_of(model))
+        fig = self.probed.get(model, {})
+        speed, start_basis = 1.0, "prior"
+        if "score_start_s" in fig:
+            start, start_basis = float(fig["score_start_s"]), f"probe:{model}"
+        ref = (self.priors.get(model) or {}).get("prompt_tps")
+        if fig.get("prompt_tps") and ref:
+            speed = float(ref) / float(fig["prompt_tps"])
+        if model and model not in self._loaded:  # this stage's process loads the encoder itself
+            self._loaded.add(model)
+            start += float(prior.get("load_s") or 0.0)
+            start_basis += "+load"
+        return start, start_basis, speed
 
 
 def wall_estimates(config, estimates, services) -> dict:
