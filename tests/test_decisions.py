@@ -332,9 +332,38 @@ def test_the_speed_probe_recovers_a_backends_set_speed():
     assert 500 * 0.85 <= fig["prompt_tps"] <= 500 * 1.15, fig
     assert 125 * 0.85 <= fig["gen_tps"] <= 125 * 1.15, fig
     assert fig["overhead_s"] <= 0.1
+    # a linear backend: the short-reply round reads the same reply rate
+    assert 125 * 0.85 <= fig["gen_tps_short"] <= 125 * 1.15 and fig["short_reply_tokens"] == 50, fig
     # the solver itself, exact on noiseless rounds
     got = speedprobe.solve((1.0, 100, 1), (3.0, 500, 1), (5.0, 500, 41))
     assert got == {"overhead_s": 0.45, "prompt_tps": 200.0, "gen_tps": 20.0}
+
+
+def test_short_replies_are_timed_at_the_short_reply_rounds_rate():
+    """A backend whose reply tokens cost twice as much in a 50-token reply as in a 160-token one
+    (the 1.5B on 2 cores: 6.0 against 11.7 tok/s): the probe's fourth round measures it, and the
+    estimate times a call by its mean reply length — the short rate up to 50 tokens, the long
+    rate from 160, linear between."""
+    from ragrouter.stages import speedprobe
+    from ragrouter.stages.timing import reply_seconds
+
+    class ShortSlow(_TimedBackend):
+        def chat_once(self, messages, *, temperature, max_tokens, response_format, timeout_s):
+            from ragrouter.llm.backends import ChatReply
+
+            prompt = len(messages[-1]["content"].split())
+            per_reply = 0.016 if max_tokens <= speedprobe.SHORT_REPLY_TOKENS else 0.008
+            time.sleep(0.05 + 0.002 * prompt + per_reply * max_tokens)
+            return ChatReply(text="1, 2", prompt_tokens=prompt, completion_tokens=max_tokens, finish_reason="length")
+
+    fig = speedprobe.probe_chat(ShortSlow())
+    assert 125 * 0.85 <= fig["gen_tps"] <= 125 * 1.15, fig
+    assert 62.5 * 0.85 <= fig["gen_tps_short"] <= 62.5 * 1.15, fig
+    f = {"gen_tps": 100.0, "gen_tps_short": 50.0, "short_reply_tokens": 50.0, "long_reply_tokens": 160.0}
+    assert reply_seconds(f, 30) == pytest.approx(0.02) and reply_seconds(f, 400) == pytest.approx(0.01)
+    assert reply_seconds(f, 105) == pytest.approx(0.015)
+    assert reply_seconds({"gen_tps": 100.0}, 30) == pytest.approx(0.01)  # priors: one rate
+    assert reply_seconds({"gen_tps": None}, 30) == 0.0
 
 
 def test_the_probe_measures_encoders_first_and_their_load_in_a_fresh_process(tmp_path, monkeypatch):

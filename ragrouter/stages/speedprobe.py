@@ -11,7 +11,9 @@ outside ±30 %. The probe measures the machine it runs on, per local model of th
   tokens (every prompt distinct, so llama.cpp's prompt cache cannot serve it). The per-call
   latency model of :mod:`ragrouter.stages.timing` (``overhead_s + prompt / prompt_tps +
   completion / gen_tps``) is solved from the three rounds' mean latencies and token counts as
-  the server reported them;
+  the server reported them; a fourth round of ~300-token prompts and ``SHORT_REPLY_TOKENS``-token
+  replies gives the reply rate of short replies (``gen_tps_short``), which the estimate uses for
+  calls whose mean reply is that short (interpolated up to ``GEN_TOKENS``);
 * an encoder (``kind: local-encoder``): load time and tokens per second over a batch of
   chunk-sized texts; for the config's scoring encoder also the score stage's start on it
   (BERTScore's import and scorer, the first pair scored: ``score_start_s``).
@@ -34,6 +36,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 GEN_TOKENS = 160  # the reply round: long enough that its seconds are not lost in the prompt rounds' noise (48 gave 10.8-19 tok/s idle)
+SHORT_REPLY_TOKENS = 50  # the short-reply round (a judge's or an answer's size): its tokens cost more each
+MID_WORDS = 250  # ... and its prompt (~300 tokens)
 SHORT_WORDS = 40
 LONG_WORDS = 360
 _WORDS = ("the patient was given a dose of the drug and the nurse noted the pulse blood pressure and "
@@ -136,11 +140,28 @@ def probe_chat(backend) -> dict:
         backend.extra_body = {**saved, "ignore_eos": True}
     try:
         gen = _round(backend, n, LONG_WORDS, GEN_TOKENS, 300)
+        reply = _round(backend, n, MID_WORDS, SHORT_REPLY_TOKENS, 400)
     finally:
         if saved is not None:
             backend.extra_body = saved
-    return {**solve(short, long, gen), "parallel": n, "load_s": round(load_s, 2),
-            "rounds": {"short": short, "long": long, "gen": gen}}
+    fig = solve(short, long, gen)
+    return {**fig, **short_reply_rate(fig, reply), "parallel": n, "load_s": round(load_s, 2),
+            "rounds": {"short": short, "long": long, "gen": gen, "reply": reply}}
+
+
+def short_reply_rate(fig: dict, reply: tuple) -> dict:
+    """The reply rate of the short-reply round (``gen_tps_short`` at ``short_reply_tokens``):
+    its latency less the overhead and its prompt at the solved rates, over its reply tokens.
+    On 2 cores a 50-token reply's tokens cost ~2x a 160-token reply's (the 1.5B: 6.0 against
+    11.7 tok/s), so one linear model for all sizes under-estimated the judge's calls by 1.4x
+    (benchmarks/README.md, "Time in every estimate")."""
+    lat, prompt, completion = reply
+    if completion < 1:
+        return {}
+    gen_s = lat - fig["overhead_s"] - prompt / fig["prompt_tps"]
+    per = max(1.0 / fig["gen_tps"], gen_s / completion)  # never faster than the long replies
+    return {"gen_tps_short": round(1.0 / per, 2), "short_reply_tokens": round(float(completion), 1),
+            "long_reply_tokens": float(GEN_TOKENS)}
 
 
 _CHILD = """

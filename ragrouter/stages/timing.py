@@ -51,6 +51,24 @@ def _nnls(latency, prompt, completion) -> tuple[float, float, float]:
     return float(coef[0]), float(coef[1]), float(coef[2])
 
 
+def reply_seconds(fig: dict, mean_reply: float) -> float:
+    """Seconds per reply token of a model for calls whose mean reply is ``mean_reply`` tokens:
+    ``1 / gen_tps``, or with the probe's short-reply round (``gen_tps_short`` measured at
+    ``short_reply_tokens``) that round's rate for replies as short, interpolated linearly up to
+    the long round's ``long_reply_tokens``."""
+    if not fig.get("gen_tps"):
+        return 0.0
+    long_s = 1.0 / float(fig["gen_tps"])
+    if not fig.get("gen_tps_short") or not fig.get("short_reply_tokens") or not fig.get("long_reply_tokens"):
+        return long_s
+    short_s, lo, hi = 1.0 / float(fig["gen_tps_short"]), float(fig["short_reply_tokens"]), float(fig["long_reply_tokens"])
+    if mean_reply <= lo or hi <= lo:
+        return short_s
+    if mean_reply >= hi:
+        return long_s
+    return short_s + (long_s - short_s) * (mean_reply - lo) / (hi - lo)
+
+
 class Timing:
     """The latency and parallelism model of one store and config (read once per dry run)."""
 
@@ -129,7 +147,7 @@ class Timing:
         def per(tps):
             return 0.0 if not tps else 1.0 / float(tps)
         return (calls * float(prior.get("overhead_s") or 0.0) + prompt * per(prior.get("prompt_tps"))
-                + completion * per(prior.get("gen_tps"))), basis
+                + completion * reply_seconds(prior, completion / max(1, calls))), basis
 
     def parallel(self, stage: str, model: str) -> tuple[float, str]:
         backend = self.backend_of(model)
