@@ -377,6 +377,8 @@ def test_the_probe_measures_encoders_first_and_their_load_in_a_fresh_process(tmp
     monkeypatch.setenv("RAGROUTER_TIMING_DIR", str(tmp_path / "timing"))
     cfg = Config.load(Path("configs/demo.yaml"), env={})
     order = []
+    real_settle = speedprobe.settle
+    monkeypatch.setattr(speedprobe, "settle", lambda: order.append(("settle",)) or 0.0)
     monkeypatch.setattr(speedprobe, "probe_chat", lambda b: order.append(("chat", b.model)) or
                         {"overhead_s": 0.0, "prompt_tps": 1.0, "gen_tps": 1.0, "parallel": 1, "load_s": 0.0})
     monkeypatch.setattr(speedprobe, "probe_encoder", lambda b, layers=0: order.append(("encoder", b.model, layers)) or
@@ -384,8 +386,17 @@ def test_the_probe_measures_encoders_first_and_their_load_in_a_fresh_process(tmp
     got = speedprobe.probe(cfg, echo=lambda line: None)
     # the config's scoring encoder is asked for the score stage's start on its bertscore layers
     assert order[0] == ("encoder", "all-MiniLM-L6-v2", int(cfg.get("scoring.bertscore_layers")))
-    assert {k[0] for k in order[1:]} == {"chat"}
-    assert set(got) == {k[1] for k in order}
+    # each chat model waits for the cores to settle first
+    assert [k[0] for k in order[1:]] == ["settle", "chat"] * ((len(order) - 1) // 2)
+    assert set(got) == {k[1] for k in order if len(k) > 1}
+    # settle: /proc/stat's idle share over each second, until the cores are idle
+    samples = iter([(0, 100), (10, 200), (20, 300), (115, 400), (500, 500)])  # busy, busy, idle
+    slept = []
+    monkeypatch.setattr(speedprobe, "_cpu_times", lambda: next(samples))
+    real_settle(max_s=60, sleep=slept.append)
+    assert len(slept) == 3  # stopped at the first idle second (95 of 100 jiffies idle)
+    monkeypatch.setattr(speedprobe, "_cpu_times", lambda: None)
+    assert real_settle(sleep=slept.append) == 0.0  # no /proc/stat: no wait
     assert speedprobe._fresh_process("no-such-encoder", 8) is None
 
     # the real encoder: measured in children, never loaded here (the demo's embed stage, in this

@@ -244,6 +244,41 @@ def probe_encoder(backend, score_layers: int = 0) -> dict:
     return out
 
 
+SETTLE_IDLE = 0.85  # a chat model is probed once this share of the CPU time is idle over a second ...
+SETTLE_MAX_S = 30.0  # ... or after this long
+
+
+def _cpu_times() -> tuple[float, float] | None:
+    """(idle, total) jiffies of all cores from /proc/stat (None where there is none)."""
+    try:
+        with open("/proc/stat", encoding="utf-8") as fh:
+            fields = [float(x) for x in fh.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return fields[3] + (fields[4] if len(fields) > 4 else 0.0), sum(fields)
+
+
+def settle(max_s: float = SETTLE_MAX_S, idle: float = SETTLE_IDLE, sleep=time.sleep) -> float:
+    """Wait until the cores are idle (``idle`` of the CPU time over the last second), at most
+    ``max_s``; the seconds waited. The previous model's server keeps the cores busy for a few
+    seconds after it stops, and a chat model probed then read its prompt rate 1.7x apart between
+    two runs (29 and 50 tok/s, the 1.5B after the 0.5B; benchmarks/README.md, "Time in every
+    estimate"). The 1-minute load average lags by a minute, so it cannot tell."""
+    started = time.monotonic()
+    before = _cpu_times()
+    if before is None:
+        return 0.0
+    while time.monotonic() - started < max_s:
+        sleep(1.0)
+        now = _cpu_times()
+        if now is None or now[1] <= before[1]:
+            return round(time.monotonic() - started, 1)
+        if (now[0] - before[0]) / (now[1] - before[1]) >= idle:
+            break
+        before = now
+    return round(time.monotonic() - started, 1)
+
+
 def local_backends(config) -> dict[str, dict]:
     """{backend name: spec} of the config's local backends bound to a role or a generator."""
     backends = config.section("backends")
@@ -270,6 +305,7 @@ def probe(config, echo=print, *, missing_only: bool = False) -> dict[str, dict]:
         model = backend.model
         if model in figures or model in known:
             continue
+        settled = settle() if spec.get("kind") == "local" else 0.0
         busy = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
         echo(f"probe: measuring {model} on this machine ({machine_key()}) …"
              + (f" (load average {busy:.1f} on {os.cpu_count()} cores: the figures will be slow; "
@@ -285,6 +321,7 @@ def probe(config, echo=print, *, missing_only: bool = False) -> dict[str, dict]:
             local_server.stop_idle_except(resident)
         fig["measured_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         fig["load_average"] = round(busy, 2)
+        fig["settled_s"] = settled
         figures[model] = fig
         echo(f"probe: {model}: load {fig['load_s']} s, prompt {fig['prompt_tps']} tok/s, "
              f"reply {fig['gen_tps']} tok/s per call at {fig['parallel']} in flight"
