@@ -457,3 +457,77 @@ def test_the_question_is_embedded_while_the_router_decides(served_store):
             else:
                 assert embeds == []  # llm_only embeds nothing
             assert replies[q]["choices"][0]["message"]["content"].startswith("Answer to")
+
+
+@pytest.mark.parametrize("kind", ["duckdb", "postgres"])
+def test_served_runs_written_in_a_batch_are_the_rows_one_by_one_writes(kind, request, tmp_path):
+    """serve's group commit (``serve/store.py``: one executemany per table for a whole batch)
+    writes the rows that ``ask.store`` writes for each question alone: the same query and run
+    columns, the run_calls pointing at the same ledger rows; a question asked twice in a batch,
+    or again later, keeps its first query and run."""
+    from sqlalchemy import select
+
+    from ragrouter import ask as ask_mod
+    from ragrouter.db import models
+    from ragrouter.db.engine import write_lock
+    from ragrouter.llm.gateway import Gateway
+    from ragrouter.paradigms.results import ParadigmResult
+    from ragrouter.serve.store import store_queries, store_runs
+
+    store = request.getfixturevalue("pg_store" if kind == "postgres" else "store")
+    with FakeOpenAI() as srv:
+        config = fake_config(srv, tmp_path)
+        ingest(store)
+        gw = Gateway(config, store)
+        request.addfinalizer(gw.close)
+        with store.connect() as conn:
+            cid = conn.execute(select(models.Corpus.id)).scalar_one()
+        questions = ["Who founded the river town?", "What does the second document say?", "Who founded the river town?"]
+        paradigms = ["naive", "llm_only", "naive"]
+        messages = [{"role": "user", "content": q} for q in questions]
+        calls = [gw.chat("fake-gen", [m], temperature=0.0, max_tokens=20, stage="answer", phase="generation")
+                 for m in messages]
+
+        def answer(i, origin_q):
+            out = ask_mod.Answer(question=origin_q, query_type="factual", router="lr", features="one-hot",
+                                 probabilities={"naive": 0.6, "llm_only": 0.4}, paradigm=paradigms[i], why="test")
+            result = ParadigmResult(answer=f"answer {i}", retrieved_chunk_ids=[1, 2] if i != 1 else [],
+                                    context_tokens=30 + i, iterations=0, trace={"wall_s": 0.5 + i},
+                                    calls=[(calls[i].call_id, "generation")], ret_in=3, ret_out=0,
+                                    gen_in=10 + i, gen_out=4)
+            return out, result
+
+        batch = [answer(i, q) for i, q in enumerate(questions)]
+        with write_lock(store), store.begin() as conn:
+            qids = store_queries(conn, [(cid, out) for out, _ in batch])
+        run_ids = gw.commit_with(lambda conn: store_runs(conn, config, [
+            (qid, "fake-gen", out, res) for qid, (out, res) in zip(qids, batch)]))
+        assert qids[0] == qids[2] != qids[1] and run_ids[0] == run_ids[2] != run_ids[1]
+        assert all(isinstance(r, int) for r in run_ids)
+        again = [answer(i, q) for i, q in enumerate(questions)]
+        with write_lock(store), store.begin() as conn:
+            assert store_queries(conn, [(cid, out) for out, _ in again]) == qids
+        assert gw.commit_with(lambda conn: store_runs(conn, config, [
+            (qid, "fake-gen", out, res) for qid, (out, res) in zip(qids, again)])) == run_ids
+
+        def rows(origin):
+            Q, R, L = models.Query.__table__, models.ParadigmRun.__table__, models.RunCall.__table__
+            with store.connect() as conn:
+                out = []
+                for q in conn.execute(select(Q).where(Q.c.origin == origin).order_by(Q.c.question)).mappings().all():
+                    runs = []
+                    for r in conn.execute(select(R).where(R.c.query_id == q["id"])).mappings().all():
+                        links = conn.execute(select(L.c.seq, L.c.llm_call_id, L.c.phase)
+                                             .where(L.c.run_id == r["id"]).order_by(L.c.seq)).all()
+                        runs.append(({c: v for c, v in r.items() if c not in ("id", "query_id", "created_at")},
+                                     [tuple(x) for x in links]))
+                    out.append(({c: q[c] for c in ("qtype", "question", "answer", "status", "meta")}, runs))
+                return out
+
+        gw.flush()
+        for out, res in [answer(i, q) for i, q in enumerate(questions)]:
+            with write_lock(store), store.begin() as conn:
+                ask_mod.store(conn, config, cid, "fake-gen", out, res, origin="ask")
+        served, asked = rows("serve"), rows("ask")
+        assert len(served) == 2 and served == asked
+        assert served[1][1][0][1] == [(0, calls[0].call_id, "generation")]
