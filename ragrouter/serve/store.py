@@ -5,8 +5,8 @@ question — the query (origin ``serve``, status ``asked``), its paradigm run as
 (:meth:`ragrouter.stages.answer.AnswerStage.write`: the same row, the same
 ``(query, paradigm, generator, config hash)`` key, its ``run_calls`` links to the ledger) — for
 many at once, in a handful of statements for the whole batch (one executemany of a prebuilt
-INSERT per table, which SQLAlchemy's "insertmanyvalues" sends as multi-row INSERTs, and one
-SELECT for the ids) instead of five per question. Not ``insert().values(rows)``: a statement
+INSERT per table, which SQLAlchemy's "insertmanyvalues" sends as multi-row INSERTs returning
+the new ids, and a SELECT only for the rows that were there before) instead of five per question. Not ``insert().values(rows)``: a statement
 with the rows in it is compiled again for every batch (it has no cache key): 32 runs and their
 links took 23-26 ms of CPU that way on DuckDB, 11-13 ms as executemany
 (``benchmarks/README.md``, "Serving under load"). Not ``sort_by_parameter_order``: the rows come
@@ -25,7 +25,8 @@ from sqlalchemy.dialects.postgresql import insert
 from ragrouter.db import models
 
 _Q, _R, _L = models.Query.__table__, models.ParadigmRun.__table__, models.RunCall.__table__
-_INSERT_QUERY = insert(_Q).on_conflict_do_nothing(index_elements=["corpus_id", "external_id"])
+_INSERT_QUERY = (insert(_Q).on_conflict_do_nothing(index_elements=["corpus_id", "external_id"])
+                 .returning(_Q.c.id, _Q.c.corpus_id, _Q.c.external_id))
 _INSERT_RUN = (insert(_R).on_conflict_do_nothing(index_elements=["query_id", "paradigm", "generator", "config_hash"])
                .returning(_R.c.id, _R.c.query_id, _R.c.paradigm, _R.c.generator, _R.c.config_hash))
 _INSERT_LINK = insert(_L)
@@ -47,11 +48,13 @@ def store_queries(conn, items: list[tuple], origin: str = "serve") -> list[int]:
             "corpus_id": cid, "external_id": ext, "origin": origin, "qtype": out.query_type, "question": out.question,
             "answer": "", "status": "asked",
             "meta": {"router": out.router, "features": out.features, "probabilities": out.probabilities}})
-    conn.execute(_INSERT_QUERY, list(qrows.values()))
-    Q = models.Query
-    qids = {(c, e): i for i, c, e in conn.execute(
-        select(Q.id, Q.corpus_id, Q.external_id).where(Q.external_id.in_(bindparam("exts", expanding=True))),
-        {"exts": sorted({e for _, e in qrows})}).all()}
+    qids = {(c, e): i for i, c, e in conn.execute(_INSERT_QUERY, list(qrows.values())).all()}
+    missing = sorted({ext for cid, ext in qrows if (cid, ext) not in qids})
+    if missing:  # asked before: the first one's row
+        Q = models.Query
+        qids.update({(c, e): i for i, c, e in conn.execute(
+            select(Q.id, Q.corpus_id, Q.external_id).where(Q.external_id.in_(bindparam("exts", expanding=True))),
+            {"exts": missing}).all() if (c, e) in qrows})
     return [qids[(cid, external_id(origin, out.question))] for cid, out in items]
 
 
