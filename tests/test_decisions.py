@@ -339,6 +339,37 @@ def test_the_speed_probe_recovers_a_backends_set_speed():
     assert got == {"overhead_s": 0.45, "prompt_tps": 200.0, "gen_tps": 20.0}
 
 
+def test_one_slow_prompt_round_does_not_move_the_probes_prompt_rate():
+    """A neighbour's burst slows one of the probe's long-prompt rounds to twice its time: the
+    prompt rounds are repeated and each taken at its median, so the prompt rate still reads
+    500 tok/s; a single pair of rounds would read ~40 % of it."""
+    from ragrouter.stages import speedprobe
+
+    class Burst(_TimedBackend):
+        def __init__(self):
+            super().__init__()
+            self.long_rounds = 0
+
+        def chat_once(self, messages, *, temperature, max_tokens, response_format, timeout_s):
+            from ragrouter.llm.backends import ChatReply
+
+            prompt = len(messages[-1]["content"].split())
+            slow = 2.0 if (max_tokens == 1 and prompt > 300 and self.long_rounds < 2) else 1.0
+            if max_tokens == 1 and prompt > 300:
+                self.long_rounds += 1  # the first long round's two calls are slowed
+            time.sleep(slow * (0.05 + 0.002 * prompt + 0.008 * max_tokens))
+            return ChatReply(text="1, 2", prompt_tokens=prompt, completion_tokens=max_tokens, finish_reason="length")
+
+    fig = speedprobe.probe_chat(Burst())
+    assert 500 * 0.85 <= fig["prompt_tps"] <= 500 * 1.15, fig
+    lat = fig["rounds"]["long_latencies"]
+    assert len(lat) == speedprobe.PROMPT_REPEATS == 3 and lat[0] > 1.6 * max(lat[1:]), lat
+    short, long = fig["rounds"]["short"], fig["rounds"]["long"]
+    one_pair = speedprobe.solve((fig["rounds"]["short_latencies"][0], *short[1:]), (lat[0], *long[1:]),
+                                tuple(fig["rounds"]["gen"]))
+    assert one_pair["prompt_tps"] < 0.6 * 500, one_pair
+
+
 def test_short_replies_are_timed_at_the_short_reply_rounds_rate():
     """A backend whose reply tokens cost twice as much in a 50-token reply as in a 160-token one
     (the 1.5B on 2 cores: 6.0 against 11.7 tok/s): the probe's fourth round measures it, and the

@@ -130,6 +130,8 @@ class _LedgerWriter:
                         self.cond.wait(left)
                 batch = [self.queue.popleft() for _ in range(min(len(self.queue), WRITER_MAX_BATCH))]
                 self.cond.notify_all()  # room in the queue
+            if not batch:  # a commit_with took them while the thread lingered: no empty transaction
+                continue
             try:
                 self._commit(batch)
             except BaseException:  # noqa: BLE001 - the writer must never die (the rows are spooled)

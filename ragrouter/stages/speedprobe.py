@@ -6,8 +6,9 @@ The dry run's priors for the embedded models (``dry_run.timing.priors``) were me
 outside ±30 %. The probe measures the machine it runs on, per local model of the config:
 
 * a chat model (``kind: local``): its server is started (``load_s``), then, at the backend's
-  calls in flight (``n_parallel``), a round of short prompts with one reply token, a round of
-  long prompts with one reply token and a round of long prompts with ``GEN_TOKENS`` reply
+  calls in flight (``n_parallel``), a round of short prompts with one reply token and a round of
+  long prompts with one reply token (the pair alternated ``PROMPT_REPEATS`` times, each taken
+  at its median) and a round of long prompts with ``GEN_TOKENS`` reply
   tokens (every prompt distinct, so llama.cpp's prompt cache cannot serve it). The per-call
   latency model of :mod:`ragrouter.stages.timing` (``overhead_s + prompt / prompt_tps +
   completion / gen_tps``) is solved from the three rounds' mean latencies and token counts as
@@ -40,6 +41,7 @@ SHORT_REPLY_TOKENS = 50  # the short-reply round: a judge's or an answer's reply
 MID_WORDS = 250  # ... and its prompt (~300 tokens)
 SHORT_WORDS = 40
 LONG_WORDS = 360
+PROMPT_REPEATS = 3  # the two prompt rounds, alternated this many times, each at its median latency
 _WORDS = ("the patient was given a dose of the drug and the nurse noted the pulse blood pressure and "
           "temperature every hour while the doctor reviewed the chart for signs of infection").split()
 
@@ -130,8 +132,14 @@ def probe_chat(backend) -> dict:
     load_s = time.perf_counter() - started
     n = max(1, int(getattr(backend, "n_parallel", 1) or 1))
     _round(backend, 1, 8, 1, 0)  # warm-up: the first call of a fresh server pays for its buffers
-    short = _round(backend, n, SHORT_WORDS, 1, 100)
-    long = _round(backend, n, LONG_WORDS, 1, 200)
+    # the prompt rate comes from the difference of two rounds of 2 calls: one round slowed by a
+    # neighbour moved the 1.5B's reading from 50 to 29 tok/s with idle cores (and the judge's
+    # estimate, prompt-bound, with it), so the pair is alternated and each taken at its median
+    shorts, longs = [], []
+    for k in range(PROMPT_REPEATS):
+        shorts.append(_round(backend, n, SHORT_WORDS, 1, 100 + 10 * k))
+        longs.append(_round(backend, n, LONG_WORDS, 1, 200 + 10 * k))
+    short, long = median_round(shorts), median_round(longs)
     # the reply round must generate GEN_TOKENS in every call: a call that stops early leaves
     # the other one alone on the cores (a 0.5B stopped at 77 of 160 tokens on average and read
     # 23 tok/s, where a full round read 10-17); llama.cpp's server takes ``ignore_eos``
@@ -146,7 +154,15 @@ def probe_chat(backend) -> dict:
             backend.extra_body = saved
     fig = solve(short, long, gen)
     return {**fig, **short_reply_rate(fig, reply), "parallel": n, "load_s": round(load_s, 2),
-            "rounds": {"short": short, "long": long, "gen": gen, "reply": reply}}
+            "rounds": {"short": short, "long": long, "gen": gen, "reply": reply,
+                       "short_latencies": [round(r[0], 3) for r in shorts],
+                       "long_latencies": [round(r[0], 3) for r in longs]}}
+
+
+def median_round(rounds: list[tuple]) -> tuple:
+    """The round of median latency (its own token counts: the rounds' prompts differ a little)."""
+    ordered = sorted(rounds, key=lambda r: r[0])
+    return ordered[(len(ordered) - 1) // 2]
 
 
 def short_reply_rate(fig: dict, reply: tuple) -> dict:
