@@ -11,8 +11,9 @@ outside ±30 %. The probe measures the machine it runs on, per local model of th
   at its median) and a round of long prompts with ``GEN_TOKENS`` reply
   tokens (every prompt distinct, so llama.cpp's prompt cache cannot serve it). The per-call
   latency model of :mod:`ragrouter.stages.timing` (``overhead_s + prompt / prompt_tps +
-  completion / gen_tps``) is solved from the three rounds' mean latencies and token counts as
-  the server reported them; a fourth round of ~300-token prompts and ``SHORT_REPLY_TOKENS``-token
+  completion / gen_tps``) is solved from the rounds' latencies (each round the mean of its
+  calls; the two prompt rounds the median of their repeats) and token counts as the server
+  reported them; a fourth round of ~300-token prompts and ``SHORT_REPLY_TOKENS``-token
   replies gives the reply rate of short replies (``gen_tps_short``), which the estimate uses for
   calls whose mean reply is that short (interpolated up to ``GEN_TOKENS``);
 * an encoder (``kind: local-encoder``): load time and tokens per second over a batch of
@@ -169,9 +170,10 @@ def short_reply_rate(fig: dict, reply: tuple) -> dict:
     """The reply rate of the short-reply round (``gen_tps_short`` at ``short_reply_tokens``):
     its latency less the overhead and its prompt at the solved rates, over its reply tokens.
     A one-off round at the judge's sizes once read ~6 tok/s where the long round read 11.7
-    (the judge's calls took 13.9 s, the linear model predicted 9.9); in the two demo probes
-    since, the short round read 0.96-1.0x the long one, so this guards the case without being
-    shown to matter yet (benchmarks/README.md, "Time in every estimate")."""
+    (the judge's calls took 13.9 s, the linear model predicted 9.9); in the four demo probes
+    since (demo7-demo10, both chat models), the short round read 0.87-1.0x the long one, so
+    this guards the case more than it has mattered (benchmarks/README.md, "Time in every
+    estimate")."""
     lat, prompt, completion = reply
     if completion < 1:
         return {}

@@ -217,7 +217,7 @@ class Timing:
         if stage != "score":
             return start, "prior", 1.0
         model = str(self.config.get("scoring.encoder", "") or "")
-        prior, basis = self._prior(self.backend_of(model))
+        prior, _ = self._prior(self.backend_of(model))
         fig = self.probed.get(model, {})
         speed, start_basis = 1.0, "prior"
         if "score_start_s" in fig:
