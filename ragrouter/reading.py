@@ -8,10 +8,10 @@ values; none writes. The SQL reads the same views the benchmark tables read
 
 from __future__ import annotations
 
-import json
-
 from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
+
+from ragrouter.db.values import json_value
 
 # router-dataset indicator → v_corpus_profile column
 INDICATOR_COLUMNS = {"lcc_ratio": "lcc_ratio", "density": "density", "clustering": "clustering",
@@ -20,11 +20,6 @@ INDICATOR_COLUMNS = {"lcc_ratio": "lcc_ratio", "density": "density", "clustering
 
 class ReadError(LookupError):
     """What a reader needs is not in the store."""
-
-
-def _json(v):
-    """A JSON column's value: DuckDB returns the text, PostgreSQL the parsed value."""
-    return json.loads(v) if isinstance(v, str) else v
 
 
 def corpus_id(engine: Engine, corpus: str) -> int:
@@ -111,7 +106,7 @@ def router_cv_probabilities(engine: Engine, run_id: str) -> list[dict[str, float
                                  "AND probabilities IS NOT NULL ORDER BY query_key"), {"r": run_id}).all()
     out = []
     for (p,) in rows:
-        p = _json(p)
+        p = json_value(p)
         out.append({str(k): float(v) for k, v in dict(p).items()})
     return out
 
@@ -154,7 +149,7 @@ def export_provenance(engine: Engine) -> dict:
         corpora = []
         stored = conn.execute(text("SELECT id, name, source_format, meta FROM corpora ORDER BY name")).all()
         for cid, name, fmt, meta in stored:  # fetched first: DuckDB drops a result its connection moves past
-            meta = _json(meta) or {}
+            meta = json_value(meta) or {}
             found = [str(meta[k]) for k in LICENCE_KEYS if isinstance(meta, dict) and meta.get(k)]
             if not found:
                 found = sorted({str(r[0]) for key in LICENCE_KEYS for r in conn.execute(text(
@@ -195,8 +190,8 @@ def graph_queries(engine: Engine, corpus: str) -> list[dict]:
     entities: dict[int, list[str]] = {}
     for qid, _paradigm, trace in traces:
         if qid not in entities:
-            found = _entities(_json(trace))
+            found = _entities(json_value(trace))
             if found is not None:
                 entities[qid] = found
-    return [{"id": int(q[0]), "question": q[1], "evidence": _json(q[2]), "chunk_ids": _json(q[3]) or [],
+    return [{"id": int(q[0]), "question": q[1], "evidence": json_value(q[2]), "chunk_ids": json_value(q[3]) or [],
              "unanswerable": bool(q[4]), "entities": entities.get(int(q[0]))} for q in queries]

@@ -10,7 +10,6 @@ and every fold's metrics to ``router_fold_metrics`` (what ``v_router_scores`` ag
 
 from __future__ import annotations
 
-import json
 import math
 import subprocess
 import uuid
@@ -22,6 +21,7 @@ from sqlalchemy.engine import Engine
 
 from ragrouter.db import models
 from ragrouter.db.engine import write_lock
+from ragrouter.db.values import json_value
 from ragrouter.paths import REPO_ROOT
 from ragrouter.routers.features import ONEHOT
 
@@ -182,7 +182,7 @@ def train(engine: Engine, config, df: pd.DataFrame, routers: Sequence[str], feat
                  "dataset": dataset, "fold": int(r.fold), "query_key": str(r.query_id),
                  "query_id": int(r.query_id) if dataset == "store" and str(r.query_id).isdigit() else None,
                  "predicted": r.predicted, "true_label": r.true_label,
-                 "probabilities": json.loads(r.probabilities) if isinstance(r.probabilities, str) else r.probabilities,
+                 "probabilities": json_value(r.probabilities),
                  "mlflow_run_id": r.run_id} for r in preds.itertuples(index=False)]
         aiq_by_run = dict(zip(out.results["run_id"], out.results["aiq"])) if "aiq" in out.results else {}
         fold_rows = [{"router": f.router, "features": f.features, "encoder": f.encoder, "generator": f.generator,

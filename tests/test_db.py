@@ -100,6 +100,27 @@ def test_sequences_and_upserts_work(backend, duck_url, pg_url):
     engine.dispose()
 
 
+@pytest.mark.parametrize("backend", ["duckdb", "postgresql"])
+def test_a_json_column_read_by_raw_sql_is_the_value_written_on_both_backends(backend, duck_url, pg_url):
+    """``db.values.json_value``: a ``text()`` query gets a JSON column parsed (psycopg,
+    duckdb_engine 0.17) or as JSON text (any expression typed text); either way the reader gets
+    what the ORM wrote, and SQL NULL gives the default."""
+    from ragrouter.db.values import json_value
+
+    engine = create_engine(duck_url if backend == "duckdb" else pg_url)
+    migrate.upgrade(engine)
+    meta = {"note": "ünïcode", "ids": [3, 1, 2], "nested": {"x": 1.5, "ok": True, "none": None}}
+    with engine.begin() as conn:
+        conn.execute(models.Corpus.__table__.insert().values(name="c1", meta=meta))
+        conn.execute(text("INSERT INTO corpora (id, name, meta) VALUES (99, 'c2', NULL)"))
+        rows = conn.execute(text("SELECT name, meta, CAST(meta AS VARCHAR) FROM corpora ORDER BY name")).all()
+    engine.dispose()
+    (_, parsed, as_text), (_, null, null_text) = rows
+    assert isinstance(parsed, dict) and isinstance(as_text, str)  # the two forms the readers meet
+    assert json_value(parsed) == json_value(as_text) == meta
+    assert json_value(null, {}) == {} and json_value(null_text) is None
+
+
 # ---------------------------------------------------------------------------------------------
 # the schema explains itself (issue 32 item 3): COMMENT ON from the ORM docs and view headers
 

@@ -15,7 +15,6 @@ the medical files with it (``ragrouter.demo``).
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from dataclasses import replace
@@ -24,6 +23,7 @@ import click
 from sqlalchemy import text
 
 from ragrouter.commands.common import Ctx, fail, pass_ctx
+from ragrouter.db.values import json_value
 from ragrouter.ingest.records import QTYPES, Dataset, Document, Question
 
 _WORD = re.compile(r"[a-z][a-z0-9-]{3,}")
@@ -133,14 +133,9 @@ def stored_dataset(conn, corpus: str) -> tuple[Dataset, str]:
     cid = storeio.corpus_ids(conn, corpus)[0][0]
     fmt = conn.execute(text("SELECT source_format FROM corpora WHERE id = :c"), {"c": cid}).scalar() or "slice"
 
-    def js(v, default):
-        if v is None:
-            return default
-        return json.loads(v) if isinstance(v, str) else v
-
-    documents = [Document(r[0], r[1] or "", r[2], js(r[3], {})) for r in conn.execute(text(
+    documents = [Document(r[0], r[1] or "", r[2], json_value(r[3], {})) for r in conn.execute(text(
         "SELECT external_id, title, text, meta FROM documents WHERE corpus_id = :c ORDER BY id"), {"c": cid})]
-    questions = [Question(r[0], r[1], r[2], r[3], r[4], js(r[5], []), js(r[6], []), js(r[7], {}))
+    questions = [Question(r[0], r[1], r[2], r[3], r[4], json_value(r[5], []), json_value(r[6], []), json_value(r[7], {}))
                  for r in conn.execute(text(
                      "SELECT external_id, question, answer, qtype, hops, supporting_doc_ids, evidence, meta "
                      "FROM queries WHERE corpus_id = :c AND origin = 'imported' AND status = 'accepted' "

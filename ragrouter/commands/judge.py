@@ -16,6 +16,7 @@ import click
 
 from ragrouter.commands.common import Ctx, echo_err, pass_ctx, register_user_error, render_rows
 from ragrouter.db import migrate
+from ragrouter.db.values import json_value
 from ragrouter.evaluation import calibration as cal
 from ragrouter.evaluation import judge as jd
 
@@ -140,7 +141,6 @@ def cases_command(ctx: Ctx, n: int, corpus: str | None, fmt: str) -> None:
             f"JOIN queries q ON q.id = r.query_id WHERE r.id IN ({ids}) ORDER BY r.id")).all()
     out = []
     for rid, question, kind, answer, config in rows:
-        if isinstance(config, str):
-            config = json.loads(config)
+        config = json_value(config)
         out.append((rid, question, kind, cal.KINDS[kind].true_label, answer, (config or {}).get("rule", "")))
     click.echo(render_rows(["run_id", "question", "kind", "true_label", "answer", "rule"], out, fmt))

@@ -24,6 +24,7 @@ from ragrouter.commands.common import Ctx, pass_ctx, render_rows
 from ragrouter.config import Config, ConfigError
 from ragrouter.db import migrate, progress
 from ragrouter.db.engine import StoreLockedError
+from ragrouter.db.values import json_value
 from ragrouter.stages import registry
 from ragrouter.stages.base import Scope, ScopeError
 
@@ -40,8 +41,8 @@ def stored_configs(conn) -> list[tuple[Config, set[str]]]:
                              "ORDER BY id DESC")).all()
     seen: dict[str, tuple[Config, set[str]]] = {}
     for run_id, data, stages in rows:
-        data = json.loads(data) if isinstance(data, str) else data
-        stages = json.loads(stages) if isinstance(stages, str) else (stages or [])
+        data = json_value(data)
+        stages = json_value(stages) or []
         key = json.dumps(data, sort_keys=True)
         if key not in seen:
             try:

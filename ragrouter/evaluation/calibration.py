@@ -49,6 +49,7 @@ from sqlalchemy.engine import Engine
 
 from ragrouter.db import models
 from ragrouter.db.engine import write_lock
+from ragrouter.db.values import json_value
 from ragrouter.evaluation import judge as jd
 from ragrouter.evaluation.agreement import (  # re-exported: callers and tests use them from here
     JudgeFigures,
@@ -139,12 +140,8 @@ def load_sources(conn, corpus: str | None = None) -> list[Source]:
 
 
 def _json(value) -> list:
-    import json
-
-    if value is None:
-        return []
-    if isinstance(value, str):
-        value = json.loads(value)
+    """A JSON list column's items ([] for NULL or anything but a list)."""
+    value = json_value(value, [])
     return list(value) if isinstance(value, (list, tuple)) else []
 
 

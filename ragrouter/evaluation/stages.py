@@ -8,6 +8,7 @@ from sqlalchemy.dialects.postgresql import insert
 
 from ragrouter.corpus import storeio
 from ragrouter.db import models
+from ragrouter.db.values import json_value
 from ragrouter.evaluation import judge as jd
 from ragrouter.stages.base import Estimate, Scope, Stage, Unit, register
 
@@ -272,8 +273,6 @@ class ScoreStage(Stage):
 def _shown_contexts(services, run_ids) -> dict[int, str]:
     """run id → the context its (last) generation request showed the model, for the runs whose
     request is in the ledger (run_calls, phase 'generation')."""
-    import json
-
     from ragrouter.paradigms.prompts import shown_context
 
     if not run_ids:
@@ -285,7 +284,7 @@ def _shown_contexts(services, run_ids) -> dict[int, str]:
             "ORDER BY rc.run_id, rc.seq")).all()
     out: dict[int, str] = {}
     for rid, messages in rows:
-        ctx = shown_context(json.loads(messages) if isinstance(messages, str) else messages)
+        ctx = shown_context(json_value(messages))
         if ctx is not None:
             out[int(rid)] = ctx
     return out
@@ -361,13 +360,7 @@ def _sentence_cache_items(config) -> int:
 
 
 def _json_list(value) -> list[int]:
-    import json
-
-    if value is None:
-        return []
-    if isinstance(value, str):
-        value = json.loads(value)
-    return [int(v) for v in value]
+    return [int(v) for v in json_value(value, [])]
 
 
 def _score_models(config):

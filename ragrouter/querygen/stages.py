@@ -31,7 +31,6 @@ validate
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 
 from sqlalchemy import text
@@ -39,6 +38,7 @@ from sqlalchemy.dialects.postgresql import insert
 
 from ragrouter.corpus import storeio
 from ragrouter.db import models
+from ragrouter.db.values import json_value
 from ragrouter.llm.backends import GatewayError
 from ragrouter.querygen import checks, prompts, stepwise
 from ragrouter.querygen import generate as gen
@@ -46,12 +46,6 @@ from ragrouter.querygen.linking import Linking, link_names
 from ragrouter.querygen.sampling import ChunkInfo, CorpusGraph, choose_walk_unit
 from ragrouter.querygen.summaries import pagerank
 from ragrouter.stages.base import Estimate, Scope, Stage, Unit, register
-
-
-def _json(value):
-    if isinstance(value, str):
-        return json.loads(value)
-    return value
 
 
 def _corpora(conn, scope: Scope) -> list[tuple[int, str]]:
@@ -165,7 +159,7 @@ class QueryGenStage(Stage):
                 f"SELECT corpus_id, external_id, meta FROM queries WHERE origin = :n AND corpus_id IN ({ids})"),
                 {"n": gen.NOTE_ORIGIN}).all():
             if (int(cid), ext) in wanted:
-                out[(_json(meta) or {}).get("note") or "unknown"] += 1
+                out[(json_value(meta) or {}).get("note") or "unknown"] += 1
         return dict(out)
 
     def pending(self, conn, scope):
@@ -417,9 +411,9 @@ class ValidateStage(Stage):
             if scope.limit and n_queries >= scope.limit:
                 break
             n_queries += 1
-            meta = _json(meta) or {}
+            meta = json_value(meta) or {}
             payload = {"query_id": int(qid), "qtype": qtype, "question": question, "answer": answer,
-                       "chunk_ids": [int(c) for c in (_json(chunk_ids) or [])],
+                       "chunk_ids": [int(c) for c in (json_value(chunk_ids) or [])],
                        "hop_chunk_ids": [[int(c) for c in g] for g in meta.get("hop_chunk_ids") or []],
                        "judge_model": judge_model}
             for c in todo:

@@ -14,7 +14,6 @@ counting the checks' verdicts from ``query_checks``, beside the reviewers'.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -23,6 +22,7 @@ from sqlalchemy.engine import Engine
 
 from ragrouter.db import models
 from ragrouter.db.engine import write_lock
+from ragrouter.db.values import json_value
 from ragrouter.querygen.generate import QUERY_ORIGIN as GENERATED_ORIGIN
 from ragrouter.querygen.generate import REVIEWED_ORIGIN
 
@@ -32,10 +32,6 @@ class Applied:
     entered: list[int]  # rejected by the checks, accepted by the reviewer: now in the benchmark
     left: list[int]  # accepted by the checks, rejected by the reviewer: now out of it
     restored: list[int]  # the reviewer's verdict is back in line with the checks
-
-
-def _json(v):
-    return json.loads(v) if isinstance(v, str) else (v or {})
 
 
 def verdicts(conn) -> dict[int, tuple[str, list[str]]]:
@@ -71,7 +67,7 @@ def apply(engine: Engine) -> Applied:
             f"SELECT id, origin, status, meta FROM queries WHERE id IN ({ids}) AND origin IN (:g, :h)"),
             {"g": GENERATED_ORIGIN, "h": REVIEWED_ORIGIN}).all()
         for qid, origin, status, meta in rows:
-            meta = _json(meta)
+            meta = json_value(meta) or {}
             checks = meta.get("checks_status", status) if origin == REVIEWED_ORIGIN else status
             if checks not in ("accepted", "rejected"):
                 continue  # the checks are not in yet: nothing to outrank

@@ -10,20 +10,17 @@ stratum before any stratum gives two, and the same seed draws the same items.
 
 from __future__ import annotations
 
-import json
 import random
 from collections import defaultdict
 
 from sqlalchemy import text
 from sqlalchemy.engine import Engine
 
+from ragrouter.db.values import json_value
+
 
 class SampleError(ValueError):
     """Nothing to review (no judged runs, no generated queries, an unknown judge)."""
-
-
-def _json(v):
-    return json.loads(v) if isinstance(v, str) else v
 
 
 def stratified(items: list[dict], key, n: int, seed: int) -> list[dict]:
@@ -90,7 +87,7 @@ def attach_details(engine: Engine, judge: str, items: list[dict]) -> None:
             it["judge_reason"] = conn.execute(text(
                 "SELECT reason FROM judgments WHERE run_id = :r AND judge = :j AND label = :l AND NOT is_calibration "
                 "ORDER BY sample_index LIMIT 1"), {"r": it["run_id"], "j": judge, "l": it["judge_label"]}).scalar()
-            ids = [int(x) for x in (_json(it["retrieved_chunk_ids"]) or [])]
+            ids = [int(x) for x in (json_value(it["retrieved_chunk_ids"]) or [])]
             texts = {}
             if ids:
                 texts = {int(r[0]): (r[1], r[2]) for r in conn.execute(text(
@@ -142,12 +139,12 @@ def sample_queries(engine: Engine, corpus: str | None, n: int, seed: int) -> lis
             r["id_key"] = int(r["query_id"])
         picked = stratified(rows, lambda r: (r["qtype"], r["status"]), n, seed)
         for it in picked:
-            it["meta"] = _json(it["meta"]) or {}
-            it["checks"] = [{"check": r[0], "model": r[1], "passed": bool(r[2]), "evidence": _json(r[3])}
+            it["meta"] = json_value(it["meta"]) or {}
+            it["checks"] = [{"check": r[0], "model": r[1], "passed": bool(r[2]), "evidence": json_value(r[3])}
                             for r in conn.execute(text(
                                 "SELECT check_name, model, passed, evidence FROM query_checks WHERE query_id = :q "
                                 "ORDER BY check_name, model"), {"q": it["query_id"]})]
-            ids = [int(x) for x in (_json(it["supporting_chunk_ids"]) or []) if str(x).lstrip("-").isdigit()]
+            ids = [int(x) for x in (json_value(it["supporting_chunk_ids"]) or []) if str(x).lstrip("-").isdigit()]
             it["chunks"] = []
             if ids:
                 it["chunks"] = [{"chunk_id": int(r[0]), "document": r[1], "text": r[2]} for r in conn.execute(text(
