@@ -363,7 +363,15 @@ def main(argv: list[str] | None = None) -> int:
 
     cfg = Config.load(args.config, env={}) if args.config else Config.load(env={})
     base = Settings.from_config(cfg)
-    embed = make_embed(args.hashed, str(cfg.backend(base.embedder)["model"]))
+    backend = cfg.backend(base.embedder)
+    if not args.hashed and backend.get("kind") != "local-encoder":
+        # the store's entity vectors came from that endpoint, and this benchmark is read only: it
+        # makes no model call (no ledger row, no token spent), so it cannot embed the questions
+        print(f"bench_graph_seeds: the config's embedder {base.embedder!r} is a {backend.get('kind')!r} backend "
+              f"(model {backend.get('model')!r}); this benchmark embeds in-process only: use a config whose "
+              "embedder is kind 'local-encoder', or --hashed", file=sys.stderr)
+        return 2
+    embed = make_embed(args.hashed, str(backend["model"]))
     corpora, indexes = [], {}
     if args.db:
         for name in args.store_corpus:

@@ -225,3 +225,19 @@ def test_answer_stage_stores_the_seed_weights_and_a_new_weighting_makes_new_runs
     assert [(q["id"], q["question"]) for q in got] == accepted and latest
     assert {q["id"]: q["entities"] for q in got if q["entities"] is not None} == latest
     assert all(q["unanswerable"] is False and isinstance(q["chunk_ids"], list) for q in got)
+
+
+def test_the_benchmark_refuses_a_remote_embedder_with_one_line(tmp_path, capsys):
+    """``bench_graph_seeds`` embeds in-process and makes no model call (``--db`` is read only):
+    a config whose embedder is an HTTP endpoint gets one line naming it and status 2, before
+    any store is opened or model loaded."""
+    from benchmarks.bench_graph_seeds import main
+
+    cfg = tmp_path / "remote.yaml"
+    cfg.write_text("backends:\n  bge-remote:\n    kind: openai\n    model: bge-m3\n"
+                   "    base_url: http://127.0.0.1:9/v1\nroles:\n  embedder: bge-remote\n")
+    missing = tmp_path / "absent.duckdb"
+    assert main(["--db", f"duckdb:///{missing}", "--store-corpus", "c", "--config", str(cfg)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'bge-remote'" in err[0] and "'openai'" in err[0] and "--hashed" in err[0]
+    assert not missing.exists()
