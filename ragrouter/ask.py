@@ -46,8 +46,6 @@ class Answer:
     run_id: int | None = None
     encoder: str = ""
     router_run_id: str = ""
-    routing_ms: float | None = None  # serve: the time to route and plan it (query type, router, budget)
-    query_id: object = None  # serve: the Future of its stored query's id (pipeline.query_writer)
 
 
 def query_type_centroids(engine, encoder, memo: bool = False) -> dict[str, np.ndarray]:

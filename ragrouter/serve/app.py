@@ -161,10 +161,21 @@ def _served(state: ServeState, model) -> Served:
     return state.corpora[name]
 
 
-def decide(state: ServeState, served: Served, question: str, query_type: str | None = None) -> tuple:
-    """Route one question and pick its paradigm (no upstream call with one-hot features):
-    (the Answer to fill, the router's verdict). The query type is the client's, else the
-    micro-batched MiniLM inference's (:mod:`ragrouter.serve.pipeline`)."""
+@dataclass
+class Decision:
+    """One routed question on its way through serve: ask's plan (the Answer its paradigm
+    fills), the router's verdict it came from, the Future of its stored query's id (written by
+    the query writer while the paradigm runs) and the time the decision took."""
+    answer: ask_mod.Answer
+    routed: object
+    query_id: object  # concurrent.futures.Future[int]
+    routing_ms: float | None = None
+
+
+def decide(state: ServeState, served: Served, question: str, query_type: str | None = None) -> Decision:
+    """Route one question and pick its paradigm (no upstream call with one-hot features). The
+    query type is the client's, else the micro-batched MiniLM inference's
+    (:mod:`ragrouter.serve.pipeline`)."""
     if query_type is None and not state.query_types:
         raise ServeError(503, "the store has no accepted questions to infer the query type from: send 'query_type' "
                          "with the request", "server_error", code="not_routable")
@@ -183,19 +194,20 @@ def decide(state: ServeState, served: Served, question: str, query_type: str | N
             why_not = (f"below the cost-share threshold {served.threshold.tau:.3f}: cheap paradigms only "
                        f"({', '.join(served.threshold.cheap)})")
     out = ask_mod.plan(state.engine, routed, state.budget, allowed, why_not, memo=True)
-    out.query_id = state.query_writer.submit((routed.corpus_id, out))  # written while the paradigm runs
-    return out, routed
+    return Decision(out, routed, state.query_writer.submit((routed.corpus_id, out)))  # written while the paradigm runs
 
 
-def execute(state: ServeState, out: ask_mod.Answer, routed, served: Served, sink=None) -> ask_mod.Answer:
+def execute(state: ServeState, d: Decision, served: Served, sink=None) -> ask_mod.Answer:
     """Run the chosen paradigm through the gateway (``sink``: its generation streams there as
     it is made) and store its run (origin 'serve') through the batched writer, once its
     question (written by :func:`decide`'s query writer meanwhile) is; returns once both are
     committed."""
     from ragrouter.llm import streaming
 
+    out, routed = d.answer, d.routed
+
     def store(result):
-        return (out.query_id.result(), routed.generator, out, result)
+        return (d.query_id.result(), routed.generator, out, result)
 
     try:
         if sink is not None:
@@ -205,16 +217,10 @@ def execute(state: ServeState, out: ask_mod.Answer, routed, served: Served, sink
         else:
             result = ask_mod.run_paradigm(state.config, out, served.index, state.services.gateway, routed.generator)
     except BaseException:
-        out.query_id.result()  # the question is kept even when its paradigm failed
+        d.query_id.result()  # the question is kept even when its paradigm failed
         raise
     state.writer(store(result))
     return out
-
-
-def answer(state: ServeState, served: Served, question: str, query_type: str | None = None) -> ask_mod.Answer:
-    """Route, answer and store one question (requests run concurrently in worker threads)."""
-    out, routed = decide(state, served, question, query_type)
-    return execute(state, out, routed, served)
 
 
 def _count_tokens(text: str) -> int:
@@ -223,10 +229,10 @@ def _count_tokens(text: str) -> int:
     return tokens.count(text)
 
 
-def _decision(a: ask_mod.Answer) -> dict:
+def _decision(a: ask_mod.Answer, routing_ms: float | None) -> dict:
     return {"paradigm": a.paradigm, "probabilities": a.probabilities, "query_type": a.query_type,
             "router": a.router, "features": a.features, "encoder": a.encoder, "router_run_id": a.router_run_id,
-            "why": a.why, "tokens": a.tokens, "run_id": a.run_id, "routing_ms": a.routing_ms}
+            "why": a.why, "tokens": a.tokens, "run_id": a.run_id, "routing_ms": routing_ms}
 
 
 def _headers(a: ask_mod.Answer, with_run: bool = True) -> dict:
@@ -261,7 +267,7 @@ def _chunk(base: dict, delta: dict, finish: str | None = None, **extra) -> str:
                                   **extra}) + "\n\n"
 
 
-async def _events(state: ServeState, served: Served, out: ask_mod.Answer, routed, created: int):
+async def _events(state: ServeState, served: Served, d: Decision, created: int):
     """The answer as server-sent events while it is generated: the role, then the generator's
     own tokens as the upstream endpoint streams them (:mod:`ragrouter.llm.streaming`), then
     whatever of the answer was not streamed (all of it for a cached reply or the iterative
@@ -273,11 +279,11 @@ async def _events(state: ServeState, served: Served, out: ask_mod.Answer, routed
     pieces: asyncio.Queue = asyncio.Queue()
     end = object()
     sink = streaming.Sink(lambda piece: loop.call_soon_threadsafe(pieces.put_nowait, piece))
-    live = sink if out.paradigm != "iterative" else None
+    live = sink if d.answer.paradigm != "iterative" else None
     base = {"id": f"chatcmpl-rr-{uuid.uuid4().hex[:12]}", "object": "chat.completion.chunk", "created": created,
             "model": served.model_id}
     yield _chunk(base, {"role": "assistant"})
-    task = asyncio.ensure_future(anyio.to_thread.run_sync(lambda: execute(state, out, routed, served, live),
+    task = asyncio.ensure_future(anyio.to_thread.run_sync(lambda: execute(state, d, served, live),
                                                           limiter=state.limiter))
     task.add_done_callback(lambda t: pieces.put_nowait(end))
     while (piece := await pieces.get()) is not end:
@@ -295,7 +301,7 @@ async def _events(state: ServeState, served: Served, out: ask_mod.Answer, routed
     rest = a.answer[len(sink.text):] if a.answer.startswith(sink.text) else ""
     for piece in (_pieces(rest) if rest else []):
         yield _chunk(base, {"content": piece})
-    yield _chunk(base, {}, "stop", usage=_usage(a), ragrouter=_decision(a))
+    yield _chunk(base, {}, "stop", usage=_usage(a), ragrouter=_decision(a, d.routing_ms))
     yield "data: [DONE]\n\n"
 
 
@@ -359,24 +365,24 @@ def create_app(state: ServeState) -> FastAPI:
                                  code="context_length_exceeded", param="messages")
             state.prefetch(question)  # checked, not yet routed: its embedding overlaps the routing
             t0 = time.perf_counter()
-            out, routed = decide(state, served, question, query_type)
-            out.routing_ms = round(1000 * (time.perf_counter() - t0), 2)
-            return out, routed
+            d = decide(state, served, question, query_type)
+            d.routing_ms = round(1000 * (time.perf_counter() - t0), 2)
+            return d
 
         # blocking work (the router, the store, upstream calls) runs in worker threads, never on the loop
         if state.limiter is None:
             state.limiter = anyio.CapacityLimiter(max(64, 2 * state.max_concurrency))
-        out, routed = await anyio.to_thread.run_sync(checked_decide, limiter=state.limiter)
+        d = await anyio.to_thread.run_sync(checked_decide, limiter=state.limiter)
         created = int(time.time())
         if not stream:
-            a = await anyio.to_thread.run_sync(lambda: execute(state, out, routed, served), limiter=state.limiter)
+            a = await anyio.to_thread.run_sync(lambda: execute(state, d, served), limiter=state.limiter)
             cid = f"chatcmpl-rr{a.run_id}-{uuid.uuid4().hex[:8]}"
             return JSONResponse({"id": cid, "object": "chat.completion", "created": created, "model": served.model_id,
                                  "choices": [{"index": 0, "message": {"role": "assistant", "content": a.answer},
                                               "finish_reason": "stop", "logprobs": None}],
-                                 "usage": _usage(a), "ragrouter": _decision(a)}, headers=_headers(a))
-        return StreamingResponse(_events(state, served, out, routed, created), media_type="text/event-stream",
-                                 headers=_headers(out, with_run=False))
+                                 "usage": _usage(a), "ragrouter": _decision(a, d.routing_ms)}, headers=_headers(a))
+        return StreamingResponse(_events(state, served, d, created), media_type="text/event-stream",
+                                 headers=_headers(d.answer, with_run=False))
 
     return app
 
