@@ -46,6 +46,14 @@ def test_the_cost_share_threshold_lets_the_stated_share_through():
         pytest.approx(0.4)
     with pytest.raises(ValueError, match="no cross-validated predictions"):
         calibration.calibrate([], 0.5)
+    # share 0: no score reaches the threshold, which a JSON body (no infinity) carries as null
+    none = calibration.calibrate(preds, 0.0)
+    assert none.json_tau is None and json.loads(json.dumps({"t": none.json_tau}, allow_nan=False)) == {"t": None}
+    assert "no question may use an expensive paradigm" in none.describe()
+    assert none.why_cheap() == "--cost-share 0.00 allows no question an expensive paradigm: cheap paradigms only " \
+        "(llm_only, naive)"
+    half = calibration.calibrate(preds, 0.5)
+    assert half.json_tau == half.tau and half.why_cheap().startswith(f"below the cost-share threshold {half.tau:.3f}")
 
 
 def _serve(args: list[str], env: dict) -> tuple[subprocess.Popen, str, str]:
@@ -212,6 +220,8 @@ def test_sigterm_lets_the_request_in_flight_finish(served_store):
     srv = served_store["srv"]
     proc, base, started = _serve(["serve", "--corpus", "toy", "--port", "0", "--cost-share", "0"], served_store["env"])
     assert "cost share 0.00" in started
+    cost = httpx.get(f"{base}/models", timeout=30).json()["data"][0]["ragrouter"]["cost_share"]  # JSON, no inf
+    assert cost["share"] == 0 and cost["threshold"] is None and cost["calibrated_share"] == 0
     result = {}
 
     def ask():
@@ -236,7 +246,7 @@ def test_sigterm_lets_the_request_in_flight_finish(served_store):
     assert r.status_code == 200, r.text
     decision = r.json()["ragrouter"]
     assert decision["paradigm"] in ("llm_only", "naive")  # --cost-share 0: cheap paradigms only
-    assert "cost-share threshold" in decision["why"]
+    assert "allows no question an expensive paradigm" in decision["why"]
     assert "stopped (SIGTERM)" in out
 
 

@@ -191,8 +191,7 @@ def decide(state: ServeState, served: Served, question: str, query_type: str | N
             served.counts["expensive_allowed"] += int(expensive)
         if not expensive:
             allowed = set(served.threshold.cheap)
-            why_not = (f"below the cost-share threshold {served.threshold.tau:.3f}: cheap paradigms only "
-                       f"({', '.join(served.threshold.cheap)})")
+            why_not = served.threshold.why_cheap()
     out = ask_mod.plan(state.engine, routed, state.budget, allowed, why_not, memo=True)
     return Decision(out, routed, state.query_writer.submit((routed.corpus_id, out)))  # written while the paradigm runs
 
@@ -336,7 +335,7 @@ def create_app(state: ServeState) -> FastAPI:
             info = {"router": s.chosen.router, "features": s.chosen.features, "encoder": s.chosen.encoder,
                     "router_run_id": s.chosen.run_id}
             if s.threshold is not None:
-                info["cost_share"] = {"share": s.threshold.share, "threshold": s.threshold.tau,
+                info["cost_share"] = {"share": s.threshold.share, "threshold": s.threshold.json_tau,
                                       "calibrated_share": s.threshold.calibrated_share, **s.counts}
             data.append({"id": s.model_id, "object": "model", "created": 0, "owned_by": "ragrouter",
                          "ragrouter": info})

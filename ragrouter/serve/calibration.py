@@ -38,8 +38,21 @@ class Threshold:
     def allows_expensive(self, probabilities: dict[str, float]) -> bool:
         return expensive_score(probabilities, self.cheap) >= self.tau
 
+    @property
+    def json_tau(self) -> float | None:
+        """τ for a JSON body: ``None`` where no score can reach it (share 0; JSON has no infinity)."""
+        return self.tau if np.isfinite(self.tau) else None
+
+    def why_cheap(self) -> str:
+        """Why a question was kept to the cheap paradigms (the reply's ``why``)."""
+        rule = (f"below the cost-share threshold {self.tau:.3f}" if np.isfinite(self.tau)
+                else f"--cost-share {self.share:.2f} allows no question an expensive paradigm")
+        return f"{rule}: cheap paradigms only ({', '.join(self.cheap)})"
+
     def describe(self) -> str:
-        return (f"cost share {self.share:.2f}: expensive score ≥ {self.tau:.3f} (calibrated on {self.n} "
+        rule = (f"expensive score ≥ {self.tau:.3f}" if np.isfinite(self.tau)
+                else "no question may use an expensive paradigm")
+        return (f"cost share {self.share:.2f}: {rule} (calibrated on {self.n} "
                 f"cross-validated predictions, {self.calibrated_share:.2f} of them pass)")
 
 
