@@ -541,3 +541,116 @@ def test_served_runs_written_in_a_batch_are_the_rows_one_by_one_writes(kind, req
         served, asked = rows("serve"), rows("ask")
         assert len(served) == 2 and served == asked
         assert served[1][1][0][1] == [(0, calls[0].call_id, "generation")]
+
+
+def _cli(args: list[str]):
+    from click.testing import CliRunner
+
+    import cli as cli_module
+    from ragrouter.db import engine as eng
+
+    try:
+        return CliRunner().invoke(cli_module.cli, args, catch_exceptions=False)
+    finally:
+        eng.dispose_all()
+
+
+def test_served_questions_become_judged_training_questions(served_store, tmp_path):
+    """Issue 33: "served traffic can be judged later and become training data". Two questions
+    are served; `corpus asked` writes them for a person to answer; ingested back, every paradigm
+    answers them (the served paradigm's generation is the served call's ledger row: nothing is
+    paid twice), the judge labels them; a second export leaves them out, and a file a person may
+    be answering is not overwritten."""
+    import shutil
+
+    from fastapi.testclient import TestClient
+
+    from ragrouter.config import Config
+    from ragrouter.db import engine as eng
+    from ragrouter.serve.app import create_app, prepare
+    from ragrouter.stages.services import Services
+
+    src = Path(served_store["url"].split("///", 1)[1])
+    store = tmp_path / "store.duckdb"
+    shutil.copy(src, store)
+    if src.with_name(src.name + ".wal").exists():
+        shutil.copy(src.with_name(src.name + ".wal"), tmp_path / "store.duckdb.wal")
+    url, cfg_path = f"duckdb:///{store}", served_store["tmp"] / "cfg.yaml"
+    cfg = Config.load(path=cfg_path, env={})
+    asked = ["Which element did Marie Curie name after Poland?", "Where was Pierre Curie born?"]
+    engine = eng.make_engine(url)
+    services = Services(cfg, engine, command="serve")
+    state = prepare(engine, cfg, services, ["toy"], None, served_store["run_id"], None, None, ("llm_only", "naive"))
+    try:
+        with TestClient(create_app(state)) as c:
+            served = {}
+            for q in asked:
+                r = c.post("/v1/chat/completions", json={"model": "ragrouter/toy", "messages": [
+                    {"role": "user", "content": q}]})
+                assert r.status_code == 200, r.text
+                served[q] = r.json()["ragrouter"]
+    finally:
+        state.close()
+        services.finish()
+        eng.dispose_all()
+
+    base = ["--db", url, "--config", str(cfg_path)]
+    out = tmp_path / "asked.jsonl"
+    res = _cli([*base, "corpus", "asked", "toy", str(out)])
+    assert res.exit_code == 0, res.output
+    exported = [json.loads(line) for line in out.read_text().splitlines()]
+    assert f"wrote {len(exported)} asked question(s) of 'toy' to {out}" in res.output
+    records = [r for r in exported if r["question"] in asked]  # earlier tests served questions too
+    others = len(exported) - len(records)
+    assert [r["question"] for r in records] == asked
+    out.write_text("".join(json.dumps(r) + "\n" for r in records))  # the two a person answers here
+    for rec in records:
+        assert rec["id"].startswith("asked-") and rec["answer"] == "" and rec["asked_via"] == "serve"
+        assert rec["served_paradigm"] == served[rec["question"]]["paradigm"]
+        assert rec["probabilities"] == pytest.approx(served[rec["question"]]["probabilities"])
+    # a record left unanswered is refused by ingest, naming the file and the record
+    bad = subprocess.run([sys.executable, str(REPO / "cli.py"), *base, "ingest", "--corpus", "toy", "--format",
+                          "ragrouter", str(out)], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert bad.returncode == 2 and f"{out}: line 1 (id '{records[0]['id']}'): 'answer' is empty" in bad.stderr
+    records[0]["answer"] = "The Nobel Prize"
+    records[1].update(unanswerable=True)
+    out.write_text("".join(json.dumps(r) + "\n" for r in records))
+    res = _cli([*base, "ingest", "--corpus", "toy", "--format", "ragrouter", str(out)])
+    assert res.exit_code == 0, res.output
+
+    engine = eng.make_engine(url)
+    try:
+        run(engine, cfg, "answer", "judge", "score")
+        with engine.connect() as conn:
+            paradigms = {r[0] for r in conn.execute(text(
+                "SELECT DISTINCT r.paradigm FROM paradigm_runs r JOIN queries q ON q.id = r.query_id "
+                "WHERE q.origin <> 'serve' AND q.external_id NOT LIKE 'asked-%'"))}
+            new = conn.execute(text("SELECT id, question, status, unanswerable FROM queries "
+                                    "WHERE external_id LIKE 'asked-%' ORDER BY question")).all()
+            assert [(q, s != "asked", bool(u)) for _, q, s, u in new] == [
+                (asked[1], True, True), (asked[0], True, False)]
+            for qid, question, _, _ in new:
+                runs = dict(conn.execute(text("SELECT paradigm, id FROM paradigm_runs WHERE query_id = :q"),
+                                         {"q": qid}).all())
+                assert set(runs) == paradigms and len(paradigms) == 5
+                judged = conn.execute(text("SELECT COUNT(DISTINCT run_id) FROM judgments WHERE run_id IN "
+                                           "(SELECT id FROM paradigm_runs WHERE query_id = :q)"), {"q": qid}).scalar()
+                assert judged == 5
+                gen = "SELECT llm_call_id FROM run_calls WHERE run_id = :r AND phase = 'generation' ORDER BY seq"
+                mine = [r[0] for r in conn.execute(text(gen), {"r": runs[served[question]["paradigm"]]})]
+                theirs = [r[0] for r in conn.execute(text(gen), {"r": served[question]["run_id"]})]
+                assert mine == theirs and mine  # the served answer's ledger row, not a second call
+    finally:
+        eng.dispose_all()
+
+    res = _cli([*base, "corpus", "asked", "toy", str(out)])
+    assert res.exit_code == 2 and "exists" in res.output and len(res.output.strip().splitlines()) == 1
+    res = _cli([*base, "corpus", "asked", "toy", str(out), "--force"])
+    assert res.exit_code == 0 and f"wrote {others} asked question(s)" in res.output
+    assert not {json.loads(line)["question"] for line in out.read_text().splitlines()} & set(asked)
+    res = _cli([*base, "corpus", "asked", "toy", str(out), "--force", "--all"])
+    assert res.exit_code == 0 and len(out.read_text().splitlines()) == others + 2
+    nope = subprocess.run([sys.executable, str(REPO / "cli.py"), *base, "corpus", "asked", "nope",
+                           str(tmp_path / "x.jsonl")], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert nope.returncode == 2 and "corpus 'nope' is not in the store" in nope.stderr
+    assert len(nope.stderr.strip().splitlines()) == 1 and not (tmp_path / "x.jsonl").exists()

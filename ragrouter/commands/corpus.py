@@ -145,7 +145,7 @@ def stored_dataset(conn, corpus: str) -> tuple[Dataset, str]:
 
 @click.group("corpus")
 def corpus_group() -> None:
-    """Make corpora from stored ones."""
+    """Make corpora from stored ones; turn asked questions into benchmark questions."""
 
 
 @corpus_group.command("slice")
@@ -194,3 +194,61 @@ def slice_command(ctx: Ctx, source: str, new: str, docs: int | None, chunks: int
         rep = ingest_store.write_dataset(conn, new, fmt, part, [f"slice of {source}"])
     click.echo(f"corpus {new}: {rep.documents_total} documents ({rep.documents_new} new), "
                f"{rep.questions_total} questions {part.qtype_counts()} ({rep.questions_new} new) from '{source}'")
+
+
+@corpus_group.command("asked")
+@click.argument("corpus")
+@click.argument("out", type=click.Path(dir_okay=False))
+@click.option("--all", "include_ingested", is_flag=True,
+              help="Include the questions already answered and ingested from an earlier file.")
+@click.option("--force", is_flag=True, help="Overwrite OUT if it exists.")
+@pass_ctx
+def asked_command(ctx: Ctx, corpus: str, out: str, include_ingested: bool, force: bool) -> None:
+    """Write the questions asked of CORPUS through `serve` and `ask` to OUT, a questions file
+    for a person to answer; ingested back, they become benchmark questions and training data.
+
+    Asked questions have no gold answer, so they stay out of the benchmark. OUT (JSONL, the
+    `ragrouter` format) has one record per question: its id (asked-<hash>, stable), the
+    question, the inferred type, an empty "answer", and what was served (served_paradigm,
+    served_generator, served_answer, router, probabilities, asked_via, asked_at; kept in the
+    ingested question's meta). Fill in each answer (or set "unanswerable": true, or correct
+    the type), delete the records you leave, then ingest the file and run the stages: every
+    paradigm answers the questions (the served paradigm's call comes from the ledger's cache),
+    the judge labels them, and the next `routers train` learns from them. Questions whose
+    asked-<hash> id is in the corpus already are left out (--all keeps them).
+
+    \b
+    Example:
+      python cli.py corpus asked medical-demo asked.jsonl
+      # edit asked.jsonl: an "answer" for each question you keep
+      python cli.py ingest --corpus medical-demo --format ragrouter asked.jsonl
+      python cli.py run --corpus medical-demo
+    """
+    import json
+    import os
+    from pathlib import Path
+
+    from ragrouter import reading
+
+    path = Path(out)
+    if path.exists() and not force:
+        fail(f"{path} exists (a file a person may be answering): choose another name or pass --force")
+    rows = reading.asked_questions(ctx.engine(), corpus, include_ingested)
+    records = [{"id": r["id"], "question": r["question"], "answer": "", "type": r["type"],
+                "served_paradigm": r["paradigm"], "served_generator": r["generator"], "served_answer": r["answer"],
+                "router": r["router"], "probabilities": r["probabilities"], "asked_via": r["origin"],
+                "asked_at": r["asked_at"]} for r in rows]
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            for rec in records:
+                f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        fail(f"cannot write {path}: {exc.strerror or exc}")
+    click.echo(f"wrote {len(records)} asked question(s) of '{corpus}' to {path}")
+    if records:
+        click.echo(f"next: fill in each \"answer\" (delete the records you leave), then\n"
+                   f"  python cli.py ingest --corpus {corpus} --format ragrouter {path}\n"
+                   f"  python cli.py run --corpus {corpus}")
