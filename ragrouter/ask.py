@@ -159,8 +159,10 @@ def _load_router(config, chosen: TrainedRouter, store: str):
     try:
         return tracking.load_model(f"runs:/{chosen.run_id}/model", routing.tracking_uri(config))
     except Exception as exc:  # noqa: BLE001
-        raise AskError(f"router '{chosen.router}' (run {chosen.run_id}) has no loadable model ({exc.__class__.__name__}): "
-                       "retrain with 'python cli.py routers train'") from None
+        where = f"{run.info.artifact_uri.rstrip('/')}/model"
+        raise AskError(f"router '{chosen.router}' (run {chosen.run_id}) has no loadable model at {where} "
+                       f"({exc.__class__.__name__}): restore that folder or retrain with "
+                       "'python cli.py routers train'") from None
 
 
 def expected_tokens(engine, corpus_id: int, generator: str) -> dict[str, float]:

@@ -83,6 +83,34 @@ def test_ask_on_store_b_never_loads_a_router_of_store_a(two_stores, monkeypatch)
         ask_mod.pick_router(two_stores["untrained"], None, "gen-a")
 
 
+def test_a_router_whose_model_folder_is_gone_is_one_line_naming_the_folder(two_stores):
+    """The run is in MLflow but its artifacts were deleted (a cleaned disk, a moved mlruns):
+    the message says which folder is missing, not only that something failed."""
+    import shutil
+    from pathlib import Path
+    from urllib.parse import unquote, urlparse
+
+    cfg, a = two_stores["cfg"], two_stores["a"]
+    run = tracking.client(cfg.get("routers.mlflow_uri")).get_run(two_stores["run_a"])
+    folder = Path(unquote(urlparse(run.info.artifact_uri).path)) / "model"
+    assert folder.is_dir()
+    key = (routing.tracking_uri(cfg), two_stores["run_a"], routing.store_id(a))
+    ask_mod._LOADED.pop(key, None)
+    shutil.move(folder, folder.with_name("model.away"))
+    try:
+        with pytest.raises(ask_mod.AskError) as err:
+            ask_mod.load_router(cfg, ask_mod.TrainedRouter("lr", "qc", "onehot", two_stores["run_a"]),
+                                routing.store_id(a))
+        msg = str(err.value)
+        assert f"at {run.info.artifact_uri.rstrip('/')}/model " in msg and "\n" not in msg
+        assert str(folder) in unquote(msg) and "retrain" in msg
+    finally:
+        shutil.move(folder.with_name("model.away"), folder)
+    assert ask_mod.load_router(cfg, ask_mod.TrainedRouter("lr", "qc", "onehot", two_stores["run_a"]),
+                               routing.store_id(a)) is not None
+    ask_mod._LOADED.pop(key, None)
+
+
 def test_choice_among_tied_routers_is_deterministic(two_stores):
     b = two_stores["b"]
     with b.begin() as conn:  # a second router with exactly the scores of lr, under a later and an earlier name
