@@ -355,10 +355,16 @@ def _stage(config, paradigm: str, generator: str):
     return _memo(True, ("stage", id(config), paradigm, generator), make)
 
 
+def asked_external_id(origin: str, question: str) -> str:
+    """The id an asked question is stored under: ``<origin>:<16 hex of its sha256>`` (the same
+    question asked again is the same row; ``corpus asked`` turns it into ``asked-<hash>``)."""
+    return f"{origin}:" + hashlib.sha256(question.encode()).hexdigest()[:16]
+
+
 def store(conn, config, corpus_id: int, generator: str, out: Answer, result=None, *, origin: str = "ask") -> int:
     """Store the question (``origin``: 'ask' or 'serve'; status 'asked') and, with ``result``,
     its run, in the caller's transaction; sets ``out.run_id`` and returns the query's id."""
-    ext = f"{origin}:" + hashlib.sha256(out.question.encode()).hexdigest()[:16]
+    ext = asked_external_id(origin, out.question)
     qid = conn.execute(insert(models.Query).values(
         corpus_id=corpus_id, external_id=ext, origin=origin, qtype=out.query_type, question=out.question, answer="",
         status="asked", meta={"router": out.router, "features": out.features, "probabilities": out.probabilities}

@@ -17,11 +17,10 @@ row and, for the same paradigm and configuration, its run (the first one's), as 
 
 from __future__ import annotations
 
-import hashlib
-
 from sqlalchemy import bindparam, select
 from sqlalchemy.dialects.postgresql import insert
 
+from ragrouter.ask import asked_external_id as external_id
 from ragrouter.db import models
 
 _Q, _R, _L = models.Query.__table__, models.ParadigmRun.__table__, models.RunCall.__table__
@@ -30,10 +29,6 @@ _INSERT_QUERY = (insert(_Q).on_conflict_do_nothing(index_elements=["corpus_id", 
 _INSERT_RUN = (insert(_R).on_conflict_do_nothing(index_elements=["query_id", "paradigm", "generator", "config_hash"])
                .returning(_R.c.id, _R.c.query_id, _R.c.paradigm, _R.c.generator, _R.c.config_hash))
 _INSERT_LINK = insert(_L)
-
-
-def external_id(origin: str, question: str) -> str:
-    return f"{origin}:" + hashlib.sha256(question.encode()).hexdigest()[:16]
 
 
 def store_queries(conn, items: list[tuple], origin: str = "serve") -> list[int]:
