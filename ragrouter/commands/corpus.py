@@ -215,14 +215,15 @@ def asked_command(ctx: Ctx, corpus: str, out: str, include_ingested: bool, force
     the type), delete the records you leave, then ingest the file and run the stages: every
     paradigm answers the questions (the served paradigm's call comes from the ledger's cache),
     the judge labels them, and the next `routers train` learns from them. Questions whose
-    asked-<hash> id is in the corpus already are left out (--all keeps them).
+    asked-<hash> id is in the corpus already are left out (--all keeps them). Name the three
+    stages: a plain `run` also generates questions (querygen) where none were generated yet.
 
     \b
     Example:
       python cli.py corpus asked medical-demo asked.jsonl
       # edit asked.jsonl: an "answer" for each question you keep
       python cli.py ingest --corpus medical-demo --format ragrouter asked.jsonl
-      python cli.py run --corpus medical-demo
+      python cli.py run --corpus medical-demo --stage answer --stage judge --stage score
     """
     import json
     import os
@@ -251,4 +252,4 @@ def asked_command(ctx: Ctx, corpus: str, out: str, include_ingested: bool, force
     if records:
         click.echo(f"next: fill in each \"answer\" (delete the records you leave), then\n"
                    f"  python cli.py ingest --corpus {corpus} --format ragrouter {path}\n"
-                   f"  python cli.py run --corpus {corpus}")
+                   f"  python cli.py run --corpus {corpus} --stage answer --stage judge --stage score")
