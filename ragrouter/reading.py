@@ -202,34 +202,42 @@ ASKED_PREFIX = "asked-"  # the id a questions file gives an asked question (``co
 
 def asked_questions(engine: Engine, corpus: str, include_ingested: bool = False) -> list[dict]:
     """The questions asked of ``corpus`` through ``ask`` and ``serve`` (status 'asked': no gold
-    answer, out of the benchmark), oldest first, each with its latest stored answer (paradigm,
-    generator, answer; None when its paradigm failed) and the router's probabilities. A question
-    whose ``asked-<hash>`` id was ingested since (``corpus asked`` wrote it, a person answered it)
-    is left out unless ``include_ingested``."""
+    answer, out of the benchmark), oldest first, one per question text (a question asked through
+    both is one record, ``origins`` in the order first asked), each with its latest stored answer
+    (paradigm, generator, answer; None when no run was stored, e.g. its paradigm failed) and the
+    router's probabilities of that answer. A question whose ``asked-<hash>`` id was ingested
+    since (``corpus asked`` wrote it, a person answered it) is left out unless
+    ``include_ingested``."""
     cid = corpus_id(engine, corpus)
     with engine.connect() as conn:
         asked = conn.execute(text(
             "SELECT id, origin, external_id, question, qtype, meta, created_at FROM queries "
             "WHERE corpus_id = :c AND status = 'asked' ORDER BY created_at, id"), {"c": cid}).all()
         runs = conn.execute(text(
-            "SELECT r.query_id, r.paradigm, r.generator, r.answer, r.created_at FROM paradigm_runs r "
+            "SELECT r.query_id, r.paradigm, r.generator, r.answer FROM paradigm_runs r "
             "JOIN queries q ON q.id = r.query_id WHERE q.corpus_id = :c AND q.status = 'asked' "
-            "ORDER BY r.query_id, r.created_at DESC, r.id DESC"), {"c": cid}).all()
+            "ORDER BY r.created_at, r.id"), {"c": cid}).all()
         ingested = {r[0] for r in conn.execute(text(
             "SELECT external_id FROM queries WHERE corpus_id = :c AND status <> 'asked' "
             "AND substr(external_id, 1, :n) = :p"), {"c": cid, "n": len(ASKED_PREFIX), "p": ASKED_PREFIX})}
-    latest: dict[int, tuple] = {}
-    for qid, paradigm, generator, answer, at in runs:
-        latest.setdefault(int(qid), (paradigm, generator, answer, at))
-    out = []
+    by_query: dict[int, dict] = {}
+    out: dict[str, dict] = {}
     for qid, origin, ext, question, qtype, meta, at in asked:
-        new_id = ASKED_PREFIX + ext.split(":", 1)[-1]
+        new_id = ASKED_PREFIX + ext.split(":", 1)[-1]  # <origin>:<hash> (ask.asked_external_id)
         if new_id in ingested and not include_ingested:
             continue
-        meta = json_value(meta) or {}
-        run = latest.get(int(qid))
-        out.append({"id": new_id, "query_id": int(qid), "origin": origin, "question": question, "type": qtype,
-                    "asked_at": str(at), "router": meta.get("router"), "probabilities": meta.get("probabilities"),
-                    "paradigm": run[0] if run else None, "generator": run[1] if run else None,
-                    "answer": run[2] if run else None})
-    return out
+        rec = out.setdefault(new_id, {"id": new_id, "question": question, "type": qtype, "asked_at": str(at),
+                                      "origins": [], "query_ids": [], "router": None, "probabilities": None,
+                                      "paradigm": None, "generator": None, "answer": None})
+        rec["origins"].append(origin)
+        rec["query_ids"].append(int(qid))
+        by_query[int(qid)] = (rec, json_value(meta) or {})
+    for qid, paradigm, generator, answer in runs:  # oldest first: the latest run wins
+        if int(qid) in by_query:
+            rec, meta = by_query[int(qid)]
+            rec.update(paradigm=paradigm, generator=generator, answer=answer, router=meta.get("router"),
+                       probabilities=meta.get("probabilities"))
+    for qid, (rec, meta) in by_query.items():  # a question with no run: the router's view of its first ask
+        if rec["router"] is None and rec["query_ids"][0] == qid:
+            rec.update(router=meta.get("router"), probabilities=meta.get("probabilities"))
+    return list(out.values())

@@ -605,7 +605,7 @@ def test_served_questions_become_judged_training_questions(served_store, tmp_pat
     assert [r["question"] for r in records] == asked
     out.write_text("".join(json.dumps(r) + "\n" for r in records))  # the two a person answers here
     for rec in records:
-        assert rec["id"].startswith("asked-") and rec["answer"] == "" and rec["asked_via"] == "serve"
+        assert rec["id"].startswith("asked-") and rec["answer"] == "" and rec["asked_via"] == ["serve"]
         assert rec["served_paradigm"] == served[rec["question"]]["paradigm"]
         assert rec["probabilities"] == pytest.approx(served[rec["question"]]["probabilities"])
     # a record left unanswered is refused by ingest, naming the file and the record
@@ -654,3 +654,57 @@ def test_served_questions_become_judged_training_questions(served_store, tmp_pat
                            str(tmp_path / "x.jsonl")], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert nope.returncode == 2 and "corpus 'nope' is not in the store" in nope.stderr
     assert len(nope.stderr.strip().splitlines()) == 1 and not (tmp_path / "x.jsonl").exists()
+
+
+@pytest.mark.parametrize("kind", ["duckdb", "postgres"])
+def test_a_question_asked_through_ask_and_serve_is_one_record_with_its_latest_answer(kind, request, tmp_path):
+    """`corpus asked` writes one record per question text: the same question asked through
+    `ask` and then `serve` is two query rows (their ids differ by origin) but one asked-<hash>
+    id, so two records would make the file ingest refuse its own export. The record keeps both
+    origins, the latest run's answer and the probabilities the router gave for it; a question
+    without a run still carries its router's view; once its asked-<hash> id is ingested it is
+    left out (``include_ingested`` keeps it)."""
+    from sqlalchemy import select
+
+    from ragrouter import ask as ask_mod
+    from ragrouter import reading
+    from ragrouter.db import models
+    from ragrouter.db.engine import write_lock
+    from ragrouter.paradigms.results import ParadigmResult
+
+    store = request.getfixturevalue("pg_store" if kind == "postgres" else "store")
+    with FakeOpenAI() as srv:
+        config = fake_config(srv, tmp_path)
+        ingest(store)
+        with store.connect() as conn:
+            cid, corpus = conn.execute(select(models.Corpus.id, models.Corpus.name)).one()
+
+        def asked(question, origin, paradigm, p_naive, answer):
+            out = ask_mod.Answer(question=question, query_type="factual", router="lr", features="one-hot",
+                                 probabilities={"naive": p_naive, "llm_only": 1 - p_naive}, paradigm=paradigm,
+                                 why="test")
+            result = None if answer is None else ParadigmResult(
+                answer=answer, retrieved_chunk_ids=[], context_tokens=0, iterations=0, trace={}, calls=[],
+                ret_in=0, ret_out=0, gen_in=5, gen_out=3)
+            with write_lock(store), store.begin() as conn:
+                ask_mod.store(conn, config, cid, "fake-gen", out, result, origin=origin)
+
+        asked("Who founded the river town?", "ask", "naive", 0.7, "the ferryman")
+        asked("What does the second document say?", "serve", "naive", 0.6, None)  # its paradigm failed
+        asked("Who founded the river town?", "serve", "llm_only", 0.2, "a miller")
+
+        rows = reading.asked_questions(store, corpus)
+        assert [(r["question"], r["origins"], r["paradigm"], r["answer"]) for r in rows] == [
+            ("Who founded the river town?", ["ask", "serve"], "llm_only", "a miller"),
+            ("What does the second document say?", ["serve"], None, None)]
+        assert rows[0]["probabilities"] == {"naive": 0.2, "llm_only": 0.8}
+        assert rows[1]["router"] == "lr" and rows[1]["probabilities"] == {"naive": 0.6, "llm_only": 0.4}
+        assert len({r["id"] for r in rows}) == 2 and all(r["id"].startswith(reading.ASKED_PREFIX) for r in rows)
+        assert rows[0]["id"] == reading.ASKED_PREFIX + ask_mod.asked_external_id("ask", rows[0]["question"]).split(":")[1]
+
+        with store.begin() as conn:  # the first one answered by a person and ingested
+            conn.execute(models.Query.__table__.insert().values(
+                corpus_id=cid, external_id=rows[0]["id"], origin="dataset", qtype="factual",
+                question=rows[0]["question"], answer="The ferryman", status="accepted"))
+        assert [r["question"] for r in reading.asked_questions(store, corpus)] == ["What does the second document say?"]
+        assert len(reading.asked_questions(store, corpus, include_ingested=True)) == 2

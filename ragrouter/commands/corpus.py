@@ -210,8 +210,9 @@ def asked_command(ctx: Ctx, corpus: str, out: str, include_ingested: bool, force
     Asked questions have no gold answer, so they stay out of the benchmark. OUT (JSONL, the
     `ragrouter` format) has one record per question: its id (asked-<hash>, stable), the
     question, the inferred type, an empty "answer", and what was served (served_paradigm,
-    served_generator, served_answer, router, probabilities, asked_via, asked_at; kept in the
-    ingested question's meta). Fill in each answer (or set "unanswerable": true, or correct
+    served_generator, served_answer, router, probabilities, asked_via: ["ask", "serve"] as it
+    came, asked_at; kept in the ingested question's meta). A question asked both ways is one
+    record with its latest answer. Fill in each answer (or set "unanswerable": true, or correct
     the type), delete the records you leave, then ingest the file and run the stages: every
     paradigm answers the questions (the served paradigm's call comes from the ledger's cache),
     the judge labels them, and the next `routers train` learns from them. Questions whose
@@ -237,7 +238,7 @@ def asked_command(ctx: Ctx, corpus: str, out: str, include_ingested: bool, force
     rows = reading.asked_questions(ctx.engine(), corpus, include_ingested)
     records = [{"id": r["id"], "question": r["question"], "answer": "", "type": r["type"],
                 "served_paradigm": r["paradigm"], "served_generator": r["generator"], "served_answer": r["answer"],
-                "router": r["router"], "probabilities": r["probabilities"], "asked_via": r["origin"],
+                "router": r["router"], "probabilities": r["probabilities"], "asked_via": r["origins"],
                 "asked_at": r["asked_at"]} for r in rows]
     tmp = path.with_name(path.name + ".tmp")
     try:
