@@ -36,6 +36,7 @@ from ragrouter.commands.sql import sql_command  # noqa: E402
 from ragrouter.commands.status import status_command  # noqa: E402
 from ragrouter import __version__  # noqa: E402
 from ragrouter.db.engine import DEFAULT_URL  # noqa: E402
+from ragrouter.llm.errors import BackendError, GatewayError  # noqa: E402
 
 # The order `--help` lists the commands in: the pipeline's, then reading, then tools.
 ORDER = ["db", "ingest", "run", "status", "judge", "review", "routers", "ask", "serve", "report", "export", "sql",
@@ -119,6 +120,9 @@ def main(argv: list[str] | None = None, prog_name: str = "cli.py") -> int:
     except KeyboardInterrupt:
         common.echo_err("interrupted")
         return 130
+    except (GatewayError, BackendError) as exc:  # a model call failed: what, which model, what to do
+        common.echo_err(f"error: {model_call_line(exc)}")
+        return common.EXIT_INTERNAL
     except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, exit 1
         lost = common.outage_line(exc)
         if lost is not None:
@@ -135,6 +139,16 @@ def main(argv: list[str] | None = None, prog_name: str = "cli.py") -> int:
                         "(set RAGROUTER_DEBUG=1 for the traceback)")
         return common.EXIT_INTERNAL
     return 0
+
+
+def model_call_line(exc: BaseException) -> str:
+    """One line for a model call that failed outside a stage's units (those are recorded as
+    the unit's failure): what happened, naming the backend and model, and what to do."""
+    first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+    if getattr(exc, "reason", None) == "timeout":
+        return (f"a model call timed out: {first}; the machine may be busy or the call large: run the command "
+                "again when it is idle (finished work is kept), or set that backend's timeout_s in the config")
+    return f"a model call failed: {first}"
 
 
 def entry() -> None:

@@ -410,6 +410,7 @@ def test_the_probe_measures_encoders_first_and_their_load_in_a_fresh_process(tmp
     order = []
     real_settle = speedprobe.settle
     monkeypatch.setattr(speedprobe, "settle", lambda: order.append(("settle",)) or 0.0)
+    monkeypatch.setattr(speedprobe, "cores_busy", lambda idle=0.65: None)  # as on idle cores
     monkeypatch.setattr(speedprobe, "probe_chat", lambda b: order.append(("chat", b.model)) or
                         {"overhead_s": 0.0, "prompt_tps": 1.0, "gen_tps": 1.0, "parallel": 1, "load_s": 0.0})
     monkeypatch.setattr(speedprobe, "probe_encoder", lambda b, layers=0: order.append(("encoder", b.model, layers)) or

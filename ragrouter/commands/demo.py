@@ -10,7 +10,7 @@ from sqlalchemy import text
 
 from ragrouter import demo as demo_data
 from ragrouter.commands.common import Ctx, pass_ctx
-from ragrouter.db import migrate
+from ragrouter.db import migrate, progress
 from ragrouter.db.engine import write_lock
 from ragrouter.ingest import store as ingest_store
 from ragrouter.stages import registry
@@ -152,7 +152,9 @@ def demo_command(ctx: Ctx, data_dir: Path | None, out: Path, quiet: bool) -> Non
         # timed with this machine's measured speed of the local models (once per machine).
         from ragrouter.stages import speedprobe
 
-        speedprobe.probe(config, echo=click.echo, missing_only=True)
+        speedprobe.probe(config, echo=click.echo, missing_only=True,  # status shows the probe's model
+                         on_model=lambda model, k, n: progress.update(engine, f"speed probe ({model})", done=k,
+                                                                      pending=n, force=True))
         estimates = dry_run([stages[n] for n in PIPELINE], services, scope)
         timed = wall_estimates(config, estimates, services)
         with engine.connect() as conn:

@@ -134,6 +134,39 @@ def _explain_open(exc: BaseException, url: str, read_only: bool) -> StoreError:
     return StoreError(f"cannot open store {_redact(url)}: {first}")
 
 
+WAL_REPLAY_BUG = "GetDefaultDatabase with no default database set"
+
+
+def replay_stranded_wal(exc: BaseException, path: str) -> bool:
+    """Recover a DuckDB file whose WAL DuckDB 1.5.5 cannot replay when it opens the file alone.
+
+    A process killed after DDL with ``COMMENT ON COLUMN`` of a ``nextval`` column and before a
+    checkpoint leaves such a WAL (docs/duckdb-wal-comment-bug.md); the same WAL replays fine
+    when the file is ATTACHed to a connection that already has a default database. This does
+    that, checkpoints the store and detaches it; True when it did (the caller opens the file
+    again), False when ``exc`` is another error or the replay failed too."""
+    text = str(getattr(exc, "orig", None) or exc)
+    if WAL_REPLAY_BUG not in text or not os.access(path, os.W_OK):
+        return False
+    import logging
+
+    import duckdb
+
+    try:
+        con = duckdb.connect()
+        try:
+            con.execute("ATTACH '" + path.replace("'", "''") + "' AS stranded")
+            con.execute("CHECKPOINT stranded")
+            con.execute("DETACH stranded")
+        finally:
+            con.close()
+    except Exception:  # noqa: BLE001 - the caller reports the original error
+        return False
+    logging.getLogger(__name__).warning("store %s: replayed a write-ahead log left by a process that was killed "
+                                        "(DuckDB could not replay it on open); the store is whole", path)
+    return True
+
+
 # libpq connection parameters of every PostgreSQL engine (see make_engine)
 PG_CONNECT_ARGS = {"connect_timeout": 10, "keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10,
                    "keepalives_count": 3}
@@ -207,13 +240,17 @@ def make_engine(url: str | None = None, *, read_only: bool = False, create: bool
             dbapi_conn.autocommit = False
 
     # Fail early with a clear message if the file is locked, corrupt or unreachable.
-    try:
-        with engine.connect() as conn:
-            if is_duckdb(url_eff):
-                conn.exec_driver_sql("SELECT COUNT(*) FROM duckdb_tables()").all()
-    except Exception as exc:  # noqa: BLE001 - duckdb raises IOException via DBAPIError
-        engine.dispose()
-        raise _explain_open(exc, url, read_only) from None
+    for attempt in (0, 1):
+        try:
+            with engine.connect() as conn:
+                if is_duckdb(url_eff):
+                    conn.exec_driver_sql("SELECT COUNT(*) FROM duckdb_tables()").all()
+            break
+        except Exception as exc:  # noqa: BLE001 - duckdb raises IOException via DBAPIError
+            engine.dispose()
+            if attempt == 0 and is_duckdb(url_eff) and replay_stranded_wal(exc, duckdb_path(url_eff)):
+                continue
+            raise _explain_open(exc, url, read_only) from None
     _ENGINES[key] = engine
     return engine
 

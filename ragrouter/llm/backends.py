@@ -385,7 +385,7 @@ class OpenAIBackend(Backend):
         try:
             raw = fn()
         except openai.APITimeoutError as exc:
-            raise BackendError("timeout", f"no reply within the timeout ({exc.__class__.__name__})",
+            raise BackendError("timeout", f"no reply within {timeout_s:.4g} s ({exc.__class__.__name__})",
                                retryable=True) from None
         except openai.APIConnectionError as exc:
             raise BackendError("connection_error", str(exc) or exc.__class__.__name__, retryable=True) from None

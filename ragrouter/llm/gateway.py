@@ -230,6 +230,8 @@ class Gateway:
                 be = make_backend(name, spec, source=self.config.source)
                 if hasattr(be, "http_client"):
                     be.http_client = self._http_client
+                if hasattr(be, "call_timeout"):  # a local model: its calls' timeouts follow its speed
+                    be.priors = dict(self.config.get("dry_run.timing.priors", None) or {})
                 self._backends[name] = be
                 self._sems[name] = slots.PrioritySlots(be.concurrency)
             return be
@@ -254,7 +256,7 @@ class Gateway:
         try:
             be, sent, key, h, response_format = self._prepare_chat(
                 backend_or_role, messages, temperature, max_tokens, json_schema, sample)
-            timeout = check_timeout(be, timeout_s)
+            timeout = check_timeout(be, timeout_s, sent, max_tokens)
             rec, cached = self._get_or_run(
                 h, lambda: self._produce_chat(be, h, sent, response_format, json_schema, key, temperature,
                                               max_tokens, timeout, stage, phase))

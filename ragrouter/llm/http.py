@@ -141,7 +141,7 @@ class LeanPoster:
                     content = resp.read()
             except (TimeoutError, socket.timeout) as exc:
                 conn.close()
-                raise BackendError("timeout", f"no reply within the timeout ({exc.__class__.__name__})",
+                raise BackendError("timeout", f"no reply within {timeout_s:.4g} s ({exc.__class__.__name__})",
                                    retryable=True) from None
             except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as exc:
                 conn.close()
@@ -166,7 +166,7 @@ class LeanPoster:
         try:
             resp = client.post(self.base_url + path, content=data, headers=head, timeout=timeout_s)
         except httpx2.TimeoutException as exc:
-            raise BackendError("timeout", f"no reply within the timeout ({exc.__class__.__name__})",
+            raise BackendError("timeout", f"no reply within {timeout_s:.4g} s ({exc.__class__.__name__})",
                                retryable=True) from None
         except httpx2.TransportError as exc:
             raise BackendError("connection_error", str(exc) or exc.__class__.__name__, retryable=True) from None

@@ -9,6 +9,7 @@ import threading
 
 import numpy as np
 
+from ragrouter.llm import speed
 from ragrouter.llm.backends import DUMMY_KEY, Backend, OpenAIBackend
 from ragrouter.llm.errors import BackendError, EmbedReply, GatewayError
 
@@ -23,13 +24,23 @@ class LocalBackend(OpenAIBackend):
     ``configs/default.yaml``), so each request gets ``n_ctx // n_parallel`` tokens; set
     ``n_ctx_per_slot`` instead to give it directly. ``threads`` and ``n_predict`` are passed on.
     The server's own random API key is used (and redacted like any other key).
+
+    ``timeout_s`` null (or absent) scales each call's timeout with the call's size and the
+    model's speed on this machine (:meth:`call_timeout`); a number fixes it.
     """
 
     kind = "local"
 
     def __init__(self, name: str, spec: dict, *, source: str = "config"):
         spec = {"api_key_required": False, **spec}
+        self.auto_timeout = spec.get("timeout_s") is None
+        if self.auto_timeout:
+            spec.pop("timeout_s", None)
         super().__init__(name, spec, source=source)
+        if self.auto_timeout:
+            self.timeout_s = 600.0  # the client's default; every chat call passes call_timeout's
+        self.priors: dict[str, dict] = {}  # dry_run.timing.priors (the gateway sets them)
+        self._figures: dict | None = None
         self.n_parallel = self._int("n_parallel", 1, minimum=1)
         if "n_ctx_per_slot" in spec:
             self.n_ctx_per_slot = self._int("n_ctx_per_slot", 4096, minimum=64)
@@ -46,6 +57,16 @@ class LocalBackend(OpenAIBackend):
 
     def api_key(self) -> str:
         return str(getattr(self.server(), "api_key", None) or DUMMY_KEY)
+
+    def call_timeout(self, prompt_tokens: int, max_tokens: int) -> float:
+        """The timeout of one call of this size: the fixed ``timeout_s`` when the config sets
+        one, else :func:`ragrouter.llm.speed.call_timeout` at this machine's probed speed of the
+        model (its prior when never probed)."""
+        if not self.auto_timeout:
+            return self.timeout_s
+        if self._figures is None:
+            self._figures = speed.figures_for(self.model, self.priors)[0]
+        return speed.call_timeout(self._figures, prompt_tokens, max_tokens)
 
     def secrets(self) -> list[str]:
         key = getattr(self._server, "api_key", None) if self._server is not None else None

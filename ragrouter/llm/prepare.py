@@ -20,6 +20,7 @@ from ragrouter.llm.errors import GatewayError
 from ragrouter.llm.jsonparse import schema_instructions
 from ragrouter.llm.ledger import chat_key, request_hash
 from ragrouter.llm.messages import schema_name, text_of, with_instructions
+from ragrouter.llm.tokens import message_tokens
 
 
 def check_messages(messages) -> list[dict]:
@@ -42,9 +43,12 @@ def check_texts(texts) -> list[str]:
     return list(texts)
 
 
-def check_timeout(be, timeout_s: float | None) -> float:
-    """The timeout of one attempt: ``timeout_s`` when given, else the backend's."""
+def check_timeout(be, timeout_s: float | None, messages=None, max_tokens: int = 0) -> float:
+    """The timeout of one attempt: ``timeout_s`` when given, else the backend's — for a local
+    model's chat call, scaled to the call's size and the model's speed (``call_timeout``)."""
     if timeout_s is None:
+        if messages is not None and hasattr(be, "call_timeout"):
+            return float(be.call_timeout(message_tokens(messages), max_tokens))
         return be.timeout_s
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or timeout_s <= 0:
         raise GatewayError("bad_request", f"timeout_s must be a positive number (got {timeout_s!r})")

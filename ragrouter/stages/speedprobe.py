@@ -29,13 +29,11 @@ ledger: these are not benchmark calls, and a local model costs nothing.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import json
 import os
-import platform
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
+
+from ragrouter.llm import speed
 
 GEN_TOKENS = 160  # the reply round: long enough that its seconds are not lost in the prompt rounds' noise (48 gave 10.8-19 tok/s idle)
 SHORT_REPLY_TOKENS = 50  # the short-reply round: a judge's or an answer's reply size
@@ -47,49 +45,8 @@ _WORDS = ("the patient was given a dose of the drug and the nurse noted the puls
           "temperature every hour while the doctor reviewed the chart for signs of infection").split()
 
 
-def machine_key() -> str:
-    """CPU model and count: machines of one size and kind share their figures."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    tag = hashlib.sha256(cpu.encode()).hexdigest()[:10]
-    return f"{os.cpu_count() or 1}cpu-{tag}"
-
-
-def cache_path() -> Path:
-    """``$RAGROUTER_TIMING_DIR`` (the tests point it at a folder of their own), else
-    ``$RAGROUTER_HOME/timing``, / ``<machine>.json``."""
-    env = os.environ.get("RAGROUTER_TIMING_DIR")
-    if env:
-        return Path(env) / f"{machine_key()}.json"
-    from ragrouter.paths import home
-
-    return home() / "timing" / f"{machine_key()}.json"
-
-
-def load() -> dict[str, dict]:
-    """{model: measured figures} of this machine ({} when never probed or unreadable)."""
-    try:
-        data = json.loads(cache_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return {str(k): dict(v) for k, v in data.items() if isinstance(v, dict)} if isinstance(data, dict) else {}
-
-
-def _save(figures: dict[str, dict]) -> Path:
-    path = cache_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    merged = {**load(), **figures}
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(merged, indent=2, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+# the figures' file lives in the model layer (a local backend's timeout follows them)
+machine_key, cache_path, load, _save = speed.machine_key, speed.cache_path, speed.load, speed.save
 
 
 def _text(words: int, salt: int) -> str:
@@ -103,17 +60,32 @@ def _text(words: int, salt: int) -> str:
 
 
 def _round(backend, n: int, words: int, max_tokens: int, salt: int) -> tuple[float, float, float]:
-    """(mean latency s, mean prompt tokens, mean completion tokens) of ``n`` concurrent calls."""
+    """(mean latency s, mean prompt tokens, mean completion tokens) of ``n`` concurrent calls,
+    each given the backend's timeout for a call of its size (``probe_timeout``)."""
+    timeout = probe_timeout(backend, int(words * 1.4) + 12, max_tokens)
+
     def one(i: int):
         messages = [{"role": "user", "content": _text(words, salt + i) + "\nCount from 1 to 500, comma separated."}]
         started = time.perf_counter()
         reply = backend.chat_once(messages, temperature=0.0, max_tokens=max_tokens, response_format=None,
-                                  timeout_s=600.0)
+                                  timeout_s=timeout)
         return time.perf_counter() - started, float(reply.prompt_tokens or 0), float(reply.completion_tokens or 0)
 
     with ThreadPoolExecutor(max_workers=n) as pool:
         rows = list(pool.map(one, range(n)))
     return tuple(sum(r[k] for r in rows) / n for k in range(3))  # type: ignore[return-value]
+
+
+def probe_timeout(backend, prompt_tokens: int, max_tokens: int) -> float:
+    """A probe call's timeout: the probe's own setting (``dry_run.probe_timeout_s``, set on the
+    backend as ``probe_timeout_s``), else the backend's timeout for a call of that size
+    (:meth:`~ragrouter.llm.local_backends.LocalBackend.call_timeout`: scaled from the prior
+    speed), else its fixed ``timeout_s``."""
+    fixed = getattr(backend, "probe_timeout_s", None)
+    if fixed:
+        return float(fixed)
+    scaled = getattr(backend, "call_timeout", None)
+    return float(scaled(prompt_tokens, max_tokens)) if scaled else float(getattr(backend, "timeout_s", 600.0))
 
 
 def solve(short: tuple, long: tuple, gen: tuple) -> dict:
@@ -305,9 +277,31 @@ def local_backends(config) -> dict[str, dict]:
             if isinstance(backends.get(n), dict) and backends[n].get("kind") in ("local", "local-encoder")}
 
 
-def probe(config, echo=print, *, missing_only: bool = False) -> dict[str, dict]:
+def cores_busy(idle: float = SETTLE_IDLE) -> float | None:
+    """The share of CPU time that was busy over the last second when it was more than
+    ``1 - idle`` (another job on the machine), else None."""
+    before = _cpu_times()
+    if before is None:
+        return None
+    time.sleep(1.0)
+    now = _cpu_times()
+    if now is None or now[1] <= before[1]:
+        return None
+    busy = 1.0 - (now[0] - before[0]) / (now[1] - before[1])
+    return busy if busy > 1.0 - idle else None
+
+
+def probe(config, echo=print, *, missing_only: bool = False, on_model=None) -> dict[str, dict]:
     """Measure every local model the config uses (``missing_only``: those this machine has
-    no figures for yet); keep and return {model: figures}."""
+    no figures for yet); keep and return {model: figures}.
+
+    A probe never stops the work that asked for it: a model whose probe fails or times out is
+    one warning line and keeps the priors; each model's figures are saved the moment they are
+    measured; on cores another job keeps busy (still busy after :func:`settle`'s wait) a model is
+    not measured, with a note, since its figures would be this machine's for every later
+    estimate. ``on_model(model, k, n)`` is told before each model is measured (the demo writes
+    it to the store's progress file, so ``status`` shows it); ``dry_run.probe_timeout_s`` caps
+    each probe call (null: scaled from the model's prior speed and the call's size)."""
     from ragrouter.llm import local_server
     from ragrouter.llm.kinds import make_backend
 
@@ -316,35 +310,52 @@ def probe(config, echo=print, *, missing_only: bool = False) -> dict[str, dict]:
     resident = {s.model_name for s in local_server.running_servers()}
     figures: dict[str, dict] = {}
     known = load() if missing_only else {}
+    priors = dict(config.get("dry_run.timing.priors", None) or {})
+    call_cap = config.get("dry_run.probe_timeout_s", None)
     # encoders first: a chat model's server leaves the cores busy for a few seconds after it
     # stops, and an encoder's load (seconds, CPU-bound) measured then reads ~1.5x slow
     ordered = sorted(local_backends(config).items(), key=lambda kv: kv[1].get("kind") != "local-encoder")
-    for name, spec in ordered:
-        backend = make_backend(name, spec, source=config.source)
-        model = backend.model
-        if model in figures or model in known:
+    todo = [(n, s) for n, s in ordered if s.get("model") not in known]
+    for k, (name, spec) in enumerate(todo):
+        model = str(spec.get("model"))
+        if model in figures:
             continue
+        if on_model is not None:
+            on_model(model, k, len(todo))
         settled = settle() if spec.get("kind") == "local" else 0.0
-        busy = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-        echo(f"probe: measuring {model} on this machine ({machine_key()}) …"
-             + (f" (load average {busy:.1f} on {os.cpu_count()} cores: the figures will be slow; "
-                "probe again when the machine is idle)" if busy > 0.5 * (os.cpu_count() or 1) else ""))
+        busy = cores_busy(idle=0.65)
+        if busy is not None:
+            echo(f"probe: {model} not measured: the cores are {100 * busy:.0f} % busy with other work, and figures "
+                 "taken now would be this machine's for every later estimate; the estimates use the priors "
+                 "(probe again when the machine is idle: run --dry-run --probe)")
+            continue
+        load_avg = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+        echo(f"probe: measuring {model} on this machine ({machine_key()}) …")
+        backend = None
         try:
+            backend = make_backend(name, spec, source=config.source)
+            if spec.get("kind") == "local":
+                backend.priors, backend.probe_timeout_s = priors, call_cap
             if spec.get("kind") == "local-encoder":
                 scoring = str(config.get("scoring.encoder", "") or "") == model
                 fig = probe_encoder(backend, int(config.get("scoring.bertscore_layers", 0) or 0) if scoring else 0)
             else:
                 fig = probe_chat(backend)
+        except Exception as exc:  # noqa: BLE001 - a probe is optional: priors, one warning, go on
+            reason = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+            echo(f"probe: warning: {model} could not be measured ({reason[:300]}); the estimates use its priors")
+            continue
         finally:
-            backend.close()
+            if backend is not None:
+                backend.close()
             local_server.stop_idle_except(resident)
         fig["measured_at"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-        fig["load_average"] = round(busy, 2)
+        fig["load_average"] = round(load_avg, 2)
         fig["settled_s"] = settled
         figures[model] = fig
+        path = _save({model: fig})  # kept now: a later model's failure or a kill loses nothing
         echo(f"probe: {model}: load {fig['load_s']} s, prompt {fig['prompt_tps']} tok/s, "
              f"reply {fig['gen_tps']} tok/s per call at {fig['parallel']} in flight"
-             + (f", score stage start {fig['score_start_s']} s" if "score_start_s" in fig else ""))
-    if figures:
-        echo(f"probe: kept in {_save(figures)}")
+             + (f", score stage start {fig['score_start_s']} s" if "score_start_s" in fig else "")
+             + f" (kept in {path})")
     return figures
