@@ -1,4 +1,4 @@
-"""The figures rule over a judge's verdict (ragrouter/evaluation/precision.py, issue 30 item 3):
+"""The figures rule over a judge's verdict (ragrouter/evaluation/precision.py and figures_read.py):
 a "correct" verdict whose answer lacks a figure of the gold at the gold's precision becomes
 "incomplete"; nothing else changes."""
 
@@ -9,16 +9,33 @@ from ragrouter.evaluation.precision import apply_figures, figures, missing_figur
 
 
 @pytest.mark.parametrize("text, expected", [
-    ("5:30 PM", {"t05:30"}), ("at 5 PM", {"t05:00"}), ("17:30", {"t05:30"}), ("five thirty pm", {"t05:30"}),
-    ("the 1990s", {"1990"}), ("1994-03-05", {"1994", "3", "5"}), ("March 5, 1994", {"1994", "3", "5"}),
+    ("5:30 PM", {"t05:30pm"}), ("at 5 PM", {"t05:00pm"}), ("17:30", {"t05:30pm"}), ("five thirty pm", {"t05:30pm"}),
+    ("5.30 pm", {"t05:30pm"}),  # was read as "30 pm" = 6:00
+    ("half past five", {"t05:30"}), ("a quarter to ten in the evening", {"t09:45pm"}), ("noon", {"t00:00pm"}),
+    ("the 1990s", {"y1990-1999"}), ("1994-03-05", {"d1994-03-05"}), ("March 5, 1994", {"d1994-03-05"}),
+    ("3 May 1994", {"d1994-05-03"}), ("the 5th of March", {"d?-03-05"}), ("March 2020", {"d2020-03-00"}),
+    ("03/05/1994", {"d1994-03-05|1994-05-03"}),  # day/month ambiguous: both readings kept
+    ("14/03/2024.", {"d2024-03-14"}),
     ("2.5 million", {"2500000"}), ("2,500,000", {"2500000"}), ("two million people", {"2000000"}),
-    ("25%", {"25"}), ("3.14", {"3.14"}), ("twenty-five", {"25"}), ("No figures here.", set()),
+    ("$82,959 million", {"8.2959e+10 money usd"}), ("25%", {"0.25 ratio"}), ("a third", {"0.333333 ratio"}),
+    ("3.14", {"3.14"}), ("twenty-five", {"25"}), ("No figures here.", set()),
     ("It may rain.", set()),  # "may" the verb is not a month
     ("1. Surgery\n2. Radiation", set()), ("1) surgery; 2) radiation", set()),  # list numbering is no figure
     ("The answer is 5. It is small.", {"5"}),
+    ("Windows 11", {"n:windows 11"}), ("2019–2021", {"2019", "2021"}), ("1914-18", {"1914", "1918"}),
+    ("500 mg", {"0.5 mass"}), ("the fourth floor", {"4"}), ("Q3 2021", {"Q3 2021"}),
 ])
 def test_figures_are_read_as_values(text, expected):
     assert figures(text) == expected
+
+
+@pytest.mark.parametrize("text", ["5 March 1994", "March 14th, 2024", "the 11th of November, 1918", "2018-06-12",
+                                  "14/03/2024", "04/15/2025", "Dec 31, 2025"])
+def test_unambiguous_dates_read_as_dateutil_does(text):
+    from dateutil import parser
+
+    ref = parser.parse(text.replace("the ", "").replace(" of ", " "), dayfirst=text.startswith("14/"))  # ISO: dateutil would swap it under dayfirst
+    assert figures(text) == {f"d{ref.year}-{ref.month:02d}-{ref.day:02d}"}
 
 
 @pytest.mark.parametrize("gold, answer, label", [
@@ -30,9 +47,51 @@ def test_figures_are_read_as_values(text, expected):
     ("2.5 million", "About 2,500,000 people.", "correct"),        # the same figure written otherwise
     ("twelve", "12 of them.", "correct"),
     ("Paris", "The treaty was signed in Paris in 1783.", "correct"),  # no figure in the gold: the model decides
+    # the cases the earlier rule misread
+    ("6 PM", "At 5.30 pm.", "incomplete"),                         # 5:30 pm is not 6 pm
+    ("1994-03-05", "On 3 May 1994.", "incomplete"),                 # day and month swapped
+    ("5 March 1994", "03/05/1994", "incomplete"),                  # ambiguous: does not say which the gold says
+    ("07/04/1976", "4 July 1976", "correct"),                      # an ambiguous gold: either reading states it
+    ("$82,959 million", "$82.96 billion", "correct"),              # within rounding
+    ("1,204", "About 1,200 patients.", "incomplete"),              # a hedged rounding is coarser
+    ("8:15 AM", "8:15 PM", "incomplete"),                          # am/pm both said and different
+    ("2 weeks", "14 days", "correct"), ("500 mg", "0.5 g", "correct"), ("12 km", "12 miles", "incomplete"),
+    ("40%", "Two fifths.", "correct"), ("Python 3.10", "Python 3.1", "incomplete"),
+    ("2019–2021", "It started in 2019.", "incomplete"), ("the 1990s", "In 1994.", "correct"),
 ])
 def test_a_correct_verdict_needs_the_golds_figures(gold, answer, label):
     assert apply_figures("correct", "When was it?", gold, answer) == label
+
+
+def test_a_name_with_a_number_is_not_read_as_a_date():
+    assert apply_figures("correct", "When was Windows 11 released?", "5 October 2021",
+                         "Microsoft released Windows 11 October 5, 2021.") == "correct"
+
+
+def test_the_rule_meets_its_targets_on_its_test_set():
+    """benchmarks/bench_figures.py prints the figures; the targets are ≤ 5 % each (asserted loosely
+    here, per split, so that one new hard case does not fail the suite)."""
+    from benchmarks.bench_figures import groups, load, measure
+
+    rows = load()
+    assert len(rows) >= 100 and {r["split"] for r in rows} == {"dev", "test"}
+    assert len({r["domain"] for r in rows}) >= 4
+    for name in ("dev", "test", "all"):
+        m = measure(groups(rows)[name])
+        assert m["false_incomplete"] <= 0.08, (name, m["fi_cases"])
+        assert m["false_correct"] <= 0.08, (name, m["fc_cases"])
+    overall = measure(rows)
+    assert overall["false_incomplete"] <= 0.05 and overall["false_correct"] <= 0.05
+
+
+def test_a_bad_case_file_names_the_line(tmp_path):
+    from benchmarks.bench_figures import load
+
+    path = tmp_path / "cases.jsonl"
+    path.write_text('{"id": "a", "split": "dev", "domain": "x", "question": "q", "gold": "1", "answer": "1", '
+                    '"verdict": "correct"}\n{"id": "b", "verdict": "right"}\n')
+    with pytest.raises(ValueError, match=r"cases\.jsonl line 2: needs"):
+        load(path)
 
 
 def test_other_verdicts_pass_and_figures_the_question_gives_are_not_required():
@@ -46,7 +105,7 @@ def test_other_verdicts_pass_and_figures_the_question_gives_are_not_required():
 def test_long_golds_are_left_to_the_judge():
     summary = ("Treatment depends on the stage: early disease is treated with surgery alone and follow-up "
                "visits occur every 3 months for 2 years.")
-    assert missing_figures("How is it treated?", summary, "Surgery alone for early disease.") == {"3", "2"}
+    assert missing_figures("How is it treated?", summary, "Surgery alone for early disease.") == {"7889238 time", "63113904 time"}  # 3 months, 2 years in seconds
     assert apply_figures("correct", "How is it treated?", summary, "Surgery alone for early disease.") == "correct"
 
 

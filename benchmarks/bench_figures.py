@@ -1,0 +1,83 @@
+"""The judge's figures rule alone on its test set (benchmarks/data/figures_cases.jsonl).
+
+Each case is (question, gold, answer, human verdict). The rule only ever lowers a judge's
+"correct" to "incomplete", so it is measured as if the judge had said "correct" to every answer:
+
+- false-incomplete: a case a person judged correct that the rule lowers (share of correct cases);
+- false-correct: a case a person judged incomplete or incorrect that the rule leaves correct
+  (share of those cases).
+
+Usage: ``PYTHONPATH=. python benchmarks/bench_figures.py [cases.jsonl] [--list]`` (``--list`` names
+every miss). No model is called; it takes under a second.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from ragrouter.evaluation.precision import apply_figures, missing_figures
+
+CASES = Path(__file__).parent / "data" / "figures_cases.jsonl"
+VERDICTS = ("correct", "incomplete", "incorrect")
+FIELDS = ("id", "split", "domain", "question", "gold", "answer", "verdict")
+
+
+def load(path: Path = CASES) -> list[dict]:
+    """The cases of ``path``; a bad record raises ValueError naming the file and line."""
+    rows = []
+    for no, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path} line {no}: not JSON ({exc.msg})") from None
+        missing = [f for f in FIELDS if f not in row]
+        if missing or row["verdict"] not in VERDICTS or row["split"] not in ("dev", "test"):
+            raise ValueError(f"{path} line {no}: needs {', '.join(FIELDS)}; verdict one of {VERDICTS}, split dev/test")
+        rows.append(row)
+    return rows
+
+
+def measure(rows: list[dict]) -> dict:
+    """False-incomplete and false-correct of the rule alone over ``rows``, with the missed cases."""
+    right = [r for r in rows if r["verdict"] == "correct"]
+    wrong = [r for r in rows if r["verdict"] != "correct"]
+    fi = [r for r in right if apply_figures("correct", r["question"], r["gold"], r["answer"]) != "correct"]
+    fc = [r for r in wrong if apply_figures("correct", r["question"], r["gold"], r["answer"]) == "correct"]
+    return {"n": len(rows), "n_correct": len(right), "n_wrong": len(wrong),
+            "false_incomplete": len(fi) / len(right) if right else 0.0,
+            "false_correct": len(fc) / len(wrong) if wrong else 0.0, "fi_cases": fi, "fc_cases": fc}
+
+
+def groups(rows: list[dict]) -> dict[str, list[dict]]:
+    out = {"dev": [r for r in rows if r["split"] == "dev"], "test": [r for r in rows if r["split"] == "test"]}
+    for batch in sorted({r.get("batch") for r in rows if r["split"] == "test" and r.get("batch")}):
+        out[f"test, batch {batch}"] = [r for r in rows if r["split"] == "test" and r.get("batch") == batch]
+    out["all"] = rows
+    for domain in sorted({r["domain"] for r in rows}):
+        out[f"all, {domain}"] = [r for r in rows if r["domain"] == domain]
+    return out
+
+
+def main(argv: list[str]) -> int:
+    paths = [a for a in argv if not a.startswith("--")]
+    rows = load(Path(paths[0]) if paths else CASES)
+    print(f"{'cases':<22} {'N':>4} {'false-incomplete':>22} {'false-correct':>20}")
+    for name, part in groups(rows).items():
+        m = measure(part)
+        print(f"{name:<22} {m['n']:>4} {len(m['fi_cases']):>6} / {m['n_correct']:<4} {100 * m['false_incomplete']:5.1f} %"
+              f" {len(m['fc_cases']):>6} / {m['n_wrong']:<4} {100 * m['false_correct']:5.1f} %")
+    if "--list" in argv:
+        m = measure(rows)
+        for kind, cases in (("false-incomplete", m["fi_cases"]), ("false-correct", m["fc_cases"])):
+            for r in cases:
+                missing = ", ".join(sorted(missing_figures(r["question"], r["gold"], r["answer"])))
+                print(f"{kind}: {r['id']} ({r['split']}) gold {r['gold']!r} answer {r['answer']!r} missing [{missing}]")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
