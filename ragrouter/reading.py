@@ -89,12 +89,17 @@ def corpus_index(conn: Connection, corpus_id: int, corpus: str, config):
 
 def decision_cells(engine: Engine) -> list[dict]:
     """Every cell's sequential decision (``run --until-decided``): corpus, query type,
-    generator, judge, state, leader, N, runs, bound, stop reason."""
+    generator, judge, state, leader, N, runs, bound, stop reason, and the claim the state
+    makes (``claim``; empty for rows written before claims were kept)."""
     with engine.connect() as conn:
-        return [dict(r) for r in conn.execute(text(
+        rows = [dict(r) for r in conn.execute(text(
             "SELECT c.name AS corpus, d.qtype, d.generator, d.judge, d.state, d.winner, d.n_queries, d.n_runs, "
-            "d.bound, d.alpha, d.margin, d.stop_reason FROM decision_cells d JOIN corpora c ON c.id = d.corpus_id "
-            "ORDER BY c.name, d.qtype, d.generator, d.judge")).mappings()]
+            "d.bound, d.alpha, d.margin, d.stop_reason, d.detail FROM decision_cells d "
+            "JOIN corpora c ON c.id = d.corpus_id ORDER BY c.name, d.qtype, d.generator, d.judge")).mappings()]
+    for row in rows:
+        detail = json_value(row.pop("detail")) or {}
+        row["claim"] = str(detail.get("claim") or "") if isinstance(detail, dict) else ""
+    return rows
 
 
 def router_cv_probabilities(engine: Engine, run_id: str) -> list[dict[str, float]]:

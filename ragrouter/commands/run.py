@@ -50,10 +50,14 @@ def _paradigm_names() -> list[str]:
               "until the store has its own history of the model.")
 @click.option("--until-decided", is_flag=True, help="Answer and judge each cell's queries (corpus × query type × "
               "generator) in a seeded random order, batch by batch across the paradigms still in the race, and "
-              "stop each cell once its best paradigm is decided at decisions.alpha (anytime-valid: looking after "
-              "every batch keeps the error level), the rest are within decisions.margin, or the budget is spent; "
+              "stop each cell once a paradigm is claimed the best, or within --epsilon of the best, at decisions.alpha "
+              "(anytime-valid: looking after every batch keeps the error level), once no claim can be reached "
+              "before its queries run out, or the budget is spent; clearly worse paradigms stop being run; "
               "the earlier stages of --stage (default: all before answer) run first. The state of every cell is "
               "kept in decision_cells; a later run continues the same sequence.")
+@click.option("--epsilon", type=click.FloatRange(min=0, max=1, max_open=True), help="With --until-decided: the "
+              "ε of the claim 'X, or any paradigm within ε of it' (default decisions.epsilon: 0.02, 2 points; 0 asks "
+              "for the best itself).")
 @click.option("--budget-usd", type=click.FloatRange(min=0), help="With --until-decided: stop starting batches once "
               "this command has spent this many US $ (backends with price_per_million).")
 @click.option("--budget-tokens", type=click.IntRange(min=0), help="With --until-decided: stop starting batches once "
@@ -163,9 +167,13 @@ def _decide(services, scope, budget, quiet: bool) -> None:
 
 # click passes --dry-run as dry_run; keep the body out of the decorated function for clarity.
 def _callback(ctx, stages, corpus, paradigms, models, limit, dry_run, workers, quiet, as_json=False,  # noqa: PLR0913
-              until_decided=False, budget_usd=None, budget_tokens=None, budget_hours=None, probe=False):
+              until_decided=False, budget_usd=None, budget_tokens=None, budget_hours=None, probe=False, epsilon=None):
     from ragrouter.decisions.driver import Budget
 
+    if epsilon is not None:
+        if not until_decided:
+            fail("--epsilon goes with --until-decided")
+        ctx.config.data.setdefault("decisions", {})["epsilon"] = float(epsilon)
     if (budget_usd is not None or budget_tokens is not None or budget_hours is not None) and not until_decided:
         fail("--budget-usd, --budget-tokens and --budget-hours go with --until-decided")
     if as_json and not dry_run:

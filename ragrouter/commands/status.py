@@ -214,12 +214,14 @@ def status_command(ctx: Ctx, corpus: str | None, as_json: bool) -> None:
         _echo_money(data["money"])
     if data.get("decisions"):
         click.echo()
-        cols = ["corpus", "qtype", "generator", "state", "leader", "N", "runs", "bound", "stop"]
+        cols = ["corpus", "qtype", "generator", "state", "leader", "N", "runs", "bound", "stop", "claim"]
         click.echo(render_rows(cols, [(d["corpus"], d["qtype"], d["generator"], d["state"], d["winner"] or "-",
                                        d["n_queries"], d["n_runs"], "-" if d["bound"] is None else f"{d['bound']:+.3f}",
-                                       d["stop_reason"] or "going on") for d in data["decisions"]], "table"))
-        click.echo("(run --until-decided: decided = the best paradigm at the cell's alpha; the leader of an "
-                   "undecided cell is no decision)")
+                                       d["stop_reason"] or "going on", d.get("claim") or "-")
+                                      for d in data["decisions"]], "table"))
+        click.echo("(run --until-decided: the claim column says exactly what holds, each part at the cell's alpha; "
+                   "bound = the leader's smallest lower confidence bound on its lead over another paradigm still run; "
+                   "the leader of an undecided cell is no decision)")
 
 
 def show_progress(run: dict, path: str, as_json: bool) -> None:

@@ -22,7 +22,7 @@ from sqlalchemy import func, text
 from sqlalchemy.dialects.postgresql import insert
 
 from ragrouter.db import models
-from ragrouter.decisions.sequential import DECIDED, EQUIVALENT, CellState, Settings, evaluate
+from ragrouter.decisions.sequential import DECIDED, EPS_BEST, CellState, Settings, evaluate
 from ragrouter.stages.base import Scope, ScopeError
 
 
@@ -97,7 +97,8 @@ def outcomes(conn, cell: Cell, judge: str) -> dict[tuple[int, str], int]:
 def replay(cell: Cell, paradigms: list[str], seen: dict[tuple[int, str], int], settings: Settings) -> None:
     """Rebuild the cell's state from the complete batches, and name the next batch to run."""
     looks: list[dict[str, dict]] = []
-    state = evaluate(paradigms, [], settings)
+    horizon = len(cell.queries)
+    state = evaluate(paradigms, [], settings, horizon)
     cell.pending = []
     for start in range(0, len(cell.queries), settings.batch):
         batch = cell.queries[start:start + settings.batch]
@@ -107,15 +108,18 @@ def replay(cell: Cell, paradigms: list[str], seen: dict[tuple[int, str], int], s
             cell.pending = [(batch, active)]
             break
         looks.append({p: {q: seen[(q, p)] for q in batch} for p in active})
-        state = evaluate(paradigms, looks, settings)
-        if state.state in (DECIDED, EQUIVALENT):
+        state = evaluate(paradigms, looks, settings, horizon)
+        if state.stop_reason is not None:
             break
     cell.state = state
     cell.runs = sum(len(look[p]) for look in looks for p in look)
     if state.state == DECIDED:
         cell.stop_reason = "decided"
-    elif state.state == EQUIVALENT:
-        cell.stop_reason = "equivalent"
+    elif state.state == EPS_BEST:
+        cell.stop_reason = "eps_best"
+    elif state.stop_reason == "futile":
+        cell.stop_reason = ("futile: no claim can be reached within the cell's "
+                            f"{horizon} queries (projected)")
     elif not cell.pending:
         cell.stop_reason = "exhausted: every query of the cell is answered and judged"
 
@@ -124,10 +128,10 @@ def save(conn, cell: Cell, judge: str, settings: Settings) -> None:
     st = cell.state
     row = {"corpus_id": cell.corpus_id, "qtype": cell.qtype, "generator": cell.generator, "judge": judge,
            "state": st.state, "winner": st.leader, "n_queries": st.n_queries, "n_runs": cell.runs,
-           "bound": st.bound, "alpha": settings.alpha, "margin": settings.margin, "stop_reason": cell.stop_reason,
-           "detail": {**st.detail(), "seed": settings.seed, "batch": settings.batch, "prior": settings.prior,
-                      "drop_alpha": settings.drop_alpha, "test_share": settings.test_share,
-                      "queries_in_cell": len(cell.queries)}}
+           "bound": st.bound, "alpha": settings.alpha, "margin": settings.epsilon, "stop_reason": cell.stop_reason,
+           "detail": {**st.detail(), "seed": settings.seed, "batch": settings.batch, "bet_max": settings.bet_max,
+                      "prior_queries": settings.prior_queries, "prior_discordance": settings.prior_discordance,
+                      "futility": settings.futility, "queries_in_cell": len(cell.queries)}}
     stmt = insert(models.DecisionCell).values(**row)
     conn.execute(stmt.on_conflict_do_update(
         index_elements=["corpus_id", "qtype", "generator", "judge"],

@@ -1,37 +1,44 @@
-"""``plan``: how many queries a decision needs, and what they cost, before spending.
+"""``plan``: how many queries the rule of ``run --until-decided`` needs, and what they cost.
 
-Per cell (corpus × query type × generator, under the configured judge) the number of paired
-queries at which an exact-design McNemar test tells the best paradigm from the runner-up at
-level α (two-sided) with the stated power, for a gap δ in correct rates (default 10 points)
-and a discordance rate ψ (the share of queries on which the two disagree):
+Per cell (corpus × query type × generator, under the configured judge) a **seeded simulation
+of the rule itself** (:func:`ragrouter.decisions.simulate.size_rule`) finds N: the queries the
+cell must have for the rule to make a correct claim ("X is the best" or "X is within ε of the
+best") with probability ``decisions.plan_power``. The truth it simulates: the best paradigm's
+rate, the runner-up ``gap`` behind it, the other paradigms at their pilot rates (never closer
+than the gap), and the discordance ψ between the best and the runner-up — from the cell's pilot
+(its judged runs) when the store has at least ``MIN_PILOT`` paired queries, else stated
+(``decisions.plan_rate`` for the best, every other paradigm at the gap, ψ =
+``decisions.plan_discordance``). Beside it the fixed-N design the report uses: the N at which
+the exact McNemar test (two-sided, α) of the best against the runner-up has that power, computed
+exactly (binomial sums), every paradigm run on all N queries.
 
-    n = (z_{1−α/2} √ψ + z_{power} √(ψ − δ²))² / δ²        (Connor 1987, Biometrics 43:207)
-
-ψ comes from the cell's pilot (its judged runs: the leader and runner-up on their common
-queries) when the store has at least ``MIN_PILOT`` of them, else from the stated assumption
-``decisions.plan_discordance``; ψ is never taken below δ (every discordant query would then
-favour the better paradigm). The cost of n queries × every enabled paradigm (answer + judge
-calls, tokens, US $, wall time) is the dry run's, per query: the cell's pending queries when it
-has any, else this store's billed answer and judge calls per run.
+Cost: what one query × one paradigm costs (answer + judge calls, tokens, US $, seconds) and the
+fixed costs (model loads, stage starts) are split from the dry run of the cell's pending queries
+(the wall time of n and of 2n queries: fixed = 2·W(n) − W(2n)), so fixed costs are counted once.
+The rule's expected cost is its mean paradigm runs at horizon N × the per-run cost + the fixed
+costs. A cell that costs more than ``decisions.plan_max_hours`` (or needs more queries than it
+has) gets options, each with its N and time: a larger ε, fewer paradigms (the pilot's best
+ones), a remote backend of the config at its stated price, a cheaper (faster) local judge.
 """
 
 from __future__ import annotations
 
-import math
+import dataclasses
 
-from scipy.stats import norm
 from sqlalchemy import text
+
+from ragrouter.decisions.simulate import mcnemar_exact_n, size_rule
 
 MIN_PILOT = 10
 
 
 def mcnemar_n(delta: float, psi: float, alpha: float = 0.05, power: float = 0.8) -> int:
-    """Paired queries for a two-sided McNemar test to detect ``delta`` with discordance ``psi``."""
-    if not 0 < delta < 1:
-        raise ValueError(f"plan: the gap must lie in (0, 1), got {delta}")
-    psi = min(1.0, max(psi, delta))
-    za, zb = norm.ppf(1 - alpha / 2), norm.ppf(power)
-    return int(math.ceil((za * math.sqrt(psi) + zb * math.sqrt(max(psi - delta * delta, 0.0))) ** 2 / delta ** 2))
+    """Paired queries for the two-sided exact McNemar test to detect ``delta`` with discordance
+    ``psi`` (exact power, not the normal approximation)."""
+    n = mcnemar_exact_n(delta, psi, alpha, power)
+    if n is None:
+        raise ValueError(f"plan: the gap {delta} needs more than 20,000 queries at discordance {psi}")
+    return n
 
 
 def pilot(conn, corpus_id: int, qtype: str, generator: str, judge: str) -> dict:
@@ -53,8 +60,9 @@ def pilot(conn, corpus_id: int, qtype: str, generator: str, judge: str) -> dict:
     return out
 
 
-def per_query_cost(services, scope, cell_queries: list[int], paradigms: list[str]) -> dict:
-    """Calls, tokens, US $ and wall seconds of one query × every paradigm (answer + judge)."""
+def cost_profile(services, scope, cell_queries: list[int], paradigms: list[str]) -> dict:
+    """Per paradigm run (one query × one paradigm): calls, tokens, US $ and seconds, the
+    fixed seconds counted once, and per stage (answer, judge) its model, calls and tokens."""
     from ragrouter.stages import registry
     from ragrouter.stages.base import Scope
     from ragrouter.stages.runner import dry_run
@@ -67,63 +75,162 @@ def per_query_cost(services, scope, cell_queries: list[int], paradigms: list[str
         pending = {u.payload["query_id"] for u in stages["answer"].pending(conn, sub)}
     if pending:
         sub.query_ids = sorted(pending)
-        timed = wall_estimates(scope.config, dry_run([stages["answer"], stages["judge"]], services, sub), services)
-        n = len(pending)
-        rows = [r for r in timed["stages"] if r["model"] != "-"]
-        return {"basis": f"dry run of {n} pending queries",
-                "calls": sum(r["calls"] - r["cached_calls"] for r in rows) / n,
-                "tokens": sum(r["prompt_tokens"] + r["completion_tokens"] for r in rows) / n,
-                "usd": (timed["usd"] / n) if timed["usd"] is not None else None,
-                "wall_s": timed["expected_wall_s"] / n}
-    return _history_cost(services, scope.config, len(paradigms))
+        ests = [e for e in dry_run([stages["answer"], stages["judge"]], services, sub) if e.model != "-"]
+        runs = len(pending) * len(paradigms)
+        basis = f"dry run of {len(pending)} pending queries"
+    else:
+        ests, runs, basis = _history_estimates(services, len(paradigms))
+        if not ests:
+            return {"basis": "unknown: no pending query and no billed answer or judge call in this store",
+                    "calls": 0.0, "tokens": 0.0, "usd": None, "wall_s": 0.0, "fixed_s": 0.0, "stages": []}
+    one = wall_estimates(scope.config, ests, services)
+    two = wall_estimates(scope.config, [_scaled(e, 2) for e in ests], services)
+    per_s = max(0.0, (two["expected_wall_s"] - one["expected_wall_s"]) / runs)
+    fixed_s = max(0.0, 2 * one["expected_wall_s"] - two["expected_wall_s"])
+    usd = None if one["usd"] is None else one["usd"] / runs
+    return {"basis": basis, "calls": sum(e.calls - e.cached_calls for e in ests) / runs,
+            "tokens": sum(e.prompt_tokens + e.completion_tokens for e in ests) / runs, "usd": usd, "wall_s": per_s,
+            "fixed_s": fixed_s,
+            "stages": [{"stage": e.stage, "model": e.model, "calls": (e.calls - e.cached_calls) / runs,
+                        "prompt": e.prompt_tokens / runs, "completion": e.completion_tokens / runs} for e in ests]}
 
 
-def _history_cost(services, config, n_paradigms: int) -> dict:
-    """Per query from this store's billed answer and judge calls, per run × paradigms."""
+def _scaled(e, k: int):
+    return dataclasses.replace(e, calls=e.calls * k, cached_calls=e.cached_calls * k, prompt_tokens=e.prompt_tokens * k,
+                               completion_tokens=e.completion_tokens * k, completion_cap=e.completion_cap * k,
+                               units=e.units * k)
+
+
+def _history_estimates(services, n_paradigms: int):
+    """Estimates of one query × every paradigm from this store's billed answer and judge calls."""
     from ragrouter.stages.base import Estimate
-    from ragrouter.stages.timing import Timing
-
-    timing = Timing(services.engine, config, services.db_lock)
-    out = {"basis": "this store's billed answer and judge calls per run", "calls": 0.0, "tokens": 0.0, "usd": None,
-           "wall_s": 0.0}
-    from ragrouter.llm.pricing import estimate_usd
 
     with services.db_lock, services.engine.connect() as conn:
         runs = conn.execute(text("SELECT COUNT(*) FROM paradigm_runs")).scalar() or 0
         judged = conn.execute(text("SELECT COUNT(DISTINCT run_id) FROM judgments WHERE NOT is_calibration")).scalar() or 0
         per_stage = conn.execute(text("SELECT stage, model, COUNT(*), SUM(prompt_tokens), SUM(completion_tokens) "
                                       "FROM llm_calls WHERE stage IN ('answer', 'judge') GROUP BY stage, model")).all()
+    out = []
     for stage, model, calls, pt, ct in per_stage:
         per = runs if stage == "answer" else judged
         if not per:
             continue
         scale = n_paradigms / per
-        e = Estimate(stage=str(stage), model=str(model), calls=int(round(calls * scale)) or 1,
-                     prompt_tokens=int(round((pt or 0) * scale)), completion_tokens=int(round((ct or 0) * scale)),
-                     completion_cap=int(round((ct or 0) * scale)))
-        out["calls"] += calls * scale
-        out["tokens"] += ((pt or 0) + (ct or 0)) * scale
-        out["wall_s"] += timing.stage_seconds(e)[0]
-        usd = estimate_usd(config, str(model), e.prompt_tokens, e.completion_tokens)
-        if usd is not None:
-            out["usd"] = (out["usd"] or 0.0) + usd
-    if not per_stage:
-        out["basis"] = "unknown: no pending query and no billed answer or judge call in this store"
+        out.append(Estimate(stage=str(stage), model=str(model), calls=max(1, int(round(calls * scale))),
+                            prompt_tokens=int(round((pt or 0) * scale)), completion_tokens=int(round((ct or 0) * scale)),
+                            completion_cap=int(round((ct or 0) * scale))))
+    return out, n_paradigms, "this store's billed answer and judge calls per run"
+
+
+def truth(pilot_rates: dict, paradigms: list[str], gap: float, rate: float, use_pilot: bool) -> list[float]:
+    """The rates the plan simulates: the best, the runner-up ``gap`` behind, the rest at their
+    pilot rates but never closer than the gap (stated: every other paradigm at the gap)."""
+    if use_pilot and pilot_rates:
+        lead = max(pilot_rates, key=pilot_rates.get)
+        best = pilot_rates[lead]
+        others = sorted((min(pilot_rates.get(p, best - gap), best - gap) for p in paradigms if p != lead),
+                        reverse=True) or [best - gap]
+        others[0] = best - gap  # the runner-up at the gap
+        return [best] + [max(0.0, r) for r in others]
+    return [rate] + [max(0.0, rate - gap)] * (len(paradigms) - 1)
+
+
+def _cost(size: dict, per: dict, k: int) -> dict:
+    runs = size["mean_runs"] if size.get("n") else None
+    usd = None if per["usd"] is None or runs is None else per["usd"] * runs
+    return {"mean_runs": runs, "usd": usd,
+            "wall_s": None if runs is None else per["fixed_s"] + per["wall_s"] * runs,
+            "worst_wall_s": None if not size.get("n") else per["fixed_s"] + per["wall_s"] * size["n"] * k}
+
+
+def _swap_seconds(services, config, per: dict, stages: tuple, model: str) -> tuple[float, float]:
+    """(seconds per run, fixed seconds) with the ``stages`` served by ``model``."""
+    from ragrouter.stages.timing import Timing
+
+    timing = Timing(services.engine, config, services.db_lock)
+    per_s, fixed = 0.0, 0.0
+    for row in per["stages"]:
+        m = model if row["stage"] in stages else row["model"]
+        busy, _ = timing.call_seconds(m, 1000 * row["calls"], 1000 * row["prompt"], 1000 * row["completion"])
+        par, _ = timing.parallel(row["stage"], m)
+        per_s += busy / 1000 / par
+        backend = timing.backend_of(m)
+        if backend.get("kind") == "local":
+            fixed += float(timing._prior(backend)[0].get("load_s") or 0.0)
+    return per_s, fixed
+
+
+def options(services, cfg, settings, rates, psi, power, per: dict, paradigms: list[str], pilot_rates: dict,
+            reps: int) -> list[dict]:
+    """What would make an unaffordable cell affordable, each with its N and time."""
+    from ragrouter.llm.pricing import estimate_usd
+    from ragrouter.stages.timing import LOCAL_KINDS
+
+    out = []
+    for eps in (0.05, 0.10):
+        if eps > settings.epsilon:
+            s = size_rule(rates, psi, dataclasses.replace(settings, epsilon=eps), power, reps=reps, seed=settings.seed)
+            out.append({"option": f"epsilon {eps:g} (run --until-decided --epsilon {eps:g})", "n": s["n"],
+                        **_cost(s, per, len(rates))})
+    ranked = sorted(paradigms, key=lambda p: -pilot_rates.get(p, 0.0))
+    for keep in (3, 2):
+        if keep < len(rates):
+            sub = [rates[0]] + sorted(rates[1:], reverse=True)[:keep - 1]
+            s = size_rule(sub, psi, settings, power, reps=reps, seed=settings.seed)
+            names = ranked[:keep] if pilot_rates else [f"{keep} paradigms"]
+            out.append({"option": f"fewer paradigms: {', '.join(names)}"
+                        + (f" (--paradigm {' --paradigm '.join(names)})" if pilot_rates else ""),
+                        "n": s["n"], **_cost(s, per, keep)})
+    base = size_rule(rates, psi, settings, power, reps=reps, seed=settings.seed)
+    backends = cfg.section("backends")
+    judge_backend = str(cfg.role("judge"))
+    for name, b in backends.items():
+        if not isinstance(b, dict) or b.get("kind") in LOCAL_KINDS or not b.get("price_per_million"):
+            continue
+        model = str(b.get("model"))
+        per_s, _ = _swap_seconds(services, cfg, per, ("answer", "judge"), model)
+        usd = 0.0
+        for row in per["stages"]:
+            usd += estimate_usd(cfg, model, row["prompt"], row["completion"]) or 0.0
+        runs = base["mean_runs"] if base.get("n") else None
+        out.append({"option": f"remote backend {name} ({model}) for answer and judge, at its stated price",
+                    "n": base["n"], "mean_runs": runs, "usd": None if runs is None else usd * runs,
+                    "wall_s": None if runs is None else per_s * runs, "worst_wall_s": None})
+    for name, b in backends.items():
+        if not isinstance(b, dict) or b.get("kind") != "local" or name == judge_backend:
+            continue
+        model = str(b.get("model"))
+        per_s, fixed = _swap_seconds(services, cfg, per, ("judge",), model)
+        if per_s >= per["wall_s"]:
+            continue
+        runs = base["mean_runs"] if base.get("n") else None
+        out.append({"option": f"cheaper judge {name} ({model}; calibrate it first: judge calibrate)",
+                    "n": base["n"], "mean_runs": runs, "usd": None,
+                    "wall_s": None if runs is None else fixed + per_s * runs, "worst_wall_s": None})
     return out
 
 
-def plan(services, scope, gap: float | None = None) -> list[dict]:
-    """One row per cell: pilot figures, the ψ used and its basis, N, and N's cost."""
+def plan(services, scope, gap: float | None = None, epsilon: float | None = None) -> list[dict]:
+    """One row per cell: the truth it sizes for and its basis, the rule's N and expected cost,
+    the fixed-N exact McNemar N and its cost, and the options when unaffordable."""
     from ragrouter.decisions.driver import cells_of
     from ragrouter.decisions.sequential import Settings
     from ragrouter.evaluation import judge as jd
 
     cfg = scope.config
     settings = Settings.from_config(cfg)
+    if epsilon is not None:
+        settings = dataclasses.replace(settings, epsilon=float(epsilon))
     sec = dict(cfg.section("decisions"))
     delta = float(gap if gap is not None else sec.get("plan_gap", 0.10))
     power = float(sec.get("plan_power", 0.8))
     assumed = float(sec.get("plan_discordance", 0.3))
+    rate = float(sec.get("plan_rate", 0.5))
+    max_h = float(sec.get("plan_max_hours", 8))
+    reps = int(sec.get("plan_reps", 400))
+    if not 0 < delta < 1 or not 0 < power < 1 or not 0 < assumed <= 1 or not delta < rate <= 1:
+        raise ValueError(f"decisions: plan_gap, plan_power, plan_discordance and plan_rate must lie in (0, 1) with "
+                         f"plan_gap < plan_rate (got gap={delta}, power={power}, discordance={assumed}, rate={rate})")
     judge = jd.judge_key(str(cfg.role("judge")), cfg)
     paradigms = list(scope.paradigms) or list(cfg.get("paradigms.enabled"))
     with services.db_lock, services.engine.connect() as conn:
@@ -131,17 +238,36 @@ def plan(services, scope, gap: float | None = None) -> list[dict]:
         pilots = [pilot(conn, c.corpus_id, c.qtype, c.generator, judge) for c in cells]
     out = []
     for cell, p in zip(cells, pilots):
-        if p["discordance"] is not None and p["n_pairs"] >= MIN_PILOT:
+        use_pilot = p["discordance"] is not None and p["n_pairs"] >= MIN_PILOT
+        if use_pilot:
             psi, basis = p["discordance"], f"pilot: {p['leader']} vs {p['runner_up']} on {p['n_pairs']} queries"
         else:
-            psi, basis = assumed, f"assumed (decisions.plan_discordance; pilot has {p['n_pairs']} paired queries)"
-        n = mcnemar_n(delta, psi, settings.alpha, power)
-        cost = per_query_cost(services, scope, cell.queries, paradigms)
-        out.append({"corpus": cell.corpus, "qtype": cell.qtype, "generator": cell.generator,
-                    "queries_in_cell": len(cell.queries), "gap": delta, "alpha": settings.alpha, "power": power,
-                    "discordance": psi, "discordance_basis": basis, "pilot_rates": p["rates"],
-                    "n_needed": n, "enough": n <= len(cell.queries), "paradigms": len(paradigms),
-                    "calls": cost["calls"] * n, "tokens": cost["tokens"] * n,
-                    "usd": None if cost["usd"] is None else cost["usd"] * n, "wall_s": cost["wall_s"] * n,
-                    "cost_basis": cost["basis"]})
+            psi, basis = assumed, (f"assumed (decisions.plan_rate {rate:g}, every other paradigm at the gap, "
+                                   f"plan_discordance; pilot has {p['n_pairs']} paired queries)")
+        rates = truth(p["rates"], paradigms, delta, rate, use_pilot)
+        size = size_rule(rates, psi, settings, power, reps=reps, seed=settings.seed)
+        per = cost_profile(services, scope, cell.queries, paradigms)
+        k = len(paradigms)
+        rule = _cost(size, per, k)
+        fixed_n = size["fixed_exact_n"]
+        fixed = {"n": fixed_n, "runs": None if fixed_n is None else fixed_n * k,
+                 "usd": None if fixed_n is None or per["usd"] is None else per["usd"] * fixed_n * k,
+                 "wall_s": None if fixed_n is None else per["fixed_s"] + per["wall_s"] * fixed_n * k}
+        affordable = size["n"] is not None and size["n"] <= len(cell.queries) and \
+            (rule["wall_s"] or 0.0) <= max_h * 3600
+        row = {"corpus": cell.corpus, "qtype": cell.qtype, "generator": cell.generator,
+               "queries_in_cell": len(cell.queries), "gap": delta, "epsilon": settings.epsilon,
+               "alpha": settings.alpha, "power": power, "rates": [round(r, 3) for r in rates],
+               "discordance": psi, "discordance_basis": basis, "pilot_rates": p["rates"],
+               "n_needed": size["n"], "power_at_n": size["power_at_n"], "power_at_max": size["power_at_max"],
+               "mean_queries": size["mean_queries"], "mean_runs": rule["mean_runs"],
+               "enough": size["n"] is not None and size["n"] <= len(cell.queries), "paradigms": k,
+               "calls": None if rule["mean_runs"] is None else per["calls"] * rule["mean_runs"],
+               "tokens": None if rule["mean_runs"] is None else per["tokens"] * rule["mean_runs"],
+               "usd": rule["usd"], "wall_s": rule["wall_s"], "worst_wall_s": rule["worst_wall_s"],
+               "fixed_s": per["fixed_s"], "per_run_s": per["wall_s"], "fixed_design": fixed,
+               "cost_basis": per["basis"], "affordable": affordable, "options": []}
+        if not affordable:
+            row["options"] = options(services, cfg, settings, rates, psi, power, per, paradigms, p["rates"], reps)
+        out.append(row)
     return out

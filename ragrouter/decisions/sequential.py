@@ -1,53 +1,49 @@
-"""Anytime-valid paired comparison of the paradigms of one cell (``run --until-decided``).
+"""ε-best paradigm of a cell from paired outcomes, anytime-valid (``run --until-decided``).
 
 Every paradigm still in the race answers the same queries, in a seeded random order, in
 batches; after each batch the rule below looks at the paired outcomes (judged correct or not)
-and may stop. Because its error level holds *whatever* the number of looks, a cell can be
-looked at after every batch and continued by a later run without inflating the error — the
-fixed-N McNemar test of the report, repeated after every batch, does not have that property
-(``benchmarks/bench_sequential.py`` measures both).
+and may stop. Its error level holds whatever the number of looks, so a cell can be looked at
+after every batch and continued by a later run.
 
-The test (one per pair of paradigms j, k). Only *discordant* queries — one of the two correct,
-the other not — carry information about which is better: under "equal correct rates"
-(P(j right, k wrong) = P(j wrong, k right)) each discordant query favours j with probability
-½ whatever came before, so with s wins of j among n discordant queries the Beta(a, a) mixture
-likelihood ratio
+**The evidence.** For an ordered pair (j, k) of paradigms and a query both ran, D = X_j − X_k
+∈ {−1, 0, 1}; δ_jk = E D is the difference of their correct rates. For a value m the wealth of
+a bettor who stakes a predictable fraction λ_i ∈ [0, λ_max] on "D above m",
 
-    E_jk = B(s + a, n − s + a) / B(a, a) / 2^−n
+    W_jk(m) = ∏_i (1 + λ_i (D_i − m)),
 
-is a nonnegative martingale under that null (the mixture SPRT of Robbins 1970; Johari et al.
-2017 "Peeking at A/B tests"), and by Ville's inequality P(sup_n E_jk ≥ 1/α') ≤ α'. Each of
-the m = K(K−1)/2 pairs of a cell's K paradigms gets α/m, a share s (``test_share``, 0.9) of it
-for this test (threshold m/(s·α)) and the rest for the discordance rate below, so the chance
-that *any* pair is ever declared different when all are equal — or that any pair's bound
-below ever misses — is at most α (Bonferroni). Only the equivalence stop and the reported
-bound need the discordance rate, so most of the level goes to the test.
+is a nonnegative supermartingale whenever δ_jk ≤ m (λ_max < 1 keeps every factor positive for
+every m ≤ 0), so by Ville's inequality P(sup_t W_jk(m) ≥ 1/a) ≤ a (Waudby-Smith & Ramdas 2023,
+"Estimating means of bounded random variables by betting", JRSS-B: the one-sided hedged
+capital process). One stake sequence serves every m, and W_jk(m) falls as m grows, so
+{m : W_jk(m) < 1/a} is a lower confidence sequence for δ_jk: "δ_jk > m" is claimed once W_jk(m)
+reaches 1/a. The stake is the predictable plug-in (their aGRAPA): λ = (μ̂ + ε) / (σ̂² + (μ̂ + ε)²)
+from the pair's earlier batches (mean μ̂, variance σ̂², each shrunk toward no difference and
+discordance ``prior_discordance`` by ``prior_queries`` pseudo-queries), clipped to [0, λ_max]:
+the stake that grows fastest when the question is "is j within ε of k or better".
 
-The rule after each look:
+**The level.** Each ordered pair gets a = α/K (K paradigms in the cell). The claims below
+can only be wrong through a pair (j, b) with b a best paradigm, K − 1 pairs, so
 
-* a pair whose E crosses m/(s·α) is a *strict* crossing: the paradigm with fewer wins is worse at
-  the cell's level α;
-* a paradigm that a rival beats at the per-pair **drop level** (E ≥ 1/drop_alpha, a strict
-  crossing included) is **dropped**: it is not run on later queries (the saving) — except that
-  the last rival of the leader falls only to a strict crossing (such a drop is held back and
-  both keep running);
-* one paradigm left → **decided**. A decided cell always rests on at least one strict crossing,
-  so when all paradigms are equally good the chance of ever calling a winner is at most α; a
-  claim about an earlier dropped paradigm rests on the drop level (each drop is recorded with
-  the level it passed);
-* every pair still run has its difference in correct rates inside ±margin (``margin``, 10
-  points: the gap ``plan`` resolves by default) by its confidence sequence → **equivalent**;
-* optionally (``futility_min`` > 0) stop once the leader and the runner-up cannot be told apart
-  before the queries run out (projected with an optimistic win share) → **undecided**;
-* else go on until the queries or the budget run out → **undecided** (the current leader is
-  reported as such, never as decided).
+* with one best paradigm b, every claim of the cell holds together with probability ≥ 1 −
+  α(K − 1)/K: b is never eliminated and the ε claim about the leader is true;
+* with all paradigms equal, "decided" needs K − 1 wrong eliminations of K different
+  paradigms, each at most α(K − 1)/K likely: at most α (Markov on the count of wrong ones);
+* whatever the truth, a paradigm that is eliminated is a best one with probability ≤ α.
 
-The confidence sequence for a pair's difference δ = P(j right, k wrong) − P(j wrong, k right)
-= q (2π − 1) combines two mixture sequences, at level (1 − s)·α/m for the discordance rate q
-over all paired queries and s·α/m for the win share π over the discordant ones (the test's
-own: π's lower end exceeds ½ exactly when E crosses m/(s·α)); each is the set of values whose
-Beta-mixture likelihood ratio stays below 1/its level (the same martingale argument), and δ's bounds
-are the extremes of q (2π − 1) over the two intervals — so a decided pair's lower bound is ≥ 0.
+**The rule after each look** (paradigms still run are the *survivors*):
+
+* k is **eliminated** once a survivor j has W_jk(0) ≥ K/α: "k is worse than j", so k is not
+  the best; it is not run on later queries (the saving);
+* one survivor left → **decided**: "X is the best paradigm";
+* a survivor X with W_Xk(−ε) ≥ K/α for every other survivor k → **ε-best** ("eps_best"):
+  "X is within ε of the best" (the best is a survivor, and X is within ε of each survivor);
+* else go on until the queries or the budget run out → **undecided**: only the eliminations
+  are claims; the current leader is no decision.
+
+Every state also claims each elimination ("k is worse than the best"), at the same level:
+there is no second, looser level behind any claim. ``epsilon`` = 0 asks for the best itself.
+The queries are taken as draws from the cell's query distribution (a seeded random order);
+the rates are that distribution's.
 """
 
 from __future__ import annotations
@@ -56,63 +52,11 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.special import betaln
 
-DECIDED, EQUIVALENT, UNDECIDED = "decided", "equivalent", "undecided"
-
-
-def log_evalue(wins, n, a: float) -> np.ndarray:
-    """log E for ``wins`` of one side among ``n`` discordant pairs (arrays broadcast): the
-    Beta(a, a) mixture likelihood ratio against a fair coin."""
-    wins = np.asarray(wins, dtype=float)
-    n = np.asarray(n, dtype=float)
-    return betaln(wins + a, n - wins + a) - betaln(a, a) + n * math.log(2.0)
-
-
-def mixture_interval(k, n, level: float, a: float = 1.0, iters: int = 34):
-    """{p: Beta(a, a)-mixture likelihood ratio of ``k`` successes in ``n`` against p < 1/level}
-    (arrays broadcast): a confidence sequence for a Bernoulli rate, valid at every n at once.
-    The log ratio is convex in p with its minimum at k/n, so the set is an interval; its ends
-    are found by bisection on each side. n = 0 gives [0, 1]."""
-    k = np.asarray(k, dtype=float)
-    n = np.asarray(n, dtype=float)
-    k, n = np.broadcast_arrays(k, n)
-    threshold = math.log(1.0 / level)
-    log_mix = betaln(k + a, n - k + a) - betaln(a, a)
-
-    def excess(p):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ll = np.where(k > 0, k * np.log(p), 0.0) + np.where(n - k > 0, (n - k) * np.log1p(-p), 0.0)
-        return log_mix - ll - threshold
-
-    mle = np.where(n > 0, k / np.maximum(n, 1), 0.5)
-    lo_a, lo_b = np.zeros_like(mle), mle.copy()   # excess(lo_a) >= 0 > excess(lo_b), unless lo is 0
-    hi_a, hi_b = mle.copy(), np.ones_like(mle)    # excess(hi_a) < 0 <= excess(hi_b), unless hi is 1
-    for _ in range(iters):
-        mid = (lo_a + lo_b) / 2
-        inside = excess(mid) < 0
-        lo_b = np.where(inside, mid, lo_b)
-        lo_a = np.where(inside, lo_a, mid)
-        mid = (hi_a + hi_b) / 2
-        inside = excess(mid) < 0
-        hi_a = np.where(inside, mid, hi_a)
-        hi_b = np.where(inside, hi_b, mid)
-    lo = np.where(excess(np.zeros_like(mle)) < 0, 0.0, lo_b)
-    hi = np.where(excess(np.ones_like(mle)) < 0, 1.0, hi_a)
-    empty = n <= 0
-    return np.where(empty, 0.0, lo), np.where(empty, 1.0, hi)
-
-
-def difference_bounds(n10, n01, n, level: float, a: float = 1.0, share: float = 0.5):
-    """Confidence-sequence bounds (level ``level``) on δ = P(10) − P(01) from ``n`` paired
-    queries of which ``n10`` favour the first side and ``n01`` the second (arrays broadcast):
-    ``share`` of the level goes to the win share π, the rest to the discordance rate q."""
-    n10 = np.asarray(n10, dtype=float)
-    n01 = np.asarray(n01, dtype=float)
-    q_lo, q_hi = mixture_interval(n10 + n01, n, level * (1 - share), 1.0)
-    p_lo, p_hi = mixture_interval(n10, n10 + n01, level * share, a)
-    corners = np.stack([q * (2 * p - 1) for q in (q_lo, q_hi) for p in (p_lo, p_hi)])
-    return corners.min(axis=0), corners.max(axis=0)
+DECIDED, EPS_BEST, UNDECIDED = "decided", "eps_best", "undecided"
+EQUIVALENT = "equivalent"  # a state of stores written before the ε-best rule (read, never written)
+STATES = {0: UNDECIDED, 1: DECIDED, 2: EPS_BEST, 3: UNDECIDED}
+STOP_REASONS = {1: "decided", 2: "eps_best", 3: "futile"}
 
 
 @dataclass
@@ -120,29 +64,190 @@ class Settings:
     """The rule's settings (config section ``decisions``)."""
 
     alpha: float = 0.05
-    margin: float = 0.10      # equivalence: every pair still run within ±margin (the plan's default gap)
-    prior: float = 4.0        # a of the Beta(a, a) mixture on the discordant win share
-    batch: int = 10           # queries per batch (one look after each)
+    epsilon: float = 0.02           # the ε of the ε-best claim (2 points)
+    batch: int = 10                 # queries per batch (one look after each)
     seed: int = 0
-    futility_min: int = 0     # queries before a cell may stop as futile (0: never)
-    drop_alpha: float = 0.4   # per-pair level at which a worse paradigm stops being run
-    test_share: float = 0.9   # share of a pair's level spent on the win share (the test); the rest on q
+    bet_max: float = 0.8            # λ_max: the largest share of wealth staked on one query
+    prior_queries: float = 10.0     # pseudo-queries behind the stake's plug-in estimates
+    prior_discordance: float = 0.3  # their discordance (share of queries two paradigms disagree on)
+    futility: bool = True           # stop a cell whose claim cannot be reached before its queries run out
+    futility_z: float = 2.5         # the optimism of that projection (upper z of each pair's mean)
+    futility_min: int = 50          # queries before a cell may stop as futile
 
     @classmethod
     def from_config(cls, config) -> "Settings":
         sec = dict(config.section("decisions") or {}) if hasattr(config, "section") else {}
         out = cls()
-        for key in ("alpha", "margin", "prior", "drop_alpha", "test_share"):
+        for key in ("alpha", "epsilon", "bet_max", "prior_queries", "prior_discordance"):
             if sec.get(key) is not None:
                 setattr(out, key, float(sec[key]))
         for key in ("batch", "seed", "futility_min"):
             if sec.get(key) is not None:
                 setattr(out, key, int(sec[key]))
-        if not 0 < out.alpha < 1 or out.margin < 0 or out.prior <= 0 or out.batch < 1 or not 0 < out.test_share < 1:
-            raise ValueError("decisions: alpha and test_share must lie in (0, 1), margin >= 0, prior > 0 and batch >= 1 "
-                             f"(got alpha={out.alpha}, test_share={out.test_share}, margin={out.margin}, "
-                             f"prior={out.prior}, batch={out.batch})")
+        if sec.get("futility") is not None:
+            out.futility = bool(sec["futility"])
+        if sec.get("futility_z") is not None:
+            out.futility_z = float(sec["futility_z"])
+        out.check("decisions")
         return out
+
+    def check(self, where: str = "decisions") -> None:
+        if not (0 < self.alpha < 1 and 0 <= self.epsilon < 1 and 0 < self.bet_max < 1 and self.batch >= 1
+                and self.prior_queries > 0 and 0 < self.prior_discordance <= 1):
+            raise ValueError(f"{where}: alpha and bet_max must lie in (0, 1), epsilon in [0, 1), batch >= 1, "
+                             f"prior_queries > 0 and prior_discordance in (0, 1] (got alpha={self.alpha}, "
+                             f"epsilon={self.epsilon}, bet_max={self.bet_max}, batch={self.batch}, "
+                             f"prior_queries={self.prior_queries}, prior_discordance={self.prior_discordance})")
+
+
+def log_threshold(K: int, alpha: float) -> float:
+    """log of the wealth a pair's test must reach among K paradigms: K/α."""
+    return math.log(max(K, 2) / alpha)
+
+
+def stake(s, q, n, settings: Settings) -> np.ndarray:
+    """The predictable plug-in stake from a pair's earlier sums (arrays broadcast): ``s`` = Σ D,
+    ``q`` = Σ D² (discordant queries), ``n`` queries."""
+    n0 = settings.prior_queries
+    mu = np.asarray(s, dtype=float) / (np.asarray(n, dtype=float) + n0)
+    second = (np.asarray(q, dtype=float) + n0 * settings.prior_discordance) / (np.asarray(n, dtype=float) + n0)
+    c = mu + settings.epsilon
+    denom = np.maximum(second - mu * mu, 1e-6) + c * c
+    return np.clip(c / denom, 0.0, settings.bet_max)
+
+
+def log_growth(lam, up, zero, down, m) -> np.ndarray:
+    """log of ∏(1 + λ(D − m)) over a batch with ``up`` D = +1, ``zero`` D = 0, ``down`` D = −1."""
+    lam = np.asarray(lam, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = up * np.log1p(lam * (1 - m)) + down * np.log1p(-lam * (1 + m))
+        if m != 0:
+            out = out + zero * np.log1p(-lam * m)
+    return out
+
+
+@dataclass
+class Race:
+    """Where many sequences of one cell stand (arrays over sequences r and ordered pairs j, k)."""
+
+    K: int
+    R: int = 1
+
+    def __post_init__(self):
+        shape = (self.R, self.K, self.K)
+        self.s = np.zeros(shape)        # Σ D over queries both ran
+        self.q = np.zeros(shape)        # discordant queries
+        self.n = np.zeros(shape)        # queries both ran
+        self.log_w0 = np.zeros(shape)   # log W_jk(0): "j better than k"
+        self.log_we = np.zeros(shape)   # log W_jk(−ε): "j within ε of k or better"
+        self.active = np.ones((self.R, self.K), dtype=bool)
+        self.history: list[tuple] = []  # with keep_history: per batch (λ, up, zero, down) for the bounds
+
+    def add(self, n10, nb, settings: Settings, rows=None, keep_history: bool = False) -> None:
+        """One batch: ``n10[r, j, k]`` queries with j right and k wrong among the ``nb`` of the
+        batch (a number, one per sequence, or one per pair ``[r, j, k]``), for the sequences
+        ``rows`` (default all); only pairs of survivors count."""
+        rows = slice(None) if rows is None else rows
+        act = self.active[rows]
+        pair = act[:, :, None] & act[:, None, :] & ~np.eye(self.K, dtype=bool)[None]
+        up = np.where(pair, n10, 0).astype(float)
+        down = up.transpose(0, 2, 1)
+        nb = np.asarray(nb, dtype=float)
+        nbv = np.where(pair, nb.reshape(-1, 1, 1) if nb.ndim == 1 else nb, 0.0)
+        zero = nbv - up - down
+        lam = np.where(pair, stake(self.s[rows], self.q[rows], self.n[rows], settings), 0.0)
+        self.log_w0[rows] += log_growth(lam, up, zero, down, 0.0)
+        self.log_we[rows] += log_growth(lam, up, zero, down, -settings.epsilon)
+        self.s[rows] += up - down
+        self.q[rows] += up + down
+        self.n[rows] += nbv
+        if keep_history:
+            self.history.append((lam[0].copy(), up[0].copy(), zero[0].copy(), down[0].copy()))
+
+    def look(self, settings: Settings, correct=None, left=None, done=None):
+        """The rule after a batch. Returns (state code per sequence: 0 going on, 1 decided, 2
+        ε-best, 3 futile; leader per sequence; the eliminating survivor per paradigm eliminated
+        at this look, −1 where none). ``correct[r, k]`` (the survivors' correct counts on their
+        common queries) picks the leader of a sequence that makes no ε claim; ``left`` (queries
+        the sequence may still run) and ``done`` (queries run) enable the futility stop."""
+        K, thr = self.K, log_threshold(self.K, settings.alpha)
+        act = self.active
+        pair = act[:, :, None] & act[:, None, :] & ~np.eye(K, dtype=bool)[None]
+        beats = pair & (self.log_w0 >= thr)
+        lost = beats.any(axis=1) & act
+        remaining = act & ~lost
+        empty = ~remaining.any(axis=1)
+        if empty.any():  # a cycle of wrong eliminations: keep the survivors with the most wealth
+            score = np.where(pair, self.log_w0, 0.0).sum(axis=2)
+            score = np.where(act, score, -np.inf)
+            remaining[empty] = (score == score.max(axis=1, keepdims=True))[empty]
+        by = np.where(act & ~remaining, np.where(beats, self.log_w0, -np.inf).argmax(axis=1), -1)
+        self.active = remaining
+        pair = remaining[:, :, None] & remaining[:, None, :] & ~np.eye(K, dtype=bool)[None]
+        # the ε claim for X: every other survivor k has W_Xk(−ε) at the threshold
+        weakest = np.where(pair, self.log_we, np.inf).min(axis=2)  # per X: its weakest evidence
+        weakest = np.where(remaining, weakest, -np.inf)
+        best = weakest.argmax(axis=1)
+        eps_ok = weakest.max(axis=1) >= thr
+        decided = remaining.sum(axis=1) == 1
+        futile = np.zeros(self.R, dtype=bool)
+        if settings.futility and left is not None:
+            futile = ~decided & ~eps_ok & (np.asarray(done) >= settings.futility_min) & \
+                ~self._reachable(settings, np.asarray(left, dtype=float), pair, thr)
+        state = np.select([decided, eps_ok, futile], [1, 2, 3], 0)
+        if correct is None:
+            correct = np.zeros((self.R, K))
+        rate = np.where(remaining, np.asarray(correct, dtype=float), -np.inf)
+        leader = np.where(state > 0, best, rate.argmax(axis=1))
+        leader = np.where(decided, remaining.argmax(axis=1), leader)
+        return state, leader, by
+
+    def _reachable(self, settings: Settings, left, pair, thr) -> np.ndarray:
+        """Per sequence: could a claim still be reached within ``left`` more queries? Each pair's
+        wealth is projected with the growth rate c²/(2(σ² + c²)) of a well-set stake, c = its
+        mean's optimistic end (``futility_z`` standard errors up) less the tested value; a
+        claim is reachable when some survivor X could cover every other survivor by its ε test
+        or see it eliminated. A futile stop claims nothing, so it costs no error."""
+        n0 = settings.prior_queries
+        n = self.n
+        mu = self.s / np.maximum(n, 1)
+        var = np.maximum((self.q + n0 * settings.prior_discordance) / (n + n0) - mu * mu, 1e-4)
+        opt = mu + settings.futility_z * np.sqrt(var / np.maximum(n, 1))
+        left = left.reshape(-1, 1, 1)
+
+        def projected(log_w, m):
+            c = np.maximum(opt - m, 0.0)
+            return log_w + left * c * c / (2 * (var + c * c))
+
+        covered = pair & (projected(self.log_we, -settings.epsilon) >= thr)
+        gone = (pair & (projected(self.log_w0, 0.0) >= thr)).any(axis=1)          # per k: someone may eliminate it
+        ok = covered | gone[:, None, :] | ~pair
+        return (ok.all(axis=2) & self.active).any(axis=1)
+
+    def lower_bounds(self, settings: Settings) -> np.ndarray:
+        """Sequence 0's lower confidence bound (each at α/K) on δ_jk for every ordered pair:
+        inf {m ≤ 1/λ_max − 1 : W_jk(m) < K/α}, by bisection (W falls as m grows). Needs
+        ``keep_history``; a pair never run together gets −1."""
+        thr = log_threshold(self.K, settings.alpha)
+        top = 1.0 / settings.bet_max - 1.0 - 1e-9
+        lo, hi = np.full((self.K, self.K), -1.0), np.full((self.K, self.K), top)
+        at_top = _log_w_at(self.history, hi) >= thr
+        for _ in range(30):
+            mid = (lo + hi) / 2
+            rejected = _log_w_at(self.history, mid) >= thr
+            lo = np.where(rejected, mid, lo)
+            hi = np.where(rejected, hi, mid)
+        out = np.where(at_top, top, lo)
+        return np.where(self.n[0] > 0, out, -1.0)
+
+
+def _log_w_at(history, m) -> np.ndarray:
+    """log W_jk(m_jk) for a matrix of values m (one per ordered pair)."""
+    out = np.zeros_like(m)
+    for lam, up, zero, down in history:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out += up * np.log1p(lam * (1 - m)) + zero * np.log1p(-lam * m) + down * np.log1p(-lam * (1 + m))
+    return out
 
 
 @dataclass
@@ -152,167 +257,99 @@ class CellState:
     state: str
     leader: str | None
     active: list[str]
-    dropped: dict[str, dict] = field(default_factory=dict)  # paradigm -> {by, after (queries), level}
+    dropped: dict[str, dict] = field(default_factory=dict)  # paradigm -> {by, after (queries)}
     stop_reason: str | None = None
     n_queries: int = 0
     bound: float | None = None
     correct: dict[str, int] = field(default_factory=dict)
     asked: dict[str, int] = field(default_factory=dict)
     pairs: list[dict] = field(default_factory=list)
+    claim: str = ""
+    alpha: float = 0.05
+    epsilon: float = 0.02
 
     def detail(self) -> dict:
         return {"active": self.active, "dropped": self.dropped, "correct": self.correct, "asked": self.asked,
-                "pairs": self.pairs}
+                "pairs": self.pairs, "claim": self.claim, "epsilon": self.epsilon}
 
 
-def step(n10, both, active, settings: Settings, horizon=None, n_done=None):
-    """One look at many sequences at once (the rule of the module docstring).
-
-    ``n10[r, j, k]``: queries of sequence r on which paradigm j was right and k wrong, both run;
-    ``both[r, j, k]``: queries both were run on; ``active[r, k]``: paradigm k still run;
-    Returns ``(remaining, state, beaten_by, strict)``: the paradigms still run after this
-    look; the state code per sequence (0 going on, 1 decided, 2 equivalent, 3 futile — stop
-    undecided, only when ``horizon``, the queries a sequence can have, and ``n_done`` are
-    given);
-    per paradigm dropped at this look the index of the first rival that beat it (−1 where
-    none); and per paradigm whether a rival beat it at the strict threshold."""
-    n10 = np.asarray(n10)
-    R, K, _ = n10.shape
-    m = max(1, K * (K - 1) // 2)
-    off = ~np.eye(K, dtype=bool)[None]
-    w, lose = n10, n10.transpose(0, 2, 1)
-    pair = active[:, :, None] & active[:, None, :] & off
-    log_e = log_evalue(w, w + lose, settings.prior)
-    strict = pair & (w > lose) & (log_e >= log_threshold(K, settings.alpha, settings.test_share))
-    beats = strict | (pair & (w > lose) & (log_e >= math.log(1.0 / settings.drop_alpha)))
-    lost = beats.any(axis=1)
-    remaining = active & ~lost
-    empty = ~remaining.any(axis=1)
-    if empty.any():  # a cycle of crossings: keep the most-winning ones
-        wins = np.where(pair, w, 0).sum(axis=2)
-        wins = np.where(active, wins, -1)
-        remaining = np.where(empty[:, None], wins == wins.max(axis=1, keepdims=True), remaining)
-    # The last rival falls only to a strict crossing: a drop at the drop level that would
-    # leave one paradigm is held back (both keep running), so "decided" always rests on α.
-    soft = lost & ~strict.any(axis=1) & active
-    hold = (remaining.sum(axis=1) == 1)[:, None] & soft
-    remaining = remaining | hold
-    dropped_now = active & ~remaining
-    beaten_by = np.where(dropped_now, beats.argmax(axis=1), -1)
-    decided = remaining.sum(axis=1) == 1
-    equivalent = np.zeros(R, dtype=bool)
-    if settings.margin > 0:
-        lo, hi = difference_bounds(w, lose, both, settings.alpha / m, settings.prior, settings.test_share)
-        upper = np.triu(np.ones((K, K), dtype=bool), 1)[None]
-        rem_pair = remaining[:, :, None] & remaining[:, None, :] & upper
-        ok = ~rem_pair | ((both > 0) & (lo > -settings.margin) & (hi < settings.margin))
-        equivalent = ~decided & ok.all(axis=(1, 2))
-    futile = np.zeros(R, dtype=bool)
-    if horizon is not None and settings.futility_min > 0:
-        futile = ~decided & ~equivalent & _futile(n10, both, remaining, horizon, n_done, settings)
-    state = np.select([decided, equivalent, futile], [1, 2, 3], 0)
-    return remaining, state, beaten_by, strict.any(axis=1)
+def claim_text(state: str, leader: str | None, dropped: dict, alpha: float, epsilon: float) -> str:
+    """Exactly what the state claims, at the cell's level."""
+    worse = sorted(dropped)
+    tail = (f"; {', '.join(worse)} {'is' if len(worse) == 1 else 'are'} worse than the best" if worse else "")
+    if state == DECIDED:
+        return f"{leader} is the best paradigm{tail} (each at confidence {1 - alpha:.0%})"
+    if state == EPS_BEST:
+        return (f"{leader} is within {epsilon * 100:g} points of the best paradigm{tail} "
+                f"(each at confidence {1 - alpha:.0%})")
+    if worse:
+        return f"no best paradigm named yet{tail} (at confidence {1 - alpha:.0%}); the leader is no decision"
+    return "no claim yet; the leader is no decision"
 
 
-def _futile(n10, both, remaining, horizon, n_done, settings: Settings) -> np.ndarray:
-    """Per sequence: can the leader and the runner-up still be told apart before the queries
-    run out? Projected to ``horizon`` queries with the pair's discordance rate so far and an
-    optimistic win share (the upper end of a one-sided 90 % normal interval on the share), the
-    e-value would still stay below the threshold: going on cannot decide the cell, it only
-    spends (a stop for futility never declares anything, so it costs no error)."""
-    R, K, _ = n10.shape
-    correct_share = np.where(remaining, (n10.sum(axis=2) - n10.sum(axis=1)), -np.inf)  # net wins vs all
-    order = np.argsort(-correct_share, axis=1, kind="stable")
-    r = np.arange(R)
-    lead, second = order[:, 0], order[:, 1]
-    w = n10[r, lead, second].astype(float)
-    lose = n10[r, second, lead].astype(float)
-    n = both[r, lead, second].astype(float)
-    nd = w + lose
-    share = np.where(nd > 0, np.maximum(w, lose) / np.maximum(nd, 1), 0.5)
-    optimistic = np.minimum(1.0, share + 1.2816 * np.sqrt(np.maximum(share * (1 - share), 0.25 / np.maximum(nd, 1))
-                                                        / np.maximum(nd, 1)))
-    rate = np.where(n > 0, nd / np.maximum(n, 1), 0.0)
-    left = np.maximum(np.asarray(horizon, dtype=float) - np.asarray(n_done, dtype=float), 0.0)
-    nd_end = nd + left * np.maximum(rate, 1.0 / np.maximum(n, 1))
-    wins_end = np.maximum(w, lose) + (nd_end - nd) * optimistic
-    reachable = log_evalue(wins_end, nd_end, settings.prior) >= log_threshold(K, settings.alpha, settings.test_share)
-    enough = np.asarray(n_done) >= settings.futility_min
-    return enough & ~reachable & (remaining.sum(axis=1) > 1)
-
-
-def log_threshold(K: int, alpha: float, share: float = 0.5) -> float:
-    """log of the e-value a pair must reach among K paradigms: m/(share·α), m = K(K−1)/2 — the
-    pair's share α/m of the error, ``share`` of it for the win share (the test) and the rest
-    for the discordance rate, so a decided pair's confidence sequence for the difference lies
-    above 0."""
-    m = max(1, K * (K - 1) // 2)
-    return math.log(m / (share * alpha))
-
-
-STATES = {0: UNDECIDED, 1: DECIDED, 2: EQUIVALENT, 3: UNDECIDED}
-STOP_REASONS = {1: "decided", 2: "equivalent", 3: "futile"}
-
-
-def evaluate(paradigms: list[str], looks: list[dict[str, dict]], settings: Settings) -> CellState:
+def evaluate(paradigms: list[str], looks: list[dict[str, dict]], settings: Settings,
+             horizon: int | None = None) -> CellState:
     """Replay a cell's sequence look by look and return where it stands.
 
     ``looks``: one mapping per batch, in sequence order, paradigm → {query key: 0/1} for the
-    paradigms run on that batch's queries (a dropped paradigm is not run on later batches; a
+    paradigms run on that batch's queries (an eliminated paradigm is not run on later batches; a
     query counts for a pair only where both were run on it). The replay makes the state depend
     only on the outcomes and their order, so a later run that continues the sequence reaches
-    the same state at the same look as one that never stopped."""
+    the same state at the same look as one that never stopped. ``horizon``: the queries the
+    cell has (the futility stop looks at what is left of them)."""
     K = len(paradigms)
-    m = max(1, K * (K - 1) // 2)
     idx = {p: i for i, p in enumerate(paradigms)}
-    n10 = np.zeros((1, K, K), dtype=np.int64)
-    both = np.zeros((1, K, K), dtype=np.int64)
+    race = Race(K, 1)
     correct = np.zeros(K, dtype=np.int64)
     asked = np.zeros(K, dtype=np.int64)
-    active = np.ones((1, K), dtype=bool)
+    common_correct = np.zeros(K, dtype=np.int64)  # correct answers on the survivors' common queries
     dropped: dict[str, dict] = {}
-    n_queries = 0
-    code = 0
+    n_queries, code, lead = 0, 0, 0
     for look in looks:
-        run = [p for p in paradigms if active[0, idx[p]] and p in look]
+        run = [p for p in paradigms if race.active[0, idx[p]] and p in look]
         keys = set().union(*(look[p].keys() for p in run)) if run else set()
         n_queries += len(keys)
         for p in run:
             correct[idx[p]] += int(sum(int(v) for v in look[p].values()))
             asked[idx[p]] += len(look[p])
-        for a_i, pa in enumerate(run):
-            for pb in run[a_i + 1:]:
-                common = set(look[pa]) & set(look[pb])
-                j, k = idx[pa], idx[pb]
-                n10[0, j, k] += sum(1 for q in common if look[pa][q] and not look[pb][q])
-                n10[0, k, j] += sum(1 for q in common if look[pb][q] and not look[pa][q])
-                both[0, j, k] += len(common)
-                both[0, k, j] += len(common)
-        remaining, state, beaten_by, strict = step(n10, both, active, settings)
-        for k in np.flatnonzero(beaten_by[0] >= 0):
-            dropped[paradigms[k]] = {"by": paradigms[int(beaten_by[0, k])], "after": n_queries,
-                                     "level": "alpha" if strict[0, k] else "drop_alpha"}
-        active = remaining
-        code = int(state[0])
+        shared = set.intersection(*(set(look[p]) for p in run)) if run else set()
+        n10 = np.zeros((1, K, K), dtype=np.int64)
+        for pa in run:
+            common_correct[idx[pa]] += sum(int(look[pa][q]) for q in shared)
+            for pb in run:
+                if pa != pb:
+                    common = set(look[pa]) & set(look[pb])
+                    n10[0, idx[pa], idx[pb]] = sum(1 for q in common if look[pa][q] and not look[pb][q])
+        # queries both ran, per pair (a batch is run by every survivor on all its queries)
+        nb = np.array([[len(set(look.get(pa, {})) & set(look.get(pb, {}))) for pb in paradigms] for pa in paradigms])
+        race.add(n10, nb[None], settings, keep_history=True)
+        left = None if horizon is None else np.array([max(0, horizon - n_queries)])
+        state, leader, by = race.look(settings, common_correct[None], left=left, done=np.array([n_queries]))
+        for k in np.flatnonzero(by[0] >= 0):
+            dropped[paradigms[k]] = {"by": paradigms[int(by[0, k])], "after": n_queries}
+        code, lead = int(state[0]), int(leader[0])
         if code:
             break
-    still = [p for p in paradigms if active[0, idx[p]]]
-    lo, hi = difference_bounds(n10[0], n10[0].T, both[0], settings.alpha / m, settings.prior, settings.test_share)
-    le = log_evalue(n10[0], n10[0] + n10[0].T, settings.prior)
-    pairs = [{"a": pa, "b": pb, "n": int(both[0, j, k]), "a_only": int(n10[0, j, k]), "b_only": int(n10[0, k, j]),
-              "log_e": float(le[j, k]), "diff_low": float(lo[j, k]), "diff_high": float(hi[j, k])}
-             for j, pa in enumerate(paradigms) for k, pb in enumerate(paradigms) if j < k and both[0, j, k]]
-    rate = {p: (correct[idx[p]] / asked[idx[p]]) if asked[idx[p]] else -1.0 for p in still}
-    leader = max(still, key=lambda p: (rate[p], -idx[p])) if still else None
+    still = [p for p in paradigms if race.active[0, idx[p]]]
+    lows = race.lower_bounds(settings)
+    n = race.n[0]
+    pairs = [{"a": pa, "b": pb, "n": int(n[j, k]), "a_only": int(race.s[0, j, k] + race.q[0, j, k]) // 2,
+              "b_only": int(race.q[0, j, k] - race.s[0, j, k]) // 2, "log_w_better": float(race.log_w0[0, j, k]),
+              "log_w_within": float(race.log_we[0, j, k]), "diff_low": float(lows[j, k]),
+              "diff_high": float(-lows[k, j])}
+             for j, pa in enumerate(paradigms) for k, pb in enumerate(paradigms) if j < k and n[j, k]]
+    leader = paradigms[lead] if still else None
+    if leader is not None and not looks:
+        leader = None
     state_name = STATES[code]
-    if state_name == DECIDED and leader is not None:
-        rests_on = {p for p, d in dropped.items() if d["level"] == "alpha"}  # the strict crossings
-        lows = [(r["diff_low"] if r["a"] == leader else -r["diff_high"]) for r in pairs
-                if leader in (r["a"], r["b"]) and ({r["a"], r["b"]} - {leader}) <= rests_on]
-        bound = min(lows) if lows else None
-    else:
-        spread = [max(abs(r["diff_low"]), abs(r["diff_high"])) for r in pairs if r["a"] in still and r["b"] in still]
-        bound = max(spread) if spread else None
+    others = [idx[p] for p in (still if state_name != DECIDED else paradigms) if p != leader]
+    bound = None
+    if leader is not None and others:
+        vals = [float(lows[idx[leader], k]) for k in others if n[idx[leader], k] > 0]
+        bound = min(vals) if vals else None
     return CellState(state=state_name, leader=leader, active=still, dropped=dropped, n_queries=n_queries,
+                     stop_reason=STOP_REASONS.get(code),
                      bound=bound, correct={p: int(correct[idx[p]]) for p in paradigms},
-                     asked={p: int(asked[idx[p]]) for p in paradigms}, pairs=pairs)
+                     asked={p: int(asked[idx[p]]) for p in paradigms}, pairs=pairs,
+                     claim=claim_text(state_name, leader, dropped, settings.alpha, settings.epsilon),
+                     alpha=settings.alpha, epsilon=settings.epsilon)

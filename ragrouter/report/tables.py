@@ -134,7 +134,9 @@ def _significance(per_query: pd.DataFrame | None, generator, judge, corpus, qtyp
 
 
 def decision_label(d: dict) -> str:
-    """A ``decision_cells`` row as the Best row says it: a decision only when decided."""
+    """A ``decision_cells`` row as the Best row says it: a decision only when a claim holds."""
+    if d["state"] == "eps_best":
+        return f"{d['winner']} or any within {d['margin'] * 100:g} pts of it (ε-best, N={d['n_queries']})"
     if d["state"] == "decided":
         return f"{d['winner']} (decided, N={d['n_queries']}, lead ≥ {d['bound'] * 100:+.1f} pts)" \
             if d.get("bound") is not None else f"{d['winner']} (decided, N={d['n_queries']})"
@@ -175,7 +177,7 @@ def table_accuracy(acc: pd.DataFrame, per_query: pd.DataFrame | None = None, dec
                     r = cell.get((c, p, q))
                     b = best[(c, q)]
                     d = (decisions or {}).get((c, q, generator, judge))
-                    m = "**" if (d["state"] == "decided" and d["winner"] == p if d is not None else
+                    m = "**" if (d["state"] in ("decided", "eps_best") and d["winner"] == p if d is not None else
                                  b is not None and b.significant and b.leader == p) else ""
                     row.append(f"{m}{fmt_ci(r.correct_pct, r.ci_low, r.ci_high, r.n)}{m}" if r is not None else DASH)
                 tot = cell.get((c, p, "all"))
