@@ -9,7 +9,7 @@ import click
 from ragrouter.commands.common import Ctx, fail, pass_ctx, register_user_error
 from ragrouter.db import migrate
 from ragrouter.db.engine import write_lock
-from ragrouter.ingest import loaders, store
+from ragrouter.ingest import files, loaders, questions, store
 from ragrouter.ingest.records import LoaderError
 
 register_user_error(LoaderError)
@@ -25,10 +25,16 @@ register_user_error(LoaderError)
 @click.option("--verbatim-questions", is_flag=True,
               help="Keep the questions of cuad / squality / quality files as written instead of "
                    "prefixing each with its document's title.")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--map", "column_map", multiple=True, metavar="FIELD=COLUMN",
+              help="Format files: the questions file's column for FIELD (question, answer, id, type, sources, "
+                   "evidence, hops, unanswerable), e.g. --map question=Q --map sources=Files.")
+@click.option("--type-map", multiple=True, metavar="LABEL=TYPE",
+              help="Format files: a question type label of your own as factual, reasoning or summary, "
+                   "e.g. --type-map multi-document=reasoning.")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @pass_ctx
 def ingest_command(ctx: Ctx, corpus: str, fmt: str, update: bool, verbatim_questions: bool,
-                   paths: tuple[Path, ...]) -> None:
+                   column_map: tuple[str, ...], type_map: tuple[str, ...], paths: tuple[Path, ...]) -> None:
     """Load a corpus and its questions from PATHS; running it twice changes nothing.
 
     Files are validated first: any malformed record stops the ingest with one error naming
@@ -54,10 +60,23 @@ def ingest_command(ctx: Ctx, corpus: str, fmt: str, update: bool, verbatim_quest
                              "answer": "Warsaw", "type": "factual", "supporting_doc_ids": ["d1"]}
 
     \b
+    Format files: documents as you have them, and a questions file.
+      PATHS: .txt .md .html .pdf .docx files, folders (read recursively) and quoted glob
+      patterns; a .csv/.tsv/.jsonl/.json file named among them holds the questions.
+      Document id: the path from the current folder (e.g. reports/AAPL-Q1.pdf); title: the
+      file's metadata title or first heading, else its name. A file that cannot be read (a
+      damaged or encrypted PDF, a scan without text) is named in one warning line and skipped;
+      the rest load (exit 0). If no document could be read, nothing is stored (exit 2).
+      Questions: columns question, answer, and optionally id, type, sources (document ids or
+      globs like *AAPL*, ';'-separated), evidence, hops, unanswerable; --map names others.
+      No type: two or more source documents make it reasoning, else factual.
+
+    \b
     Examples:
       python cli.py ingest --corpus medical --format graphrag-bench \\
         ../shared/data/medical/medical.json ../shared/data/medical/medical_questions.json
       python cli.py ingest --corpus mine --format jsonl docs.jsonl questions.jsonl
+      python cli.py ingest --corpus reports --format files reports/ questions.csv
     """
     if not corpus.strip():
         fail(f"--corpus {corpus!r}: a corpus name cannot be blank")
@@ -69,7 +88,15 @@ def ingest_command(ctx: Ctx, corpus: str, fmt: str, update: bool, verbatim_quest
         corpus.encode("utf-8")
     except UnicodeEncodeError as exc:
         fail(f"--corpus: the name holds an unpaired surrogate at character {exc.start} (not valid Unicode)")
-    dataset = loaders.load(fmt, list(paths), qualify_questions=not verbatim_questions)
+    notes: list[str] = []  # said once the store took the rest, so a refused ingest says one line
+    if fmt == "files":
+        dataset, notes = _read_files(ctx, corpus, list(paths), column_map, type_map)
+    else:
+        if column_map or type_map:
+            fail(f"--{'map' if column_map else 'type-map'} applies to --format files only")
+        for path in paths:
+            _check_dataset_path(path, fmt)
+        dataset = loaders.load(fmt, list(paths), qualify_questions=not verbatim_questions)
     names = ", ".join(map(str, paths))
     repeats = loaders.repeated_questions(dataset)
     if repeats:
@@ -96,6 +123,8 @@ def ingest_command(ctx: Ctx, corpus: str, fmt: str, update: bool, verbatim_quest
                     fail(f"{names}: question {q.external_id!r}: supporting document id {missing[0]!r} is not in "
                          f"corpus {corpus!r}")
         rep = store.write_dataset(conn, corpus, fmt, dataset, [str(p) for p in paths], update=update)
+    for note in notes:
+        click.echo(note, err=True)
     marked = sum(bool(q.unanswerable) for q in dataset.questions)
     changed = (f", updated {rep.documents_updated} documents and {rep.questions_updated} questions"
                if rep.documents_updated or rep.questions_updated else "")
@@ -103,3 +132,42 @@ def ingest_command(ctx: Ctx, corpus: str, fmt: str, update: bool, verbatim_quest
                f"{rep.questions_new} new questions ({rep.questions_total} in files)" + changed
                + (f", {marked} of them marked unanswerable" if marked else "")
                + (f", dropped {rep.dropped}" if rep.dropped else ""))
+
+
+def _check_dataset_path(path: Path, fmt: str) -> None:
+    """A dataset format reads JSON(L) files: a folder or a plain document says what reads it."""
+    hint = "; a folder of documents (.txt .md .html .pdf .docx) loads with --format files"
+    if not path.exists():
+        fail(f"{path}: no such file")
+    if path.is_dir():
+        fail(f"{path}: is a folder; --format {fmt} reads dataset files (JSON or JSONL){hint}")
+    if path.suffix.lower() in files.DOCUMENT_SUFFIXES:
+        fail(f"{path}: a {path.suffix} document, not a {fmt} dataset file (JSON or JSONL){hint}")
+
+
+def _read_files(ctx: Ctx, corpus: str, paths: list[Path], column_map, type_map):
+    """``--format files``: the documents and questions of PATHS; a skipped file is one warning line."""
+    try:
+        mapping, types = questions.parse_map(column_map), questions.parse_type_map(type_map)
+    except ValueError as exc:
+        fail(str(exc))
+    inputs = files.expand(paths)
+    notes = []
+    if inputs.other:
+        kinds = ", ".join(f"{suffix} x {n}" for suffix, n in sorted(inputs.other.items()))
+        notes.append(f"note: {sum(inputs.other.values())} files in the folders are not documents and were not "
+                     f"read ({kinds}); a questions file is read when named")
+    stored: list[str] = []
+    engine = ctx.engine()
+    migrate.ensure_current(engine)
+    with engine.connect() as conn:  # sources may name the corpus's documents already stored
+        cid = store.corpus_id(conn, corpus)
+        if cid is not None:
+            stored = sorted(store.document_ids(conn, cid))
+    got = files.load_files(inputs, mapping, types, stored)
+    for did, why in got.skipped:
+        lost = got.dropped_questions.get(did, [])
+        notes.append(f"warning: {did}: {why}; skipped" + (
+            f", and {len(lost)} question(s) whose sources name it ({', '.join(lost[:3])}"
+            f"{', …' if len(lost) > 3 else ''})" if lost else ""))
+    return got.dataset, notes

@@ -26,6 +26,7 @@ cuad               ``contracts.json`` + ``clause_qa.jsonl`` of the shared CUAD s
 ragrouter          the paper's release: ``Corpus.json`` + ``Question.json`` (JSON or JSONL)
 2wikimultihopqa    HippoRAG ``{title,text}`` corpus + 2WikiMultihopQA typed questions
 jsonl              one JSONL of documents ``{id,title?,text}`` + optionally one of questions
+files              .txt/.md/.html/.pdf/.docx files and folders + CSV/JSONL questions (ingest/files.py)
 =================  =========================================================================
 
 A question whose corpus does not answer it is marked ``unanswerable`` (``Question.unanswerable``,
@@ -43,6 +44,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from ragrouter.ingest import files
 from ragrouter.ingest.reading import (
     JSONL_SUFFIXES,
     _Builder,
@@ -437,18 +439,20 @@ def load_ragrouter(paths: list[Path]) -> Dataset:
 def load_jsonl(paths: list[Path]) -> Dataset:
     """Generic: one JSONL file of documents ``{id, title?, text}`` and optionally one JSONL file
     of questions ``{id, question, answer, type, unanswerable?}`` (types and the ``unanswerable``
-    key as in :func:`load_ragrouter`)."""
+    key as in :func:`load_ragrouter`); the questions file alone adds questions to a corpus
+    already in the store."""
     paths = list(paths)
     corpora, qfiles = _classify(paths, *_GENERIC)
-    if len(corpora) != 1:
-        names = ", ".join(str(s.path) for s in corpora) or ", ".join(str(p) for p in paths)
-        raise LoaderError(names, None, f"format 'jsonl' needs exactly one documents file, got {len(corpora)}")
+    if len(corpora) > 1:  # none: questions alone, for a corpus already in the store
+        raise LoaderError(", ".join(str(s.path) for s in corpora), None,
+                          f"format 'jsonl' takes one documents file (or none), got {len(corpora)}")
     if len(qfiles) > 1:
         raise LoaderError(", ".join(str(s.path) for s in qfiles), None,
                           "format 'jsonl' takes at most one questions file")
     b = _Builder()
-    for rec in corpora[0]:
-        _generic_document(rec, b)
+    for src in corpora:
+        for rec in src:
+            _generic_document(rec, b)
     for src in qfiles:
         for rec in src:
             _generic_question(rec, b)
@@ -491,6 +495,7 @@ LOADERS: dict[str, Callable[[list[Path]], Dataset]] = {
     "ragrouter": load_ragrouter,
     "2wikimultihopqa": load_2wikimultihopqa,
     "jsonl": load_jsonl,
+    "files": files.load,
 }
 
 

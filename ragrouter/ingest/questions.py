@@ -1,0 +1,335 @@
+"""Questions about a user's own documents, from a CSV (or TSV) or a JSON(L) file with a column mapping.
+
+Columns (header names matched without regard to case; ``--map FIELD=COLUMN`` names another):
+
+============  ====================================================  ==========================
+field         default column names (first one present)              value
+============  ====================================================  ==========================
+question      question, query                                       required, non-empty
+answer        answer, gold_answer, gold, reference                  required unless unanswerable
+id            id, qid, question_id                                  optional (else ``q-`` + sha1
+                                                                    of the question, 12 digits)
+type          type, qtype, question_type                            optional (see below)
+sources       sources, source, documents, docs, doc_ids,            optional: document ids or
+              supporting_doc_ids                                    globs, ``;``-separated or a
+                                                                    JSON list
+evidence      evidence                                              optional gold passage text
+hops          hops                                                  optional integer 1..100
+unanswerable  unanswerable                                          optional true/false/yes/no/1/0
+============  ====================================================  ==========================
+
+Any other column is kept in the question's meta.
+
+Sources: each entry names documents by id (``reports/AAPL-Q1.pdf``), by file name
+(``AAPL-Q1.pdf``) or by a glob over either (``*AAPL*``, ``reports/2024/*.pdf``; ``*`` also
+crosses folders). An entry that matches no document stops the ingest naming the file and row;
+one that matches only files skipped as unreadable drops the question with a warning.
+
+Types: the paper's three — ``factual``, ``reasoning``, ``summary`` (also ``single_hop``,
+``multi_hop``, ``summarization``); ``--type-map LABEL=TYPE`` maps a label of your own (e.g.
+``multi-document=reasoning``). A row without a type gets one by its sources: two or more
+matched documents → ``reasoning`` (the paper's reasoning queries chain facts of several
+documents), else ``factual`` (a fact from one place); ``summary`` is never guessed. The
+question's meta says ``type_from: sources`` where the rule chose.
+"""
+
+from __future__ import annotations
+
+import csv
+import fnmatch
+import hashlib
+import io
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ragrouter.ingest.reading import _evidence, _Ids, _Rec, _Source
+from ragrouter.ingest.records import UNANSWERABLE_GOLD, LoaderError, Question
+
+FIELDS: dict[str, tuple[str, ...]] = {
+    "question": ("question", "query"),
+    "answer": ("answer", "gold_answer", "gold", "reference"),
+    "id": ("id", "qid", "question_id"),
+    "type": ("type", "qtype", "question_type"),
+    "sources": ("sources", "source", "documents", "docs", "doc_ids", "supporting_doc_ids"),
+    "evidence": ("evidence",),
+    "hops": ("hops",),
+    "unanswerable": ("unanswerable",),
+}
+
+TYPE_NAMES = {"factual": "factual", "reasoning": "reasoning", "summary": "summary", "summarization": "summary",
+              "single_hop": "factual", "multi_hop": "reasoning"}
+_TRUE, _FALSE = {"true", "yes", "y", "1"}, {"false", "no", "n", "0", ""}
+_GLOB = re.compile(r"[*?\[]")
+
+
+def _norm_label(label: str) -> str:
+    return re.sub(r"[\s\-]+", "_", label.strip().lower())
+
+
+def parse_map(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """``FIELD=COLUMN`` pairs → {field: column}; ValueError names the bad pair."""
+    out = {}
+    for pair in pairs:
+        name, sep, column = pair.partition("=")
+        name = name.strip().lower()
+        if not sep or not column.strip():
+            raise ValueError(f"--map {pair!r}: expected FIELD=COLUMN, e.g. question=Q")
+        if name not in FIELDS:
+            raise ValueError(f"--map {pair!r}: unknown field {name!r} (fields: {', '.join(FIELDS)})")
+        out[name] = column.strip()
+    return out
+
+
+def parse_type_map(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """``LABEL=TYPE`` pairs → {normalised label: query type}; ValueError names the bad pair."""
+    out = {}
+    for pair in pairs:
+        label, sep, qtype = pair.rpartition("=")
+        if not sep or not label.strip():
+            raise ValueError(f"--type-map {pair!r}: expected LABEL=TYPE, e.g. multi-document=reasoning")
+        target = TYPE_NAMES.get(_norm_label(qtype))
+        if target is None:
+            raise ValueError(f"--type-map {pair!r}: {qtype.strip()!r} is not a query type "
+                             "(factual, reasoning or summary)")
+        out[_norm_label(label)] = target
+    return out
+
+
+class Catalog:
+    """The documents a question's sources may name: the readable ones, and those skipped."""
+
+    def __init__(self, ids: list[str], skipped: list[str] | None = None):
+        self.ids = list(dict.fromkeys(ids))
+        self.skipped = list(skipped or [])
+        self._set = set(self.ids)
+
+    @staticmethod
+    def _matches(pattern: str, ids: list[str]) -> list[str]:
+        if _GLOB.search(pattern):
+            return [d for d in ids if fnmatch.fnmatchcase(d, pattern)
+                    or fnmatch.fnmatchcase(d.rsplit("/", 1)[-1], pattern)]
+        return [d for d in ids if d == pattern or d.rsplit("/", 1)[-1] == pattern]
+
+    def match(self, pattern: str) -> list[str]:
+        if pattern in self._set:
+            return [pattern]
+        return self._matches(pattern, self.ids)
+
+    def match_skipped(self, pattern: str) -> list[str]:
+        return self._matches(pattern, self.skipped)
+
+
+@dataclass
+class Loaded:
+    questions: list[Question] = field(default_factory=list)
+    dropped: dict[str, list[str]] = field(default_factory=dict)
+    """Skipped document id → labels ("FILE: line N") of the questions dropped for it."""
+
+
+# --------------------------------------------------------------------------- reading rows
+
+
+def _sniff_delimiter(header: str, suffix: str) -> str:
+    if suffix == ".tsv":
+        return "\t"
+    counts = {d: header.count(d) for d in (",", ";", "\t")}
+    return max(counts, key=lambda d: (counts[d], d == ","))
+
+
+def _csv_rows(path: Path) -> Iterator[_Rec]:
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise LoaderError(path, f"line {line}", f"invalid UTF-8 at byte offset {exc.start} (byte "
+                                                f"0x{data[exc.start]:02x}); save the file as UTF-8") from None
+    if not text.strip():
+        raise LoaderError(path, None, "file is empty")
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=_sniff_delimiter(text.split("\n", 1)[0],
+                                                                                   path.suffix.lower()))
+    try:
+        header = [h.strip() for h in next(reader)]
+        if len({h.lower() for h in header}) != len(header):
+            dup = next(h for h in header if [x.lower() for x in header].count(h.lower()) > 1)
+            raise LoaderError(path, "line 1", f"the header names column {dup!r} twice")
+        start = reader.line_num + 1
+        for row in reader:
+            where = f"line {start}"
+            start = reader.line_num + 1
+            if not any(cell.strip() for cell in row):
+                continue
+            if len(row) > len(header):
+                raise LoaderError(path, where, f"{len(row)} fields, the header has {len(header)} columns "
+                                               "(a value holding the delimiter needs quotes)")
+            yield _Rec(path, where, dict(zip(header, row + [""] * (len(header) - len(row)))))
+    except csv.Error as exc:
+        raise LoaderError(path, f"line {reader.line_num}", f"not valid CSV: {exc}") from None
+
+
+def records(path: Path) -> Iterator[_Rec]:
+    """The rows of a questions file as records (CSV/TSV by suffix, else JSON or JSONL)."""
+    if path.suffix.lower() in (".csv", ".tsv"):
+        yield from _csv_rows(path)
+    else:
+        yield from _Source(path)
+
+
+def _columns(path: Path, first: _Rec, mapping: dict[str, str], per_record: bool = False) -> dict[str, str]:
+    """field → column name of this file (a CSV header), or of this record (JSON, whose records may
+    differ in their keys), by the mapping or the default names."""
+    def error(problem: str) -> LoaderError:
+        return first.error(problem) if per_record else LoaderError(path, None, problem)
+
+    by_lower = {str(k).lower(): k for k in first.d}
+    out = {}
+    for name, defaults in FIELDS.items():
+        if name in mapping:
+            column = by_lower.get(mapping[name].lower())
+            if column is None:
+                raise error(f"--map {name}={mapping[name]}: no such column (columns: {', '.join(map(str, first.d))})")
+            out[name] = column
+            continue
+        column = next((by_lower[c] for c in defaults if c in by_lower), None)
+        if column is not None:
+            out[name] = column
+    if "question" not in out:
+        raise error(f"no question column (looked for {', '.join(FIELDS['question'])}; columns: "
+                    f"{', '.join(map(str, first.d))}); name it with --map question=COLUMN")
+    return out
+
+
+def _text(rec: _Rec, column: str | None) -> str:
+    if column is None:
+        return ""
+    value = rec.d.get(column)
+    if value is None:
+        return ""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise rec.error(f"column {column!r} must be text, got {type(value).__name__}")
+    return str(value)
+
+
+def _sources(rec: _Rec, column: str) -> list[str]:
+    value = rec.d.get(column)
+    if isinstance(value, str) and value.strip().startswith("["):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise rec.error(f"column {column!r} starts like a JSON list but is not one ({exc.msg})") from None
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [s.strip() for s in value.split(";") if s.strip()]
+    if isinstance(value, list) and all(isinstance(s, str) for s in value):
+        return [s.strip() for s in value if s.strip()]
+    raise rec.error(f"column {column!r} must hold document ids or globs (';'-separated or a list of strings)")
+
+
+def _flag(rec: _Rec, column: str | None) -> bool:
+    if column is None:
+        return False
+    value = rec.d.get(column)
+    if isinstance(value, bool):
+        return value
+    text = _text(rec, column).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise rec.error(f"column {column!r} must be true or false, got {text!r}")
+
+
+def _hops(rec: _Rec, column: str | None) -> int | None:
+    text = _text(rec, column).strip()
+    if not text:
+        return None
+    try:
+        hops = int(text)
+    except ValueError:
+        raise rec.error(f"column {column!r} must be a whole number, got {text!r}") from None
+    if not 1 <= hops <= 100:
+        raise rec.error(f"column {column!r} must be between 1 and 100, got {hops}")
+    return hops
+
+
+def _qtype(rec: _Rec, column: str | None, type_map: dict[str, str], n_docs: int) -> tuple[str, dict]:
+    raw = _text(rec, column).strip()
+    if not raw:
+        return ("reasoning" if n_docs >= 2 else "factual"), {"type_from": "sources"}
+    label = _norm_label(raw)
+    qtype = type_map.get(label) or TYPE_NAMES.get(label)
+    if qtype is None:
+        raise rec.error(f"unknown question type {raw!r} in column {column!r} (known: factual, reasoning, summary, "
+                        f"single_hop, multi_hop; map a label of your own with --type-map '{raw}=reasoning')")
+    return qtype, ({"type_label": raw} if label not in TYPE_NAMES else {})
+
+
+# --------------------------------------------------------------------------- questions
+
+
+def load_questions(paths: list[Path], catalog: Catalog, mapping: dict[str, str] | None = None,
+                   type_map: dict[str, str] | None = None) -> Loaded:
+    """Every row of ``paths`` as a Question whose sources are resolved against ``catalog``."""
+    mapping, type_map = mapping or {}, type_map or {}
+    out = Loaded()
+    ids = _Ids("question")
+    for path in paths:
+        cols: dict[str, str] | None = None
+        per_record = path.suffix.lower() not in (".csv", ".tsv")
+        any_row = False
+        for rec in records(path):
+            any_row = True
+            if cols is None or per_record:
+                cols = _columns(path, rec, mapping, per_record)
+            question = _text(rec, cols["question"])
+            if not question.strip():
+                raise rec.error(f"the question (column {cols['question']!r}) is empty")
+            if "id" in cols:
+                rid = _text(rec, cols["id"]).strip()
+                if not rid:
+                    raise rec.error(f"the id (column {cols['id']!r}) is empty")
+            else:
+                rid = "q-" + hashlib.sha1(question.strip().encode("utf-8", "replace")).hexdigest()[:12]
+            if len(rid) > 300:
+                raise rec.error(f"the id is {len(rid)} characters long; the stores hold at most 300")
+            rec.rid = rid
+            ids.add(rec, rid)
+            unanswerable = _flag(rec, cols.get("unanswerable"))
+            answer = _text(rec, cols.get("answer"))
+            if not answer.strip():
+                if not unanswerable:
+                    where = f"column {cols['answer']!r}" if "answer" in cols else (
+                        f"no answer column: looked for {', '.join(FIELDS['answer'])}")
+                    raise rec.error(f"the answer is empty ({where}); mark a question the documents do not answer "
+                                    "with an unanswerable column set to true")
+                answer = UNANSWERABLE_GOLD
+            docs, lost = [], []
+            for pattern in _sources(rec, cols["sources"]) if "sources" in cols else []:
+                found = catalog.match(pattern)
+                if not found:
+                    skipped = catalog.match_skipped(pattern)
+                    if not skipped:
+                        shown = ", ".join(repr(d) for d in catalog.ids[:3])
+                        raise rec.error(f"source {pattern!r} matches no document (of {len(catalog.ids)}: {shown}"
+                                        f"{', …' if len(catalog.ids) > 3 else ''})")
+                    lost += skipped
+                docs += [d for d in found if d not in docs]
+            if lost:
+                for did in dict.fromkeys(lost):
+                    out.dropped.setdefault(did, []).append(rec.label)
+                continue
+            qtype, type_meta = _qtype(rec, cols.get("type"), type_map, len(docs))
+            evidence = _evidence(rec, cols["evidence"]) if "evidence" in cols else []
+            used = {c for c in cols.values()}
+            meta: dict[str, Any] = {**{str(k): v for k, v in rec.d.items() if k not in used and v not in ("", None)},
+                                    **type_meta}
+            out.questions.append(Question(rid, question.strip(), answer.strip(), qtype, _hops(rec, cols.get("hops")),
+                                          docs, evidence, meta, unanswerable))
+        if not any_row:
+            raise LoaderError(path, None, "no questions in the file (only a header?)")
+    return out
