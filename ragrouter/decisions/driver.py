@@ -1,6 +1,6 @@
-"""``run --until-decided``: answer and judge a cell's queries batch by batch until its best
-paradigm is known (``ragrouter.decisions.sequential``), the rest are equivalent, or the budget
-is spent.
+"""``run --until-decided``: answer and judge a cell's queries batch by batch until a claim
+about its best paradigm holds (``ragrouter.decisions.sequential``: decided or ε-best), no claim
+can be reached before its queries run out (futile), or the budget is spent.
 
 A cell is (corpus, query type, generator) under the configured judge. Its accepted queries
 are put in a **seeded random order** (sha256 of the seed, the corpus and the query's id:
@@ -140,7 +140,7 @@ def save(conn, cell: Cell, judge: str, settings: Settings) -> None:
 
 
 def until_decided(services, scope: Scope, budget: Budget, *, progress: bool = True, echo=print) -> list[Cell]:
-    """Run the cells of ``scope`` until each is decided, equivalent, out of queries or the
+    """Run the cells of ``scope`` until each is decided, ε-best, futile, out of queries or the
     budget is spent; returns the cells as they stand."""
     from ragrouter.evaluation import judge as jd
     from ragrouter.llm.pricing import estimate_usd
