@@ -327,14 +327,17 @@ def plan(engine, r: Routed, budget: int | None = None, allowed: set[str] | None 
                   encoder=chosen.encoder, router_run_id=chosen.run_id)
 
 
-def run_paradigm(config, out: Answer, index, gateway, generator: str):
+def run_paradigm(config, out: Answer, index, gateway, generator: str, settings=None):
     """Run ``out.paradigm`` on ``out.question`` through ``gateway``; fills ``out.answer`` and
-    ``out.tokens`` and returns the paradigm's result (for :func:`store`)."""
+    ``out.tokens`` and returns the paradigm's result (for :func:`store`). ``settings``: the
+    paradigms' settings with a client's generation parameters (serve,
+    :meth:`ragrouter.paradigms.settings.Settings.for_answer`); None: the config's."""
     from ragrouter.paradigms import paradigms
 
     from ragrouter.corpus import storeio
 
-    result = paradigms.run(out.paradigm, out.question, None, index, gateway, generator, config)
+    result = paradigms.run(out.paradigm, out.question, None, index, gateway, generator,
+                           config if settings is None else settings)
     # the graph (extraction variant) the run could read, as the answer stage records it: v_run_latest charges it
     result.trace.setdefault("extractor", storeio.extractor_key(config))
     out.answer = result.answer
@@ -353,6 +356,22 @@ def _stage(config, paradigm: str, generator: str):
         return stage, run_hash(paradigm, generator, config)
 
     return _memo(True, ("stage", id(config), paradigm, generator), make)
+
+
+def run_key(config, paradigm: str, generator: str, settings=None) -> tuple[dict, str]:
+    """(stored config, config hash) of a run of ``paradigm`` by ``generator``: the answer
+    stage's (:func:`ragrouter.stages.answer.run_hash`), or with ``settings`` (a client's
+    generation parameters, serve) the same rule over those settings, so a run whose answer a
+    client's max_tokens, temperature, stop or seed changed has a hash of its own."""
+    stage, h = _stage(config, paradigm, generator)
+    if settings is None:
+        return stage._configs.get((paradigm, generator)), h
+    from ragrouter.paradigms.paradigms import get
+
+    model = str(config.backend(generator)["model"])  # not memoised: a client's values are unbounded
+    base = get(paradigm).config_hash(settings)
+    return ({**get(paradigm).config(settings), "generator_model": model},
+            hashlib.sha256(f"{base}|{model}".encode()).hexdigest()[:16])
 
 
 def asked_external_id(origin: str, question: str) -> str:

@@ -15,7 +15,9 @@ Endpoints:
         a ``str`` is sent as is, a ``dict``/``list`` as its JSON text. The default,
         :func:`default_responder`, echoes the last user message (as ``{"echo": ...}`` in
         ``json_object`` mode, or a schema-shaped object in ``json_schema`` mode).
-        ``max_tokens``/``max_completion_tokens`` cut the reply (``finish_reason="length"``).
+        ``stop`` (a string or a list) ends the reply before the first stop sequence it holds
+        (not returned; ``finish_reason="stop"``); ``max_tokens``/``max_completion_tokens`` cut
+        the reply (``finish_reason="length"``).
         ``stream=true`` answers as server-sent events, as OpenAI documents them: ``data: {chunk}``
         lines (``chat.completion.chunk``: the role, then the content a word at a time — one
         chunk every ``stream_chunk_delay_s`` seconds after the first, which comes after
@@ -743,6 +745,11 @@ class FakeOpenAI:
             return 500, _error_body(f"responder raised {type(exc).__name__}: {exc}", "server_error"), {}
         content = reply if isinstance(reply, str) else json.dumps(reply)
         finish = "stop"
+        stops = body.get("stop")
+        stops = [stops] if isinstance(stops, str) else [x for x in (stops or []) if isinstance(x, str) and x]
+        cuts = [content.find(x) for x in stops if x in content]
+        if cuts:  # OpenAI: generation ends before the first stop sequence, which is not returned
+            content = content[:min(cuts)]
         limit = body.get("max_completion_tokens") or body.get("max_tokens")
         reasoning = self.reasoning_tokens if (self.provider == "openai" and is_reasoning_model(body["model"])) else 0
         if isinstance(limit, int) and limit > 0:

@@ -308,21 +308,23 @@ def test_stream_true_forwards_the_generators_tokens_as_they_come(served_store):
         client = openai.OpenAI(base_url=base, api_key="unused", max_retries=0, timeout=120)
         arrivals, chunks = [], []
         for ch in client.chat.completions.create(model="ragrouter/toy", stream=True, messages=[
-                {"role": "user", "content": "Where did Pierre Curie teach physics?"}]):
+                {"role": "user", "content": "Where did Pierre Curie teach physics?"}],
+                stream_options={"include_usage": True}):
             arrivals.append(time.monotonic())
             chunks.append(ch)
     finally:
         srv.stream_chunk_delay_s = 0.0
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=60)
-    contents = [(t, c.choices[0].delta.content) for t, c in zip(arrivals, chunks) if c.choices[0].delta.content]
+    contents = [(t, c.choices[0].delta.content) for t, c in zip(arrivals, chunks)
+                if c.choices and c.choices[0].delta.content]
     upstream = [t for t, _ in srv.stream_log]
     assert len(contents) >= 5 and len(upstream) >= 5
     assert contents[0][0] < upstream[-1] - 0.5  # the first words came while the endpoint was still generating
     answer = "".join(p for _, p in contents)
-    last = chunks[-1]
+    last, usage = chunks[-2], chunks[-1]  # include_usage: the usage comes last, with no choices (OpenAI's rule)
     decision = last.model_extra["ragrouter"]
-    assert last.choices[0].finish_reason == "stop" and last.usage.total_tokens == \
+    assert last.choices[0].finish_reason == "stop" and usage.choices == [] and usage.usage.total_tokens == \
         decision["tokens"]["total"] > 0
     assert decision["paradigm"] in ("llm_only", "naive")
     from ragrouter.db import engine as eng

@@ -2,15 +2,31 @@
 
 from __future__ import annotations
 
+import ipaddress
+
 import click
 
 from ragrouter.commands.common import Ctx, fail, pass_ctx
+
+KEY_ENV = "RAGROUTER_SERVE_API_KEY"
+DEBUG_ENV = "RAGROUTER_SERVE_DEBUG"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable from this machine only (127.0.0.0/8, ::1, localhost)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to any interface
 
 
 @click.command("serve")
 @click.option("--corpus", "corpora", multiple=True, required=True,
               help="Corpus to serve as model 'ragrouter/<corpus>' (repeatable).")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (127.0.0.1: this machine only).")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to bind (127.0.0.1: this machine only). Any other needs --api-key.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="Port (0: any free one).")
 @click.option("--router", help="Router to use (default: this store's best trained router, as for ask).")
 @click.option("--run-id", "run_id", help="Use the router of this MLflow run (one trained on this store).")
@@ -28,17 +44,27 @@ from ragrouter.commands.common import Ctx, fail, pass_ctx
               "it (a question routed to a paradigm that embeds none, llm_only or iterative, pays that embedding "
               "for nothing: a ledger row with no run).")
 @click.option("--grace", type=click.FloatRange(min=0), default=60.0, show_default=True,
-              help="Seconds a SIGTERM waits for the request in flight before the server stops.")
+              help="Seconds a SIGTERM waits for the requests in flight before the server stops.")
+@click.option("--api-key", "api_key", envvar=KEY_ENV, show_envvar=True, metavar="KEY",
+              help="Every request (but GET /health) must send 'Authorization: Bearer KEY'. Required with a --host "
+              f"other than loopback. Prefer the variable {KEY_ENV}: a flag shows in the process list.")
+@click.option("--max-body-bytes", type=click.IntRange(min=1024), default=1 << 20, show_default=True,
+              help="A larger request body is refused with 413 before it is read.")
+@click.option("--debug/--no-debug", envvar=DEBUG_ENV, default=False, show_envvar=True,
+              help="A failed request logs its traceback too (default: one line each).")
 @pass_ctx
 def serve_command(ctx: Ctx, corpora: tuple[str, ...], host: str, port: int, router: str | None, run_id: str | None,
                   max_tokens_budget: int | None, cost_share: float | None, cheap: tuple[str, ...],
-                  max_question_tokens: int, prefetch_embedding: bool, grace: float) -> None:
+                  max_question_tokens: int, prefetch_embedding: bool, grace: float, api_key: str | None,
+                  max_body_bytes: int, debug: bool) -> None:
     """Serve /v1/models and /v1/chat/completions: each question is routed, answered by the
     chosen paradigm through the gateway, and stored (origin 'serve').
 
     The reply is an OpenAI chat.completion with the routing decision in its 'ragrouter' field
-    and the x-ragrouter-* headers; 'stream': true sends server-sent events. SIGTERM drains the
-    request in flight, then stops.
+    and the x-ragrouter-* headers; 'stream': true sends server-sent events; GET /health and
+    /version answer too. SIGTERM stops accepting, lets every accepted request finish (within
+    --grace), then stops. Bound to anything but loopback, the server needs an API key
+    (docs/how-to/serve.md says how to expose it safely).
 
     \b
     Example:
@@ -46,17 +72,24 @@ def serve_command(ctx: Ctx, corpora: tuple[str, ...], host: str, port: int, rout
       curl -s 127.0.0.1:8000/v1/chat/completions -H 'content-type: application/json' \\
         -d '{"model": "ragrouter/medical-demo", "messages": [{"role": "user", "content": "What is a melanoma?"}]}'
     """
-    import uvicorn
+    import logging
 
     from ragrouter import ask as ask_mod
     from ragrouter.db import migrate
     from ragrouter.serve.app import ServeError, create_app, prepare
+    from ragrouter.serve.drain import DrainingServer, server_config
     from ragrouter.stages.services import Services
 
     import signal
 
     from ragrouter.console import library_warnings
 
+    api_key = (api_key or "").strip() or None
+    if not is_loopback(host) and api_key is None:
+        fail(f"--host {host} lets other machines reach the server: give it a key to check (--api-key KEY, or the "
+             f"variable {KEY_ENV}), or bind 127.0.0.1")
+    if not debug:  # a failed model call is serve's one line, not the gateway's and the retries' as well
+        logging.getLogger("ragrouter.llm").setLevel(logging.ERROR)
     engine = ctx.engine()
     migrate.ensure_current(engine)
     services = Services(ctx.config, engine, command="serve")
@@ -74,9 +107,9 @@ def serve_command(ctx: Ctx, corpora: tuple[str, ...], host: str, port: int, rout
                             cost_share, tuple(cheap), max_question_tokens, prefetch_embedding)
         except (ServeError, ask_mod.AskError) as exc:
             fail(getattr(exc, "message", str(exc)))
-        config = uvicorn.Config(create_app(state), host=host, port=port, log_level="warning",
-                                timeout_graceful_shutdown=grace, access_log=False)
-        server = uvicorn.Server(config)
+        state.debug = debug
+        server = DrainingServer(server_config(create_app(state, max_body=max_body_bytes, api_key=api_key), host,
+                                              port, grace))
 
         def announce():
             for s in server.servers:
@@ -84,9 +117,16 @@ def serve_command(ctx: Ctx, corpora: tuple[str, ...], host: str, port: int, rout
                     h, p = sock.getsockname()[:2]
                     for v in state.corpora.values():
                         extra = f"; {v.threshold.describe()}" if v.threshold is not None else ""
+                        extra += "; API key required" if api_key is not None else ""
                         click.echo(f"serving {v.model_id} at http://{h}:{p}/v1 (router {v.chosen.router}/"
                                    f"{v.chosen.features}/{v.chosen.encoder}, MLflow run {v.chosen.run_id}{extra})")
-            click.echo("stop with Ctrl-C or SIGTERM (the request in flight finishes first)")
+            if api_key is not None:
+                click.echo("every request but GET /health needs 'Authorization: Bearer <key>' (the key given with "
+                           f"--api-key or {KEY_ENV})")
+            if not is_loopback(host):
+                click.echo(f"bound to {host}: reachable from other machines, in plain HTTP; put a TLS proxy in front "
+                           "(docs/how-to/serve.md)")
+            click.echo("stop with Ctrl-C or SIGTERM (the requests accepted finish first)")
 
         original_startup = server.startup
 

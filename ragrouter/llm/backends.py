@@ -204,7 +204,8 @@ class Backend:
         """Check what can be checked without a request (keys present); raise GatewayError."""
 
     def chat_once(self, messages: list[dict], *, temperature: float, max_tokens: int,
-                  response_format: dict | None, timeout_s: float) -> ChatReply:
+                  response_format: dict | None, timeout_s: float, stop: list[str] | None = None,
+                  seed: int | None = None) -> ChatReply:
         raise GatewayError("config", f"backend '{self.name}' ({self.kind}) does not serve chat", backend=self.name)
 
     def embed_once(self, texts: list[str], *, timeout_s: float) -> EmbedReply:
@@ -415,20 +416,22 @@ class OpenAIBackend(Backend):
             raise BackendError("bad_response", "reply body is not a JSON object", retryable=True)
         return body
 
-    def chat_once(self, messages, *, temperature, max_tokens, response_format, timeout_s) -> ChatReply:
+    def chat_once(self, messages, *, temperature, max_tokens, response_format, timeout_s, stop=None,
+                  seed=None) -> ChatReply:
         _, model = self.endpoint()
         from ragrouter.llm.tokens import message_tokens
 
         sent = message_tokens(messages)  # what the server should report back (a cut prompt is less)
         if self.chat_api == "ollama":
             return self._ollama_chat(model, messages, sent, temperature=temperature, max_tokens=max_tokens,
-                                     response_format=response_format, timeout_s=timeout_s)
+                                     response_format=response_format, timeout_s=timeout_s, stop=stop, seed=seed)
         from ragrouter.llm import streaming
 
         sink = streaming.active() if (response_format is None and self.http_client == "lean") else None
         body = self._post("/chat/completions", self.chat_request(model, messages, temperature=temperature,
                                                                   max_tokens=max_tokens,
-                                                                  response_format=response_format), timeout_s,
+                                                                  response_format=response_format, stop=stop,
+                                                                  seed=seed), timeout_s,
                           sse=sink)
         reply = self._parse_chat(body)
         self._check_reply(reply, sent)
@@ -451,7 +454,7 @@ class OpenAIBackend(Backend):
                                retryable=False, reply=reply)
 
     def _ollama_chat(self, model, messages, sent: int, *, temperature, max_tokens, response_format,
-                     timeout_s) -> ChatReply:
+                     timeout_s, stop=None, seed=None) -> ChatReply:
         from ragrouter.llm import ollama
 
         if sent + int(max_tokens) > int(self.num_ctx):
@@ -459,8 +462,9 @@ class OpenAIBackend(Backend):
                                f"exceed num_ctx {self.num_ctx}: Ollama would cut the prompt (raise num_ctx)",
                                retryable=False)
         body = ollama.chat_body(model, messages, temperature=temperature, max_tokens=max_tokens,
-                                response_format=response_format, num_ctx=int(self.num_ctx), seed=self.seed,
-                                top_p=self.top_p, extra=self.extra_body)
+                                response_format=response_format, num_ctx=int(self.num_ctx),
+                                seed=self.seed if seed is None else seed, top_p=self.top_p, extra=self.extra_body,
+                                stop=stop)
         return ollama.parse_reply(self._post("/api/chat", body, timeout_s, root=ollama.root_url(str(self.base_url))))
 
     @staticmethod
@@ -488,7 +492,7 @@ class OpenAIBackend(Backend):
         )
 
     def chat_request(self, model: str, messages: list[dict], *, temperature: float, max_tokens: int,
-                     response_format: dict | None) -> dict:
+                     response_format: dict | None, stop: list[str] | None = None, seed: int | None = None) -> dict:
         """The JSON body of one chat request as this backend's provider accepts it."""
         request: dict[str, Any] = {"model": model, "messages": messages}
         if not self.reasoning:  # reasoning models accept only the default temperature
@@ -498,8 +502,10 @@ class OpenAIBackend(Backend):
         request[self.max_tokens_param] = int(max_tokens) + (self.reasoning_allowance if self.reasoning else 0)
         if self.top_p is not None:
             request["top_p"] = float(self.top_p)
-        if self.seed is not None:
-            request["seed"] = self.seed
+        if seed is not None or self.seed is not None:  # the call's seed wins over the backend's
+            request["seed"] = seed if seed is not None else self.seed
+        if stop:
+            request["stop"] = list(stop)
         if response_format is not None:
             request["response_format"] = response_format
         return deep_merge(request, self.extra_body) if self.extra_body else request

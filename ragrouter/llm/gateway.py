@@ -113,6 +113,7 @@ class ChatResult:
     token_source: str = "usage"
     attempts: int = 1
     request_hash: str = ""
+    finish_reason: str | None = None  # the endpoint's ('stop', 'length', …); None when it gave none
 
 
 _LIVE: "weakref.WeakSet[Gateway]" = weakref.WeakSet()
@@ -249,17 +250,20 @@ class Gateway:
     # ------------------------------------------------------------------ public calls
     def chat(self, backend_or_role: str, messages: list[dict], *, temperature: float, max_tokens: int,
              json_schema: dict | None = None, stage: str, phase: str, sample: int = 0,
-             timeout_s: float | None = None) -> ChatResult:
-        """One chat completion through the cache and the ledger. Raises GatewayError only."""
+             timeout_s: float | None = None, stop: list[str] | None = None,
+             seed: int | None = None) -> ChatResult:
+        """One chat completion through the cache and the ledger. Raises GatewayError only.
+        ``stop`` (stop sequences) and ``seed`` are sent, and part of the cache key, when given."""
         t0 = time.perf_counter()
         self._bump("calls")
         try:
             be, sent, key, h, response_format = self._prepare_chat(
-                backend_or_role, messages, temperature, max_tokens, json_schema, sample)
+                backend_or_role, messages, temperature, max_tokens, json_schema, sample, stop, seed)
             timeout = check_timeout(be, timeout_s, sent, max_tokens)
+            sampling = {k: v for k, v in (("stop", key.get("stop")), ("seed", key.get("seed"))) if v is not None}
             rec, cached = self._get_or_run(
                 h, lambda: self._produce_chat(be, h, sent, response_format, json_schema, key, temperature,
-                                              max_tokens, timeout, stage, phase))
+                                              max_tokens, timeout, stage, phase, sampling))
         except GatewayError:
             self._bump("errors")
             raise
@@ -282,6 +286,7 @@ class Gateway:
             token_source=rec.token_source,
             attempts=rec.attempts,
             request_hash=h,
+            finish_reason=rec.finish_reason,
         )
 
     def embed(self, backend_or_role: str, texts: list[str], *, stage: str, phase: str) -> np.ndarray:
@@ -399,10 +404,11 @@ class Gateway:
         self.close()
 
     # ------------------------------------------------------------------ preparation
-    def _prepare_chat(self, backend_or_role, messages, temperature, max_tokens, json_schema, sample):
+    def _prepare_chat(self, backend_or_role, messages, temperature, max_tokens, json_schema, sample, stop=None,
+                      seed=None):
         """(backend, messages as sent, cache key, request hash, response_format): llm/prepare.py."""
         be = self.backend(backend_or_role)
-        return (be, *prepare_chat(be, messages, temperature, max_tokens, json_schema, sample))
+        return (be, *prepare_chat(be, messages, temperature, max_tokens, json_schema, sample, stop, seed))
 
     # ------------------------------------------------------------------ cache machinery
     def _get_or_run(self, h: str, produce: Callable[[], _Record]) -> tuple[_Record, bool]:
@@ -492,10 +498,10 @@ class Gateway:
 
     def _produce_chat(self, be: Backend, h: str, sent: list[dict], response_format: dict | None,
                       json_schema: dict | None, key: dict, temperature: float, max_tokens: int, timeout: float,
-                      stage: str, phase: str) -> _Record:
+                      stage: str, phase: str, sampling: dict | None = None) -> _Record:
         def attempt(t: float) -> ChatReply:
             return be.chat_once(sent, temperature=temperature, max_tokens=max_tokens,
-                                response_format=response_format, timeout_s=t)
+                                response_format=response_format, timeout_s=t, **(sampling or {}))
 
         reply, attempts, latency = self._attempts(be, h, stage, phase, attempt, timeout,
                                                   estimate=lambda: message_tokens(sent) + int(max_tokens))
@@ -518,13 +524,14 @@ class Gateway:
                            prompt_tokens=p_tok, completion_tokens=c_tok, reasoning_tokens=reply.reasoning_tokens)
         params = {"temperature": float(temperature), "max_tokens": int(max_tokens),
                   "response_format": key["response_format"], "sample": key["sample"],
-                  "finish_reason": reply.finish_reason}
+                  "finish_reason": reply.finish_reason, **(sampling or {})}
         if key.get("settings"):
             params["settings"] = key["settings"]
         if reply.cached_prompt_tokens:
             params["cached_prompt_tokens"] = int(reply.cached_prompt_tokens)  # priced at cached_input
         rec = _Record(id=None, text=text_out, data=data, vectors=None, prompt_tokens=int(p_tok),
-                      completion_tokens=int(c_tok), token_source=source, latency_s=latency, attempts=attempts)
+                      completion_tokens=int(c_tok), token_source=source, latency_s=latency, attempts=attempts,
+                      finish_reason=reply.finish_reason)
         row = {"kind": "chat", "messages": sent, "params": params, "response": text_out, "response_json": data,
                "response_vectors": None, "reasoning_tokens": reply.reasoning_tokens}  # part of c_tok already
         self._store(be, h, stage, phase, rec, row)

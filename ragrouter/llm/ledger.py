@@ -116,6 +116,7 @@ class _Record:
     token_source: str
     latency_s: float
     attempts: int
+    finish_reason: str | None = None  # chat: why the reply ended (the endpoint's; stored in params)
 
 
 # --------------------------------------------------------------------------- keys
@@ -248,7 +249,7 @@ def _shared_for(engine: Engine) -> _Shared:
 
 _LOOKUP = select(
     LLMCall.id, LLMCall.response, LLMCall.response_json, LLMCall.response_vectors, LLMCall.prompt_tokens,
-    LLMCall.completion_tokens, LLMCall.token_source, LLMCall.latency_s, LLMCall.attempts,
+    LLMCall.completion_tokens, LLMCall.token_source, LLMCall.latency_s, LLMCall.attempts, LLMCall.params,
 ).where(LLMCall.request_hash == bindparam("h"))
 
 def lookup(db: Engine, lock, index: "_HashIndex | None", h: str, outage_s: float) -> _Record | None:
@@ -268,7 +269,18 @@ def lookup(db: Engine, lock, index: "_HashIndex | None", h: str, outage_s: float
         return None
     return _Record(id=row[0], text=row[1], data=row[2], vectors=row[3], prompt_tokens=int(row[4]),
                    completion_tokens=int(row[5]), token_source=row[6], latency_s=float(row[7]),
-                   attempts=int(row[8]))
+                   attempts=int(row[8]), finish_reason=_finish_reason(row[9]))
+
+
+def _finish_reason(params) -> str | None:
+    """The ``finish_reason`` a chat row's params recorded (None: not recorded)."""
+    if isinstance(params, str):
+        try:
+            params = json.loads(params)
+        except ValueError:
+            return None
+    value = params.get("finish_reason") if isinstance(params, dict) else None
+    return value if isinstance(value, str) else None
 
 
 class _IdBlock:

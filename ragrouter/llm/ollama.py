@@ -34,8 +34,10 @@ def root_url(base_url: str) -> str:
 
 def chat_body(model: str, messages: list[dict], *, temperature: float | None, max_tokens: int,
               response_format: dict | None, num_ctx: int, seed: int | None = None, top_p: float | None = None,
-              extra: dict | None = None) -> dict:
+              extra: dict | None = None, stop: list[str] | None = None) -> dict:
     options: dict[str, Any] = {"num_ctx": int(num_ctx), "num_predict": int(max_tokens)}
+    if stop:
+        options["stop"] = list(stop)
     if temperature is not None:
         options["temperature"] = temperature
     if seed is not None:

@@ -55,9 +55,10 @@ def check_timeout(be, timeout_s: float | None, messages=None, max_tokens: int = 
     return float(timeout_s)
 
 
-def prepare_chat(be, messages, temperature, max_tokens, json_schema, sample):
+def prepare_chat(be, messages, temperature, max_tokens, json_schema, sample, stop=None, seed=None):
     """(messages as sent, cache key, request hash, response_format) of a chat request to the
-    backend object ``be``."""
+    backend object ``be``; ``stop`` (up to 4 non-empty strings) and ``seed`` (an integer) enter
+    the key only when given, so the hashes of other requests stay what they were."""
     if not be.supports_chat:
         raise GatewayError("config", f"backend '{be.name}' ({be.kind}) does not serve chat", backend=be.name)
     messages = check_messages(messages)
@@ -69,9 +70,18 @@ def prepare_chat(be, messages, temperature, max_tokens, json_schema, sample):
         raise GatewayError("bad_request", f"sample must be an integer >= 0 (got {sample!r})")
     if json_schema is not None and not isinstance(json_schema, dict):
         raise GatewayError("bad_request", "json_schema must be a dict (a JSON Schema) or None")
+    if stop is not None and (not isinstance(stop, (list, tuple)) or not 0 < len(stop) <= 4
+                             or not all(isinstance(s, str) and s for s in stop)):
+        raise GatewayError("bad_request", f"stop must be 1 to 4 non-empty strings (got {stop!r})")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise GatewayError("bad_request", f"seed must be an integer (got {seed!r})")
     mode = be.structured_output if json_schema is not None else None
     key = chat_key(be.model, messages, temperature=temperature, max_tokens=max_tokens, structured=mode,
                    json_schema=json_schema, sample=sample)
+    if stop is not None:
+        key["stop"] = list(stop)
+    if seed is not None:
+        key["seed"] = int(seed)
     settings = be.request_settings() if hasattr(be, "request_settings") else {}
     if settings:  # only when set: hashes of plain requests stay what they were
         key["settings"] = settings

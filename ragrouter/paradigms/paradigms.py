@@ -82,14 +82,15 @@ def _generate(gateway, backend: str, question: str, context: Context, s: Setting
     """GENERATION prompt over ``context`` (a marker text when it is empty)."""
     messages = prompts.GENERATION.messages(context=context.text or EMPTY_CONTEXT, question=question)
     result = gateway.chat(backend, messages, temperature=s.gen_temperature, max_tokens=s.gen_max_tokens,
-                          stage=STAGE, phase="generation", timeout_s=s.gen_timeout_s)
+                          stage=STAGE, phase="generation", timeout_s=s.gen_timeout_s, **s.answer_sampling())
     return (result.text or "").strip(), CallUse.of(result, "generation", "answer")
 
 
 def _direct(gateway, backend: str, question: str, temperature: float, max_tokens: int,
-            timeout_s: float | None = None) -> tuple[str, CallUse]:
+            timeout_s: float | None = None, sampling: dict | None = None) -> tuple[str, CallUse]:
     result = gateway.chat(backend, prompts.DIRECT.messages(question=question), temperature=temperature,
-                          max_tokens=max_tokens, stage=STAGE, phase="generation", timeout_s=timeout_s)
+                          max_tokens=max_tokens, stage=STAGE, phase="generation", timeout_s=timeout_s,
+                          **(sampling or {}))
     return (result.text or "").strip(), CallUse.of(result, "generation", "direct")
 
 
@@ -138,9 +139,10 @@ class LLMOnly(Paradigm):
 
     def _run(self, q, ctx, gateway, backend):
         s = _settings(ctx)
-        answer, use = _direct(gateway, backend, q, s.llm_only_temperature, s.llm_only_max_tokens, s.gen_timeout_s)
+        answer, use = _direct(gateway, backend, q, s.llm_only_temperature, s.llm_only_max_tokens, s.gen_timeout_s,
+                              s.answer_sampling())
         return ParadigmResult.build(answer=answer, retrieved_chunk_ids=[], context_tokens=0, iterations=0,
-                                    trace={}, uses=[use])
+                                    trace={}, uses=[use], finish_reason=use.finish_reason)
 
 
 class _OneShot(Paradigm):
@@ -167,7 +169,8 @@ class _OneShot(Paradigm):
         trace["context_scores"] = _scores_of(context, scores)
         uses = [u for r in retrievals for u in r.calls] + [gen_use]
         return ParadigmResult.build(answer=answer, retrieved_chunk_ids=context.chunk_ids,
-                                    context_tokens=context.tokens, iterations=0, trace=trace, uses=uses)
+                                    context_tokens=context.tokens, iterations=0, trace=trace, uses=uses,
+                                    finish_reason=gen_use.finish_reason)
 
 
 class NaiveRAG(_OneShot):
@@ -239,7 +242,8 @@ class IterativeRAG(Paradigm):
                   s: Settings) -> tuple[dict, list[CallUse]]:
         messages = prompts.self_eval_messages(q, answer, context_text)
         try:
-            result = gateway.chat(backend, messages, temperature=s.iter_eval_temperature, max_tokens=s.gen_max_tokens,
+            result = gateway.chat(backend, messages, temperature=s.iter_eval_temperature,
+                                  max_tokens=s.eval_max_tokens or s.gen_max_tokens,
                                   json_schema=prompts.SELF_EVAL_SCHEMA, stage=STAGE, phase="retrieval",
                                   timeout_s=s.gen_timeout_s)
         except Exception as exc:
@@ -255,8 +259,10 @@ class IterativeRAG(Paradigm):
         uses: list[CallUse] = []
         rounds: list[dict[str, Any]] = []
 
-        answer, use = _direct(gateway, backend, q, s.gen_temperature, s.gen_max_tokens, s.gen_timeout_s)
+        answer, use = _direct(gateway, backend, q, s.gen_temperature, s.gen_max_tokens, s.gen_timeout_s,
+                              s.answer_sampling())
         uses.append(use)
+        last = use  # the call of the answer returned
         ev, ev_uses = self._evaluate(gateway, backend, q, answer, None, s)
         uses += ev_uses
         rounds.append({"round": 0, "query": q, "answer": answer, "eval": ev})
@@ -282,6 +288,7 @@ class IterativeRAG(Paradigm):
                 context = build_context(interleave(lists), ctx.index.texts, s.token_budget, counts=ctx.index.passage_counts)
                 answer, use = _generate(gateway, backend, q, context, s)
                 uses.append(use)
+                last = use
                 ev, ev_uses = self._evaluate(gateway, backend, q, answer, context.text or EMPTY_CONTEXT, s)
                 uses += ev_uses
                 iterations = t
@@ -305,7 +312,8 @@ class IterativeRAG(Paradigm):
             trace["context_scores"] = _scores_of(context, scores)
             trace["empty_context"] = not context.text
         return ParadigmResult.build(answer=answer, retrieved_chunk_ids=context.chunk_ids,
-                                    context_tokens=context.tokens, iterations=iterations, trace=trace, uses=uses)
+                                    context_tokens=context.tokens, iterations=iterations, trace=trace, uses=uses,
+                                    finish_reason=last.finish_reason)
 
 
 def parse_evaluation(data) -> dict:

@@ -30,6 +30,7 @@ class CallUse:
     prompt_tokens: int
     completion_tokens: int
     cached: bool = False
+    finish_reason: str | None = None  # why the endpoint ended the reply ('stop', 'length'; None: not said)
 
     @classmethod
     def of(cls, result: Any, phase: str, purpose: str) -> "CallUse":
@@ -43,6 +44,7 @@ class CallUse:
             prompt_tokens=int(result.prompt_tokens or 0),
             completion_tokens=int(result.completion_tokens or 0),
             cached=bool(getattr(result, "cached", False)),
+            finish_reason=getattr(result, "finish_reason", None),
         )
 
 
@@ -82,6 +84,7 @@ class ParadigmResult:
     gen_in: int
     gen_out: int
     call_details: list[CallUse] = field(default_factory=list)
+    finish_reason: str | None = None  # the returned answer's call: 'length' when max_tokens cut it
 
     @classmethod
     def build(
@@ -93,6 +96,7 @@ class ParadigmResult:
         iterations: int,
         trace: dict,
         uses: Iterable[CallUse],
+        finish_reason: str | None = None,
     ) -> "ParadigmResult":
         """Sum the consumed tokens per phase over the distinct calls in ``uses`` (in order)."""
         distinct: list[CallUse] = []
@@ -116,4 +120,5 @@ class ParadigmResult:
             gen_in=sum(u.prompt_tokens for u in gen),
             gen_out=sum(u.completion_tokens for u in gen),
             call_details=distinct,
+            finish_reason=finish_reason,
         )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ragrouter.config import Config, ConfigError
@@ -71,6 +71,38 @@ class Settings:
     # per-call timeouts handed to the gateway (None: the backend's timeout_s); no effect on outputs
     gen_timeout_s: float | None = None
     extract_timeout_s: float | None = None
+    # a client's sampling for the answer calls (serve: 'stop', 'seed'); none in the config
+    gen_stop: tuple[str, ...] = ()
+    gen_seed: int | None = None
+    # IterativeRAG's self-evaluation cap when a client's max_tokens replaced the answers' (None: gen_max_tokens)
+    eval_max_tokens: int | None = None
+
+    def for_answer(self, *, max_tokens: int | None = None, temperature: float | None = None,
+                   stop: tuple[str, ...] | list[str] | None = None, seed: int | None = None) -> "Settings":
+        """These settings with a client's generation parameters (serve): ``max_tokens`` and
+        ``temperature`` replace the answer calls' (direct and generation; the self-evaluation
+        keeps its own cap and temperature), ``stop`` and ``seed`` are sent with them. Each
+        changes :func:`config_hash`, so such a run is never mixed with the configured ones."""
+        out: dict[str, Any] = {}
+        if max_tokens is not None:
+            out.update(gen_max_tokens=int(max_tokens), llm_only_max_tokens=int(max_tokens),
+                       eval_max_tokens=self.eval_max_tokens or self.gen_max_tokens)
+        if temperature is not None:
+            out.update(gen_temperature=float(temperature), llm_only_temperature=float(temperature))
+        if stop:
+            out["gen_stop"] = tuple(stop)
+        if seed is not None:
+            out["gen_seed"] = int(seed)
+        return replace(self, **out) if out else self
+
+    def answer_sampling(self) -> dict:
+        """The answer calls' ``stop``/``seed`` keyword arguments for the gateway (only those set)."""
+        out: dict[str, Any] = {}
+        if self.gen_stop:
+            out["stop"] = list(self.gen_stop)
+        if self.gen_seed is not None:
+            out["seed"] = self.gen_seed
+        return out
 
     @classmethod
     def from_config(cls, config: Config) -> "Settings":
@@ -158,8 +190,14 @@ class Settings:
         )
 
 
+def _sampling(s: Settings) -> dict:
+    # only when a client set them (serve): the configured runs keep their hash
+    return {**({"stop": list(s.gen_stop)} if s.gen_stop else {}),
+            **({"seed": s.gen_seed} if s.gen_seed is not None else {})}
+
+
 def _generation(s: Settings) -> dict:
-    return {"temperature": s.gen_temperature, "max_tokens": s.gen_max_tokens}
+    return {"temperature": s.gen_temperature, "max_tokens": s.gen_max_tokens, **_sampling(s)}
 
 
 def _naive(s: Settings) -> dict:
@@ -201,7 +239,7 @@ def paradigm_config(paradigm: str, config: Config | Settings, *, base_retriever:
     """
     s = config if isinstance(config, Settings) else Settings.from_config(config)
     if paradigm == "llm_only":
-        params = {"temperature": s.llm_only_temperature, "max_tokens": s.llm_only_max_tokens}
+        params = {"temperature": s.llm_only_temperature, "max_tokens": s.llm_only_max_tokens, **_sampling(s)}
         used = ("direct",)
     elif paradigm == "naive":
         params = {**_generation(s), **_naive(s)}
@@ -223,6 +261,8 @@ def paradigm_config(paradigm: str, config: Config | Settings, *, base_retriever:
             "max_rounds": s.iter_max_rounds,
             "eval_temperature": s.iter_eval_temperature,
         }
+        if s.eval_max_tokens is not None and s.eval_max_tokens != s.gen_max_tokens:
+            params["eval_max_tokens"] = s.eval_max_tokens
         used = ("direct", "generation", "self_eval") + (("entities",) if base == "graph" else ())
     else:
         raise KeyError(f"unknown paradigm {paradigm!r}")

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 import time
 import uuid
@@ -53,21 +54,15 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ragrouter import __version__
 from ragrouter import ask as ask_mod
 from ragrouter import reading
 from ragrouter.serve.calibration import Threshold
+from ragrouter.serve.guard import DEFAULT_MAX_BODY, Guard
+from ragrouter.serve.protocol import ChatRequest, ServeError, chat_request, error_body, parse_body
 
 PREFIX = "ragrouter/"
-
-
-class ServeError(Exception):
-    def __init__(self, status: int, message: str, type_: str, code: str | None = None, param: str | None = None):
-        super().__init__(message)
-        self.status, self.message, self.type, self.code, self.param = status, message, type_, code, param
-
-
-def error_body(message: str, type_: str, code: str | None = None, param: str | None = None) -> dict:
-    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+log = logging.getLogger("ragrouter.serve")
 
 
 @dataclass
@@ -103,6 +98,20 @@ class ServeState:
     limiter: object = None  # anyio.CapacityLimiter of the worker threads (made on the first request)
     max_concurrency: int = 32
     prefetcher: object = None  # ThreadPoolExecutor of --prefetch-embedding (None: off, or no embedder)
+    settings: object = None  # the paradigms' Settings of the config (a client's sampling is applied to a copy)
+    debug: bool = False  # a failed request logs its traceback too (--debug / RAGROUTER_SERVE_DEBUG)
+
+    def answer_settings(self, req: ChatRequest):
+        """The paradigms' settings for ``req``: the config's, or a copy with the client's
+        max_tokens / temperature / stop / seed (None when it sent none: the configured run)."""
+        sampling = req.sampling()
+        if all(v is None for v in sampling.values()):
+            return None
+        if self.settings is None:
+            from ragrouter.paradigms.settings import Settings
+
+            self.settings = Settings.from_config(self.config)
+        return self.settings.for_answer(**sampling)
 
     def close(self) -> None:
         """Finish the speculative embeddings and the batched writes; stop the batchers' threads."""
@@ -131,24 +140,6 @@ def _prefetch(gateway, question: str) -> None:
         pass
 
 
-def _question(body: dict) -> str:
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise ServeError(400, "'messages' must be a non-empty list", "invalid_request_error", param="messages")
-    for m in reversed(messages):
-        if not isinstance(m, dict):
-            raise ServeError(400, "each message must be an object", "invalid_request_error", param="messages")
-        if m.get("role") != "user":
-            continue
-        content = m.get("content")
-        if isinstance(content, list):  # content parts: the text ones
-            content = "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
-        if not isinstance(content, str) or not content.strip():
-            raise ServeError(400, "the last user message has no text", "invalid_request_error", param="messages")
-        return content.strip()
-    raise ServeError(400, "no user message to answer", "invalid_request_error", param="messages")
-
-
 def _served(state: ServeState, model) -> Served:
     if not isinstance(model, str) or not model:
         raise ServeError(400, "'model' is required: one of " + ", ".join(s.model_id for s in state.corpora.values()),
@@ -170,6 +161,8 @@ class Decision:
     routed: object
     query_id: object  # concurrent.futures.Future[int]
     routing_ms: float | None = None
+    settings: object = None  # the paradigms' Settings with the client's sampling (None: the config's)
+    finish_reason: str = "stop"  # the answer's: 'length' when the client's or the config's max_tokens cut it
 
 
 def decide(state: ServeState, served: Served, question: str, query_type: str | None = None) -> Decision:
@@ -206,20 +199,43 @@ def execute(state: ServeState, d: Decision, served: Served, sink=None) -> ask_mo
     out, routed = d.answer, d.routed
 
     def store(result):
-        return (d.query_id.result(), routed.generator, out, result)
+        return (d.query_id.result(), routed.generator, out, result, d.settings)
 
     try:
         if sink is not None:
             with streaming.streaming(sink):
                 result = ask_mod.run_paradigm(state.config, out, served.index, state.services.gateway,
-                                              routed.generator)
+                                              routed.generator, d.settings)
         else:
-            result = ask_mod.run_paradigm(state.config, out, served.index, state.services.gateway, routed.generator)
+            result = ask_mod.run_paradigm(state.config, out, served.index, state.services.gateway, routed.generator,
+                                          d.settings)
     except BaseException:
         d.query_id.result()  # the question is kept even when its paradigm failed
         raise
+    d.finish_reason = result.finish_reason if result.finish_reason in ("stop", "length", "content_filter") else "stop"
     state.writer(store(result))
     return out
+
+
+def failure(state: ServeState, exc: BaseException, served: Served | None = None) -> ServeError:
+    """The OpenAI-shaped error of a request that failed past its checks, logged in one line
+    (its traceback too with --debug): a model call that failed is the upstream's (502; 504 on a
+    timeout), anything else an internal error (500). Never the traceback to the client."""
+    from ragrouter.llm.errors import GatewayError
+
+    if isinstance(exc, ServeError):
+        return exc
+    first = (str(exc).strip().splitlines() or [""])[0]
+    where = f"ragrouter/{served.corpus}" if served is not None else "request"
+    if isinstance(exc, GatewayError):
+        status = 504 if exc.reason == "timeout" else 502
+        err = ServeError(status, f"the model call failed upstream: {first}", "server_error",
+                         code=f"upstream_{exc.reason}")
+    else:
+        err = ServeError(500, f"internal error: {exc.__class__.__name__}: {first}", "server_error")
+    log.error("serve: %s failed (%d %s): %s", where, err.status, err.code or "internal_error", first,
+              exc_info=exc if state.debug else None)
+    return err
 
 
 def _count_tokens(text: str) -> int:
@@ -262,11 +278,11 @@ def _pieces(text: str, size: int = 24) -> list[str]:
 
 
 def _chunk(base: dict, delta: dict, finish: str | None = None, **extra) -> str:
-    return "data: " + json.dumps({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-                                  **extra}) + "\n\n"
+    return "data: " + json.dumps({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish,
+                                                       "logprobs": None}], **extra}) + "\n\n"
 
 
-async def _events(state: ServeState, served: Served, d: Decision, created: int):
+async def _events(state: ServeState, served: Served, d: Decision, created: int, include_usage: bool = False):
     """The answer as server-sent events while it is generated: the role, then the generator's
     own tokens as the upstream endpoint streams them (:mod:`ragrouter.llm.streaming`), then
     whatever of the answer was not streamed (all of it for a cached reply or the iterative
@@ -280,7 +296,7 @@ async def _events(state: ServeState, served: Served, d: Decision, created: int):
     sink = streaming.Sink(lambda piece: loop.call_soon_threadsafe(pieces.put_nowait, piece))
     live = sink if d.answer.paradigm != "iterative" else None
     base = {"id": f"chatcmpl-rr-{uuid.uuid4().hex[:12]}", "object": "chat.completion.chunk", "created": created,
-            "model": served.model_id}
+            "model": served.model_id, **({"usage": None} if include_usage else {})}  # OpenAI: null but in the last
     yield _chunk(base, {"role": "assistant"})
     task = asyncio.ensure_future(anyio.to_thread.run_sync(lambda: execute(state, d, served, live),
                                                           limiter=state.limiter))
@@ -289,22 +305,22 @@ async def _events(state: ServeState, served: Served, d: Decision, created: int):
         yield _chunk(base, {"content": piece})
     try:
         a = task.result()
-    except ServeError as exc:
-        yield "data: " + json.dumps(error_body(exc.message, exc.type, exc.code, exc.param)) + "\n\n"
-        return
     except Exception as exc:  # noqa: BLE001 - the stream has begun: the error is its last event
-        first = (str(exc).strip().splitlines() or [""])[0]
-        yield "data: " + json.dumps(error_body(f"internal error: {exc.__class__.__name__}: {first}",
-                                               "server_error")) + "\n\n"
+        err = failure(state, exc, served)
+        yield "data: " + json.dumps(error_body(err.message, err.type, err.code, err.param)) + "\n\n"
         return
     rest = a.answer[len(sink.text):] if a.answer.startswith(sink.text) else ""
     for piece in (_pieces(rest) if rest else []):
         yield _chunk(base, {"content": piece})
-    yield _chunk(base, {}, "stop", usage=_usage(a), ragrouter=_decision(a, d.routing_ms))
+    yield _chunk(base, {}, d.finish_reason, ragrouter=_decision(a, d.routing_ms))
+    if include_usage:  # OpenAI: a last chunk with no choices and the whole request's usage
+        yield "data: " + json.dumps({**base, "choices": [], "usage": _usage(a)}) + "\n\n"
     yield "data: [DONE]\n\n"
 
 
-def create_app(state: ServeState) -> FastAPI:
+def create_app(state: ServeState, *, max_body: int = DEFAULT_MAX_BODY, api_key: str | None = None):
+    """The ASGI application: the FastAPI routes behind :class:`ragrouter.serve.guard.Guard`
+    (the API key, the body-size limit)."""
     app = FastAPI(title="ragrouter serve", docs_url=None, redoc_url=None, openapi_url=None)
 
     @app.exception_handler(ServeError)
@@ -322,11 +338,14 @@ def create_app(state: ServeState) -> FastAPI:
     async def _invalid(request: Request, exc: RequestValidationError):
         return JSONResponse(error_body("invalid request body", "invalid_request_error"), status_code=400)
 
-    @app.exception_handler(Exception)
-    async def _internal(request: Request, exc: Exception):
-        first = (str(exc).strip().splitlines() or [""])[0]
-        return JSONResponse(error_body(f"internal error: {exc.__class__.__name__}: {first}", "server_error"),
-                            status_code=500)
+    @app.get("/health")
+    def health():
+        return {"status": "ok"}
+
+    @app.get("/version")
+    def version():
+        return {"version": __version__, "name": "ragrouter", "api": "openai-chat-completions",
+                "models": [s.model_id for s in state.corpora.values()]}
 
     @app.get("/v1/models")
     def models():
@@ -342,48 +361,52 @@ def create_app(state: ServeState) -> FastAPI:
         return {"object": "list", "data": data}
 
     @app.post("/v1/chat/completions")
-    async def chat(body: dict):
-        if not isinstance(body, dict):
-            raise ServeError(400, "the body must be a JSON object", "invalid_request_error")
-        served = _served(state, body.get("model"))
-        question = _question(body)
-        stream = body.get("stream", False)
-        if not isinstance(stream, bool):
-            raise ServeError(400, "'stream' must be true or false", "invalid_request_error", param="stream")
-        query_type = body.get("query_type")
-        if query_type is not None and (not isinstance(query_type, str) or
-                                       (state.query_types and query_type not in state.query_types)):
-            raise ServeError(400, f"'query_type' must be one of {', '.join(state.query_types) or 'the store types'}",
-                             "invalid_request_error", param="query_type")
+    async def chat(request: Request):
+        served = None
+        try:
+            body = parse_body(await request.body())  # within --max-body-bytes: the guard read it
+            served = _served(state, body.get("model"))
+            req = chat_request(body, state.query_types)
+            return await _answer(state, served, req)
+        except Exception as exc:  # noqa: BLE001 - one OpenAI-shaped error, one log line (no traceback)
+            err = failure(state, exc, served)
+            return JSONResponse(error_body(err.message, err.type, err.code, err.param), status_code=err.status)
 
-        def checked_decide():
-            n_tokens = _count_tokens(question)
-            if n_tokens > state.max_question_tokens:
-                raise ServeError(400, f"This question is {n_tokens} tokens long; the server takes at most "
-                                 f"{state.max_question_tokens} (--max-question-tokens).", "invalid_request_error",
-                                 code="context_length_exceeded", param="messages")
-            state.prefetch(question)  # checked, not yet routed: its embedding overlaps the routing
-            t0 = time.perf_counter()
-            d = decide(state, served, question, query_type)
-            d.routing_ms = round(1000 * (time.perf_counter() - t0), 2)
-            return d
+    return Guard(app, max_body=max_body, api_key=api_key)
 
-        # blocking work (the router, the store, upstream calls) runs in worker threads, never on the loop
-        if state.limiter is None:
-            state.limiter = anyio.CapacityLimiter(max(64, 2 * state.max_concurrency))
-        d = await anyio.to_thread.run_sync(checked_decide, limiter=state.limiter)
-        created = int(time.time())
-        if not stream:
-            a = await anyio.to_thread.run_sync(lambda: execute(state, d, served), limiter=state.limiter)
-            cid = f"chatcmpl-rr{a.run_id}-{uuid.uuid4().hex[:8]}"
-            return JSONResponse({"id": cid, "object": "chat.completion", "created": created, "model": served.model_id,
-                                 "choices": [{"index": 0, "message": {"role": "assistant", "content": a.answer},
-                                              "finish_reason": "stop", "logprobs": None}],
-                                 "usage": _usage(a), "ragrouter": _decision(a, d.routing_ms)}, headers=_headers(a))
-        return StreamingResponse(_events(state, served, d, created), media_type="text/event-stream",
-                                 headers=_headers(d.answer, with_run=False))
 
-    return app
+async def _answer(state: ServeState, served: Served, req: ChatRequest):
+    question = req.question
+
+    def checked_decide():
+        n_tokens = _count_tokens(question)
+        if n_tokens > state.max_question_tokens:
+            raise ServeError(400, f"This question is {n_tokens} tokens long; the server takes at most "
+                             f"{state.max_question_tokens} (--max-question-tokens).", "invalid_request_error",
+                             code="context_length_exceeded", param="messages")
+        settings = state.answer_settings(req)
+        state.prefetch(question)  # checked, not yet routed: its embedding overlaps the routing
+        t0 = time.perf_counter()
+        d = decide(state, served, question, req.query_type)
+        d.routing_ms = round(1000 * (time.perf_counter() - t0), 2)
+        d.settings = settings
+        return d
+
+    # blocking work (the router, the store, upstream calls) runs in worker threads, never on the loop
+    if state.limiter is None:
+        state.limiter = anyio.CapacityLimiter(max(64, 2 * state.max_concurrency))
+    d = await anyio.to_thread.run_sync(checked_decide, limiter=state.limiter)
+    created = int(time.time())
+    if not req.stream:
+        a = await anyio.to_thread.run_sync(lambda: execute(state, d, served), limiter=state.limiter)
+        cid = f"chatcmpl-rr{a.run_id}-{uuid.uuid4().hex[:8]}"
+        return JSONResponse({"id": cid, "object": "chat.completion", "created": created, "model": served.model_id,
+                             "choices": [{"index": 0, "message": {"role": "assistant", "content": a.answer,
+                                                                  "refusal": None},
+                                          "finish_reason": d.finish_reason, "logprobs": None}],
+                             "usage": _usage(a), "ragrouter": _decision(a, d.routing_ms)}, headers=_headers(a))
+    return StreamingResponse(_events(state, served, d, created, req.include_usage), media_type="text/event-stream",
+                             headers=_headers(d.answer, with_run=False))
 
 
 def prepare(engine, config, services, corpora: list[str], router: str | None, run_id: str | None,

@@ -55,24 +55,26 @@ def store_queries(conn, items: list[tuple], origin: str = "serve") -> list[int]:
 
 def store_runs(conn, config, items: list[tuple]) -> list[int | None]:
     """``items``: (query id from :func:`store_queries`, generator, :class:`ragrouter.ask.Answer`,
-    paradigm result or None). Writes the runs in the caller's transaction, sets each answer's
-    ``run_id`` and returns the run ids (None for a question whose paradigm failed)."""
+    paradigm result or None[, the paradigms' Settings with a client's sampling, or None]).
+    Writes the runs in the caller's transaction, sets each answer's ``run_id`` and returns the
+    run ids (None for a question whose paradigm failed). A run made with a client's sampling
+    has the config and hash of those settings (:func:`ragrouter.ask.run_key`)."""
     from ragrouter import ask as ask_mod
 
     runs: dict[tuple, dict] = {}
     calls: dict[tuple, list] = {}
     keys: list[tuple | None] = []
-    for qid, generator, out, result in items:
+    for qid, generator, out, result, *rest in items:
         if result is None:
             keys.append(None)
             continue
-        stage, h = ask_mod._stage(config, out.paradigm, generator)
+        run_config, h = ask_mod.run_key(config, out.paradigm, generator, rest[0] if rest else None)
         key = (qid, out.paradigm, generator, h)
         keys.append(key)
         if key in runs:
             continue
         runs[key] = {"query_id": qid, "paradigm": out.paradigm, "generator": generator, "config_hash": h,
-                     "config": stage._configs.get((out.paradigm, generator)), "answer": result.answer,
+                     "config": run_config, "answer": result.answer,
                      "retrieved_chunk_ids": result.retrieved_chunk_ids, "context_tokens": result.context_tokens,
                      "iterations": result.iterations, "trace": result.trace, "ret_in_tokens": result.ret_in,
                      "ret_out_tokens": result.ret_out, "gen_in_tokens": result.gen_in,
@@ -96,7 +98,7 @@ def store_runs(conn, config, items: list[tuple]) -> list[int | None]:
                     {"qids": sorted({k[0] for k in missing})}).all():
                 run_ids.setdefault((q, p, g, h), i)
     out_ids = []
-    for (_, _, out, _), key in zip(items, keys):
+    for (_, _, out, *_), key in zip(items, keys):
         out.run_id = run_ids.get(key) if key is not None else None
         out_ids.append(out.run_id)
     return out_ids
