@@ -337,7 +337,9 @@ class Config:
             origin = self.origins.get(".".join(parts[:n]))
             if origin:
                 return origin
-        return self.source
+        # a section only the environment made (RAGROUTER__foo__bar=1 makes 'foo'): its settings' origin
+        below = sorted(v for k, v in self.origins.items() if k.startswith(dotted + "."))
+        return below[0] if below else self.source
 
     def section(self, dotted: str) -> dict:
         value = self.get(dotted, {})

@@ -416,6 +416,8 @@ CONFIG_CASES = [
      "'worker.batch_size'"),
     ("env overrides a file value", "worker:\n  batch_size: 5\n", {"RAGROUTER__worker__batch_size": "[1]"},
      "environment RAGROUTER__worker__batch_size", "wrong type"),
+    ("env unknown section", "", {"RAGROUTER__retreival__top_k": "3"}, "environment RAGROUTER__retreival__top_k",
+     "unknown setting 'retreival' (did you mean retrieval?)"),  # was blamed on configs/default.yaml
 ]
 
 
