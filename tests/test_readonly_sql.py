@@ -9,6 +9,7 @@ installed or loaded, no SET — and the file stays byte-for-byte the same."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -75,6 +76,8 @@ def _pg_dump(url: str) -> str:
 def test_postgres_sql_without_write_commits_nothing(pg_url, tmp_path):
     seeded(pg_url)
     env = {"RAGROUTER_DB": pg_url}
+    # the first read-only sql of a superuser makes the reader role and grants it SELECT (ACLs, no rows)
+    assert run_fast("sql", "select 1", env=env).returncode == 0
     before = _pg_dump(pg_url)
     assert "some text" in before
     for stmt in PG_ATTACKS:
@@ -185,3 +188,91 @@ def test_an_sql_error_keeps_the_databases_own_hint_on_one_line(backend, duck_url
         assert 'Did you mean "llm_calls"' in table, table
     else:
         assert "HINT" in line
+
+
+PG_BEYOND = ["select pg_read_file('/etc/passwd')", "select pg_read_binary_file('/etc/passwd')",
+             "select * from pg_ls_dir('.')", "select pg_stat_file('postgresql.conf')",
+             "select pg_terminate_backend({pid})", "select pg_cancel_backend({pid})", "select lo_import('/etc/passwd')",
+             "select lo_export(1, '/tmp/ragrouter-lo-export')", "select pg_sleep(30)", "select pg_reload_conf()",
+             'select pg_catalog."pg_read_file"(\'/etc/passwd\')', "select dblink_connect('host=x')",
+             # leaving the reader role, then running SQL text with the session's own rights
+             "select set_config('role', 'postgres', true), query_to_xml('select pg_read_file(''/etc/passwd'')', "
+             "true, true, '')",
+             "select set_config('session_authorization', 'postgres', true)", "select set_config(lower('ROLE'), 'x', true)",
+             "select ts_stat('select pg_read_file(''/etc/passwd'')::tsvector')",
+             'select U&"\\0070g_read_file"(\'/etc/passwd\')']
+
+
+def test_postgres_read_only_sql_of_a_superuser_reaches_no_file_and_no_other_session(pg_url, monkeypatch):
+    """Connected as a superuser (the test cluster's postgres), a READ ONLY transaction alone
+    would let a query read the server's files and end other sessions: they are refused by name
+    with one line, and behind that the query runs as the reader role, which has no right to
+    them (shown with the names let through); the other session lives on, tables and views read."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    from ragrouter.commands import sql
+
+    seeded(pg_url)
+    env = {"RAGROUTER_DB": pg_url}
+    u = make_url(pg_url)
+    other = psycopg.connect(f"host={u.host} port={u.port} user={u.username} dbname={u.database}", autocommit=True)
+    try:
+        pid = other.execute("select pg_backend_pid()").fetchone()[0]
+        assert other.execute("select rolsuper from pg_roles where rolname = current_user").fetchone()[0]
+        assert run_fast("sql", "select 1", env=env).returncode == 0  # the reader role made, its grants given
+        before = _pg_dump(pg_url)
+        for stmt in PG_BEYOND:
+            stmt = stmt.format(pid=pid)
+            out = run_fast("sql", "--", stmt, env=env)
+            line = one_line(out, 2, "SQL error", "--write")
+            assert "root:" not in out.stdout + out.stderr, (stmt, out.stdout)
+            assert "refuses" in line or 'U&"' in line, (stmt, line)
+        # the wall behind the names: the reader role itself may not
+        monkeypatch.setattr(sql, "check_pg_functions", lambda statement: None)
+        for stmt, says in (("select pg_read_file('/etc/passwd')", "permission denied for function pg_read_file"),
+                           ("select * from pg_ls_dir('.')", "permission denied for function pg_ls_dir"),
+                           (f"select pg_terminate_backend({pid})", "superuser"),
+                           (f"select pg_cancel_backend({pid})", "superuser"),
+                           ("select lo_import('/etc/passwd')", "permission denied for function lo_import")):
+            out = run_fast("sql", "--", stmt, env=env)
+            line = one_line(out, 2, "SQL error", says, sql.READER_ROLE)
+            assert "root:" not in out.stdout, (stmt, out.stdout)
+        monkeypatch.undo()
+        # the other session lives on
+        assert other.execute("select 42").fetchone()[0] == 42
+        assert other.execute("select pg_backend_pid()").fetchone()[0] == pid
+        # tables, views, sequences and plain settings still read, as the reader role
+        for stmt, expect in (("select count(*) as n from documents", [{"n": 1}]),
+                             ("select name from corpora", [{"name": "c"}]),
+                             ("select count(*) as n from v_tokens_by_stage", [{"n": 0}]),
+                             ("select current_user as u, session_user <> current_user as switched",
+                              [{"u": sql.READER_ROLE, "switched": True}]),
+                             ("select last_value >= 1 as seq from corpora_id_seq", [{"seq": True}]),
+                             ("select set_config('statement_timeout', '5s', true) as t", [{"t": "5s"}]),
+                             ("select 'pg_read_file(x)' as s", [{"s": "pg_read_file(x)"}])):
+            out = run_fast("sql", stmt, "--format", "json", env=env)
+            assert out.returncode == 0, (stmt, out.stderr)
+            assert json.loads(out.stdout) == expect, (stmt, out.stdout)
+        assert _pg_dump(pg_url) == before
+    finally:
+        other.close()
+
+
+def test_postgres_read_only_sql_of_a_plain_user_refuses_by_name_and_reads(pg_cluster):
+    """A store owned by a user that may not create roles (nor SET ROLE to the reader): the
+    query runs with that user's rights, the names are refused all the same."""
+    import psycopg
+
+    dsn = f"host=127.0.0.1 port={pg_cluster.port} user={pg_cluster.user} dbname=postgres"
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        if not admin.execute("select 1 from pg_roles where rolname = 'ragrouter_plain'").fetchone():
+            admin.execute("CREATE ROLE ragrouter_plain LOGIN NOSUPERUSER NOCREATEROLE")
+        admin.execute("CREATE DATABASE t_plain_owner OWNER ragrouter_plain")
+    url = f"postgresql+psycopg://ragrouter_plain@127.0.0.1:{pg_cluster.port}/t_plain_owner"
+    seeded(url)
+    env = {"RAGROUTER_DB": url}
+    one_line(run_fast("sql", "select pg_read_file('/etc/passwd')", env=env), 2, "refuses pg_read_file()")
+    out = run_fast("sql", "select count(*) as n, current_user as u from documents", "--format", "json", env=env)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == [{"n": 1, "u": "ragrouter_plain"}]

@@ -6,10 +6,19 @@ a DuckDB file is opened read-only (other readers and notebooks keep it open mean
 DuckDB's external access, extension auto-loading and configuration changes disabled, so no
 file is written or read beside the store; on PostgreSQL the string must be one query, sent as
 a prepared statement in a ``READ ONLY`` transaction that is rolled back (``_execute_pg_read_only``).
+
+A READ ONLY transaction does not stop a superuser's query from reading the server's files
+(``pg_read_file``), ending other sessions (``pg_terminate_backend``) and the like, so on
+PostgreSQL the query also runs as :data:`READER_ROLE`, a NOLOGIN role that may read the store's
+tables and views and nothing else (made, and granted SELECT on what it lacks, on first use, by a
+user that may); and the functions that act beyond the store, or run SQL from text, are refused
+by name before anything is sent (:func:`check_pg_functions`), which is all there is where the
+role cannot be made (a standby, a user that may not create roles).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import click
@@ -90,21 +99,193 @@ def check_pg_read_only(statement: str) -> None:
             f"{(word or statement[:20]).upper()!s} is refused (add --write to change the store)")
 
 
+# Functions read-only sql refuses by name on PostgreSQL (exact names, or a prefix before '*'),
+# and why: what they do reaches beyond reading the store.
+_PG_REFUSED = {
+    "reads or writes the server's files": (
+        "pg_read_file", "pg_read_binary_file", "pg_stat_file", "pg_ls_*", "pg_file_*", "pg_logdir_ls",
+        "pg_current_logfile", "lo_import", "lo_export"),
+    "acts on other sessions or on the server": (
+        "pg_terminate_backend", "pg_cancel_backend", "pg_reload_conf", "pg_rotate_logfile", "pg_promote",
+        "pg_log_backend_memory_contexts", "pg_switch_wal", "pg_backup_*", "pg_start_backup", "pg_stop_backup",
+        "pg_create_*", "pg_drop_replication_slot", "pg_replication_*", "pg_copy_*", "pg_wal_replay_*",
+        "pg_stat_reset*", "pg_import_system_collations"),
+    "sleeps, holding a server connection and its snapshot": ("pg_sleep", "pg_sleep_for", "pg_sleep_until"),
+    "reaches other servers": ("dblink*",),
+    "runs SQL given as text": ("query_to_xml", "query_to_xml_and_xmlschema", "query_to_xmlschema", "cursor_to_xml",
+                               "cursor_to_xmlschema", "ts_stat", "ts_rewrite"),
+}
+# set_config may change any setting but these (which would leave READER_ROLE for the session's own)
+_PG_GUARDED_SETTINGS = ("role", "session_authorization")
+
+
+def _why_refused(name: str) -> str | None:
+    for why, names in _PG_REFUSED.items():
+        for pattern in names:
+            if name == pattern or (pattern.endswith("*") and name.startswith(pattern[:-1])):
+                return why
+    return None
+
+
+def _pg_tokens(statement: str):
+    """(kind, text) of a PostgreSQL statement, comments and whitespace dropped: kind 'name' (an
+    unquoted identifier in lower case, or a quoted one's text), 'string' (a plain '…' literal's
+    text), 'other_string' (E'…', U&'…', B'…', X'…', $tag$…$tag$), 'unicode_name' (U&"…") or
+    'punct' (one character)."""
+    i, n = 0, len(statement)
+    while i < n:
+        ch = statement[i]
+        if ch.isspace():
+            i += 1
+        elif statement.startswith("--", i):
+            j = statement.find("\n", i)
+            i = n if j < 0 else j + 1
+        elif statement.startswith("/*", i):
+            depth, i = 1, i + 2
+            while i < n and depth:
+                if statement.startswith("/*", i):
+                    depth, i = depth + 1, i + 2
+                elif statement.startswith("*/", i):
+                    depth, i = depth - 1, i + 2
+                else:
+                    i += 1
+        elif ch in "'\"":
+            unicode = statement[max(0, i - 2):i].lower() == "u&"
+            prefix = ch == "'" and i > 0 and (statement[i - 1].isalpha() or unicode)  # E'…', B'…', U&'…'
+            escapes = prefix and statement[i - 1] in "eE"
+            j = i + 1
+            while j < n:
+                if escapes and statement[j] == "\\":
+                    j += 2
+                elif statement.startswith(ch * 2, j):
+                    j += 2
+                elif statement[j] == ch:
+                    break
+                else:
+                    j += 1
+            body = statement[i + 1:j].replace(ch * 2, ch)
+            if ch == '"':
+                yield ("unicode_name" if unicode else "name"), body.lower()
+            else:
+                yield ("other_string" if prefix else "string"), body
+            i = j + 1
+        elif ch == "$" and (m := _DOLLAR.match(statement, i)):
+            j = statement.find(m.group(0), m.end())
+            yield "other_string", ""
+            i = n if j < 0 else j + len(m.group(0))
+        elif ch.isalpha() or ch == "_" or ord(ch) > 127:
+            j = i
+            while j < n and (statement[j].isalnum() or statement[j] in "_$" or ord(statement[j]) > 127):
+                j += 1
+            if not (j < n and statement[j] == "'"):  # E'…', B'…', X'…' are literals' prefixes, not names
+                yield "name", statement[i:j].lower()
+            i = j
+        else:
+            yield "punct", ch
+            i += 1
+
+
+_DOLLAR = re.compile(r"\$(?:[A-Za-z_\x80-\uffff][A-Za-z0-9_\x80-\uffff]*)?\$")
+
+
+def check_pg_functions(statement: str) -> None:
+    """Refuse (ReadOnlyRefused) a read-only PostgreSQL query that calls a function of
+    :data:`_PG_REFUSED`, a ``U&"…"`` name (it could spell one), or ``set_config`` on anything but
+    a plain literal naming a setting other than role / session_authorization."""
+    tokens = list(_pg_tokens(statement))
+    for k, (kind, value) in enumerate(tokens):
+        call = k + 1 < len(tokens) and tokens[k + 1] == ("punct", "(")
+        if kind == "unicode_name":
+            raise ReadOnlyRefused('sql without --write does not take U&"…" names; write the name plainly')
+        if kind != "name" or not call:
+            continue
+        why = _why_refused(value)
+        if why is not None:
+            raise ReadOnlyRefused(f"sql without --write refuses {value}(): it {why} "
+                                  "(--write runs it with the store user's own rights)")
+        if value == "set_config":
+            arg = tokens[k + 2] if k + 2 < len(tokens) else ("punct", "")
+            if arg[0] != "string" or arg[1].strip().lower() in _PG_GUARDED_SETTINGS:
+                raise ReadOnlyRefused("sql without --write refuses set_config() of role or session_authorization "
+                                      "(or of a setting not named by a plain string literal)")
+
+
+# The role read-only sql runs its query as on PostgreSQL: NOLOGIN, SELECT on the store's tables,
+# views and sequences, nothing else (no file, session or server functions).
+READER_ROLE = "ragrouter_sql_reader"
+
+
+def reader_role(conn) -> bool:
+    """Make :data:`READER_ROLE` ready on a psycopg connection (outside a transaction): create it
+    and grant it SELECT on the relations of the store's schema it cannot read yet (one short
+    transaction, only when something is missing); True when this session can ``SET ROLE`` to
+    it. False where that cannot be (not a superuser, a standby): then only the names are refused."""
+    import psycopg
+
+    for _ in range(3):  # another sql may create the role at the same moment
+        try:
+            with conn.transaction():
+                cur = conn.cursor()
+                exists = cur.execute("SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = %s)",
+                                     (READER_ROLE,)).fetchone()[0]
+                missing = True
+                if exists:
+                    missing = cur.execute(
+                        "SELECT NOT has_schema_privilege(%(r)s, current_schema(), 'USAGE') OR EXISTS ("
+                        "SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                        "WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'v', 'm', 'p', 'f', 'S') "
+                        "AND NOT has_table_privilege(%(r)s, c.oid, 'SELECT'))", {"r": READER_ROLE}).fetchone()[0]
+                else:
+                    cur.execute(f"CREATE ROLE {READER_ROLE} NOLOGIN NOINHERIT")
+                if missing:
+                    for what in ("USAGE ON SCHEMA", "SELECT ON ALL TABLES IN SCHEMA",
+                                 "SELECT ON ALL SEQUENCES IN SCHEMA"):
+                        cur.execute(f'GRANT {what.replace("SCHEMA", "SCHEMA " + _schema(cur))} TO {READER_ROLE}')
+            break
+        except (psycopg.errors.DuplicateObject, psycopg.errors.UniqueViolation):
+            continue
+        except psycopg.Error:
+            break  # no right to create roles or to grant: whatever is there is tried below
+    try:
+        with conn.transaction():
+            conn.execute(f"SET LOCAL ROLE {READER_ROLE}")
+            ok = conn.execute(
+                "SELECT NOT EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'v', 'm', 'p', 'f') "
+                "AND NOT has_table_privilege(c.oid, 'SELECT'))").fetchone()[0]
+    except psycopg.Error:
+        return False
+    return bool(ok)
+
+
+def _schema(cur) -> str:
+    """The store's schema, quoted as an identifier."""
+    from psycopg import sql
+
+    name = cur.execute("SELECT current_schema()").fetchone()[0]
+    return sql.Identifier(name).as_string(cur.connection)
+
+
 def _execute_pg_read_only(engine, statement: str) -> tuple[list[str], list[tuple]]:
     """One query in a READ ONLY transaction that is always rolled back, on a connection that
     is discarded afterwards. Three locks on the door: the statement must start with a query
     keyword; it is sent as a prepared statement, so the server refuses a second command in the
     string (``select 1; commit; …``); and the transaction is read-only from its first statement
     — what could end it early is refused above, and it is checked to be still open before the
-    rollback."""
+    rollback. And what the query may do is what :data:`READER_ROLE` may, after the functions
+    that reach beyond the store are refused by name (:func:`check_pg_functions`)."""
     check_pg_read_only(statement)
+    check_pg_functions(statement)
     import psycopg
 
     raw = engine.raw_connection()
     try:
         conn = raw.driver_connection
+        as_reader = reader_role(conn)
         cursor = conn.cursor()
         cursor.execute("SET TRANSACTION READ ONLY")
+        if as_reader:
+            cursor.execute(f"SET LOCAL ROLE {READER_ROLE}")
         cursor.execute(statement, prepare=True)
         if conn.info.transaction_status not in (psycopg.pq.TransactionStatus.INTRANS,
                                                 psycopg.pq.TransactionStatus.INERROR):
@@ -224,6 +405,9 @@ def sql_command(ctx: Ctx, query: str | None, file_: Path | None, fmt: str, write
         if not write and ("read-only" in low or "read only" in low or "disabled by configuration" in low
                           or "configuration has been locked" in low or "external extensions is disabled" in low):
             hint = " (sql is read-only; add --write to change the store or use files and extensions)"
+        elif not write and engine.dialect.name == "postgresql" and (
+                "permission denied" in low or "must be a superuser" in low or "must be superuser" in low):
+            hint = f" (sql without --write runs as {READER_ROLE}, which may only read the store's tables and views)"
         elif not write and "multiple commands" in low:
             hint = " (sql without --write runs one query; --write runs several statements)"
         fail(f"{where}SQL error: {msg}{hint}")
