@@ -10,12 +10,23 @@ outcomes the store holds, so a stopped run continues the same sequence: the next
 the first batch that is incomplete for the paradigms still in the race, and every model call
 already paid for is a ledger hit. After each look the cell's row in ``decision_cells`` is
 upserted (state, leader, N, runs, bound, per-pair detail).
+
+Several workers may run the same cells (PostgreSQL; the stage runner's leases share out the
+units of a batch). A worker's view of a cell is only as new as its last replay, and another
+worker may have answered more since (the batch this one was about to run, and the decision
+after it). So every row is written in the transaction that replays the cell from the store,
+under a per-cell lock (a transaction-scoped advisory lock on PostgreSQL; DuckDB has one
+process per file): the last row written was computed from every outcome committed before
+it, and no worker saves an older state over a newer one. A batch in which this worker ran no
+unit is not a failure when the store shows the cell moved on meanwhile (another worker ran
+it): the worker replays and goes on; it stops with ``failed`` only when nothing moved.
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
+import zlib
 from dataclasses import dataclass, field
 
 from sqlalchemy import func, text
@@ -124,7 +135,48 @@ def replay(cell: Cell, paradigms: list[str], seen: dict[tuple[int, str], int], s
         cell.stop_reason = "exhausted: every query of the cell is answered and judged"
 
 
+DECISION_LOCK_CLASS = 0x52474443  # 'RGDC': two-int advisory locks, apart from the runner's and the ledger's
+
+
+def lock_cell(conn, cell: Cell, judge: str) -> None:
+    """Hold the cell until ``conn``'s transaction ends (PostgreSQL; a DuckDB file has one
+    process, whose threads the store's write lock serialises already)."""
+    if conn.dialect.name != "postgresql":
+        return
+    key = zlib.crc32(f"{cell.corpus_id}\x1f{cell.qtype}\x1f{cell.generator}\x1f{judge}".encode()) & 0x7FFFFFFF
+    conn.execute(text("SELECT pg_advisory_xact_lock(:c, :k)"), {"c": DECISION_LOCK_CLASS, "k": key})
+
+
+def look(conn, cell: Cell, paradigms: list[str], judge: str, settings: Settings) -> int:
+    """Replay ``cell`` from the outcomes the store holds now and save its row, in ``conn``'s
+    transaction under the cell's lock; returns how many outcomes the cell has in the store."""
+    lock_cell(conn, cell, judge)
+    seen = outcomes(conn, cell, judge)
+    replay(cell, paradigms, seen, settings)
+    save(conn, cell, judge, settings)
+    return len(seen)
+
+
+def stop(conn, cell: Cell, paradigms: list[str], judge: str, settings: Settings, reason: str,
+         unless_moved_from: int | None = None) -> bool:
+    """Stop ``cell`` for ``reason`` and save it, with its state replayed from the store under
+    its lock: a cell another worker brought to a stop keeps that stop (decided, ε-best, …), and
+    with ``unless_moved_from`` (the outcomes this worker last saw) a cell whose outcomes grew
+    meanwhile is saved as it now stands, not stopped. True when ``reason`` was set."""
+    lock_cell(conn, cell, judge)
+    seen = outcomes(conn, cell, judge)
+    replay(cell, paradigms, seen, settings)
+    moved = unless_moved_from is not None and len(seen) > unless_moved_from
+    stopped = cell.stop_reason is None and bool(cell.pending) and not moved
+    if stopped:
+        cell.stop_reason = reason
+    save(conn, cell, judge, settings)
+    return stopped
+
+
 def save(conn, cell: Cell, judge: str, settings: Settings) -> None:
+    """Upsert the cell's row as ``cell`` holds it (callers replay it from the store in the same
+    transaction, under :func:`lock_cell`: :func:`look`, :func:`stop`)."""
     st = cell.state
     row = {"corpus_id": cell.corpus_id, "qtype": cell.qtype, "generator": cell.generator, "judge": judge,
            "state": st.state, "winner": st.leader, "n_queries": st.n_queries, "n_runs": cell.runs,
@@ -157,23 +209,20 @@ def until_decided(services, scope: Scope, budget: Budget, *, progress: bool = Tr
     with services.db_lock, services.engine.connect() as conn:
         cells = cells_of(conn, scope, settings)
     failed = 0
+    seen: dict[int, int] = {}  # id(cell) → the outcomes of the cell in the store at its last look
     while True:
-        with services.db_lock, services.engine.connect() as conn:
-            for cell in cells:
-                if cell.stop_reason is None or cell.stop_reason.startswith("budget"):
-                    replay(cell, paradigms, outcomes(conn, cell, judge), settings)
-        with services.db_lock, services.engine.begin() as conn:
-            for cell in cells:
-                save(conn, cell, judge, settings)
+        for cell in cells:
+            if cell.stop_reason is None or cell.stop_reason.startswith("budget"):
+                with services.db_lock, services.engine.begin() as conn:
+                    seen[id(cell)] = look(conn, cell, paradigms, judge, settings)
         todo = [c for c in cells if c.stop_reason is None and c.pending]
         if not todo:
             return cells
         reason = budget.exhausted(spent_usd, spent_tokens, time.monotonic() - started)
         if reason:
-            with services.db_lock, services.engine.begin() as conn:
-                for cell in todo:
-                    cell.stop_reason = reason
-                    save(conn, cell, judge, settings)
+            for cell in todo:
+                with services.db_lock, services.engine.begin() as conn:
+                    stop(conn, cell, paradigms, judge, settings, reason)
             return cells
         progressed = False
         for cell in todo:
@@ -196,12 +245,17 @@ def until_decided(services, scope: Scope, budget: Budget, *, progress: bool = Tr
                 echo(f"{cell.corpus}/{cell.qtype}/{cell.generator}: batch of {len(batch)} queries × "
                      f"{len(active)} paradigms ({tokens} tokens); before it: {st.state}, leader {st.leader}, "
                      f"N = {st.n_queries}")
-        if not progressed:  # every unit of the batches failed: stop rather than loop
-            with services.db_lock, services.engine.begin() as conn:
-                for cell in todo:
-                    cell.stop_reason = f"failed: {failed} unit(s) failed (see unit_failures); run again to retry"
-                    save(conn, cell, judge, settings)
-            return cells
+        if not progressed:
+            # this worker finished no unit: either every unit failed (stop rather than loop), or
+            # another worker ran the batches meanwhile (the store moved on: look again)
+            moved = False
+            for cell in todo:
+                with services.db_lock, services.engine.begin() as conn:
+                    moved |= not stop(conn, cell, paradigms, judge, settings,
+                                      f"failed: {failed} unit(s) failed (see unit_failures); run again to retry",
+                                      unless_moved_from=seen[id(cell)])
+            if not moved:
+                return cells
 
 
 def _usd(cfg, after: dict, before: dict, estimate_usd) -> float:
