@@ -501,3 +501,28 @@ def test_read_only_file_system(duck_store, tmp_path):
         assert lines[i + 1] == "rc=2"
     assert "Traceback" not in out.stdout + out.stderr
     assert fingerprint(f"duckdb:///{ro / 's.duckdb'}") == fingerprint(duck_store)
+
+
+@pytest.mark.parametrize("backend", ["duckdb", "postgresql"])
+def test_status_leaves_a_downgraded_store_at_its_revision(backend, duck_store, request):
+    """`db downgrade` on purpose, then a plain `status`: it says the revision the store is at and
+    that `db upgrade` brings it to head (one line, exit 2); it migrates nothing (it used to
+    upgrade the store back to head silently)."""
+    url = duck_store
+    if backend == "postgresql":
+        url = request.getfixturevalue("pg_url")
+        seeded(url)
+    env = {"RAGROUTER_DB": url}
+    head, below = migrate.head_revision(), migrate.known_revisions()[1]
+    out = run_fast("db", "downgrade", below, "--yes", env=env)
+    assert out.returncode == 0 and f"store at revision {below}" in out.stdout, out.stderr
+    before = fingerprint(url)
+    for args in (["status"], ["status", "--json"], ["status", "--corpus", "c"]):
+        line = one_line(run_fast(*args, env=env), 2, f"revision {below}", f"head {head}", "'db upgrade'")
+        assert "does not migrate" in line, line
+        assert fingerprint(url) == before, args
+        assert f"current: {below} " in run_fast("db", "current", env=env).stdout, args
+    assert run_fast("db", "upgrade", env=env).returncode == 0
+    out = run_fast("status", "--json", env=env)
+    assert out.returncode == 0, out.stderr
+    assert {s["stage"]: s["failed"] for s in json.loads(out.stdout)["stages"]}["judge"] == 1

@@ -11,6 +11,10 @@ that config would run.
 Stages nobody asked for are not pending: querygen on a corpus whose questions came with the
 dataset (imported, none generated) is left out of querygen's expected units and named in a note
 (``not_requested`` in ``--json``); ``run --stage querygen --corpus C`` still generates them.
+
+``status`` only reads: a store behind this code's head revision (``db downgrade`` on purpose,
+or made by an older version) is never migrated by it — it says the revision the store is at
+and that ``db upgrade`` brings it to head (one line, exit 2), and changes nothing.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from sqlalchemy import text
 from ragrouter.commands.common import Ctx, pass_ctx, render_rows
 from ragrouter.config import Config, ConfigError
 from ragrouter.db import migrate, progress
-from ragrouter.db.engine import StoreLockedError
+from ragrouter.db.engine import StoreError, StoreLockedError
 from ragrouter.db.values import json_value
 from ragrouter.stages import registry
 from ragrouter.stages.base import Scope, ScopeError
@@ -86,8 +90,12 @@ def not_requested(stage, conn, scope: Scope) -> tuple[int, int, list[str]]:
 
 def collect(engine, scope: Scope, from_store: bool = False) -> dict:
     """Status as a dict (the --json output). ``from_store``: expectations from the configs
-    the store's runs used (see the module doc) instead of ``scope.config``."""
-    migrate.ensure_current(engine)
+    the store's runs used (see the module doc) instead of ``scope.config``. A store behind head
+    is refused (:func:`check_at_head`), never upgraded; outdated views of a store at head are
+    re-created (their SQL, not the schema)."""
+    check_at_head(engine)
+    if migrate.needs_work(engine) == "views" and not getattr(engine, "ragrouter_read_only", False):
+        migrate.refresh_views(engine)
     stages = []
     with engine.connect() as conn:
         failures = dict(conn.execute(text(
@@ -140,6 +148,30 @@ def collect(engine, scope: Scope, from_store: bool = False) -> dict:
     return out
 
 
+def check_at_head(engine) -> None:
+    """StoreError (one line) naming the store's revision when it is behind this code's head:
+    status reads a store at head only and leaves migrating to ``db upgrade``."""
+    rev, head = migrate.check_revision(engine), migrate.head_revision()
+    if rev != head:
+        raise StoreError(f"store is at revision {rev or 'base (no tables)'}, behind this code's head {head}: "
+                         "status does not migrate it; 'db upgrade' brings it to head")
+
+
+def _reading_engine(ctx: Ctx):
+    """The store's engine for status: opened as it is (read-only for a DuckDB file) and checked
+    to be at head before ``Ctx.engine`` may bring its views up to date — ``Ctx.engine`` alone
+    would upgrade a store behind head. Only a DuckDB file that --create makes now is made."""
+    import os
+
+    from ragrouter.db.engine import duckdb_path, make_engine, resolve_url
+
+    url = resolve_url(ctx.db_url)
+    path = duckdb_path(url)
+    if not (ctx.create and path is not None and not os.path.exists(path)):
+        check_at_head(make_engine(url, read_only=path is not None, create=False))
+    return ctx.engine(read_only=True)
+
+
 def _money(engine, config) -> dict | None:
     """Billed dollars per stage and backend, when some backend of the config has prices."""
     from ragrouter.llm import pricing
@@ -182,7 +214,7 @@ def status_command(ctx: Ctx, corpus: str | None, as_json: bool) -> None:
     """
     scope = Scope(corpus=corpus, config=ctx.config)
     try:
-        engine = ctx.engine(read_only=True)
+        engine = _reading_engine(ctx)
     except StoreLockedError as exc:
         # A worker holds the DuckDB file (no reader may open it meanwhile): its progress file.
         run = progress.read(exc.path) if exc.path else None
