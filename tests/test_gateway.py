@@ -984,3 +984,41 @@ def test_a_base_url_that_is_not_http_is_a_config_error(url, store):
 
     with pytest.raises(ConfigError, match=r"backends\.x\.base_url"):
         cfg_for({"x": {"kind": "openai", "base_url": url, "model": "m"}})
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_two_workers_asking_the_same_request_at_once_pay_for_it_once(pg_url, mode):
+    """Two gateways on their own engines (two worker processes, as the claims see them) send the
+    identical request at the same moment to a slow endpoint: one HTTP request, one paid ledger
+    row, one cache hit — in async ledger mode too, where chat() returns before the row is
+    committed (its claim was released then, and the other worker paid for the request again)."""
+    engine = create_engine(pg_url)
+    migrate.upgrade(engine)
+    engines = [create_engine(pg_url) for _ in range(2)]
+    try:
+        with FakeOpenAI(latency_s=0.5) as srv:
+            cfg = cfg_for({"fake": fake_backend(srv)})
+            gws = [Gateway(cfg, e, worker_run_id=None, ledger_commit=mode, sleep=Sleeps()) for e in engines]
+            start = threading.Barrier(2)
+
+            def ask(gw):
+                start.wait()
+                return gw.chat("fake", user("the same question"), temperature=0.7, max_tokens=20, stage="querygen",
+                               phase="factual")
+
+            with ThreadPoolExecutor(2) as pool:
+                results = list(pool.map(ask, gws))
+            stats = [gw.stats() for gw in gws]
+            for gw in gws:
+                gw.close()
+            chat_requests = srv.stats()["by_path"].get("/v1/chat/completions", 0)
+        with engine.connect() as conn:
+            rows = conn.execute(select(LLMCall.id, LLMCall.request_hash)).all()
+        assert chat_requests == 1
+        assert len(rows) == 1 and {r.call_id for r in results} == {rows[0][0]}
+        assert sorted(r.cached for r in results) == [False, True]
+        assert sum(s["http_requests"] for s in stats) == 1 and sum(s["cache_hits"] for s in stats) == 1
+        assert sum(s["billed_tokens"] for s in stats) == results[0].prompt_tokens + results[0].completion_tokens
+    finally:
+        for e in engines + [engine]:
+            e.dispose()

@@ -898,3 +898,65 @@ def test_a_second_judge_revalidates_into_its_own_rows(toy_store):
 
             exp, done = registry.all_stages()["validate"].counts(conn, Scope(corpus="toy", config=cfg2))
             assert exp == done > 0
+
+
+@pytest.mark.parametrize("kind,mode", [("duckdb", None), ("postgresql", "sync"), ("postgresql", "async")])
+def test_a_unit_two_workers_generate_at_once_is_paid_once(kind, mode, request):
+    """Two workers generate the same unit at the same moment (a lease that expired under a slow
+    reply, retaken by another worker): the generator's request is identical, so the slow
+    endpoint sees it once, the ledger holds one paid row and the other worker's call is a cache
+    hit — on DuckDB (two threads of one process) and on PostgreSQL (two engines, as two
+    processes are), in either ledger mode."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sqlalchemy import create_engine
+
+    from ragrouter.querygen.stages import QueryGenStage
+    from ragrouter.stages.base import Scope
+    from ragrouter.stages.services import Services
+    from tests.fake_openai import FakeOpenAI
+
+    if kind == "postgresql":
+        url = request.getfixturevalue("pg_url")
+        from tests.conftest import _migrated
+
+        made = _migrated(url)
+        engine = next(made)
+        request.addfinalizer(lambda: next(made, None))
+        engines = [create_engine(url, future=True) for _ in range(2)]
+        for e in engines:
+            request.addfinalizer(e.dispose)
+    else:
+        engine = request.getfixturevalue("store")
+        engines = [engine, engine]
+    add_toy(engine)
+    with FakeOpenAI(responder=FakeModel(), latency_s=0.5) as srv:
+        cfg = fake_config(srv, counts={"factual": 1, "reasoning": 0, "summary": 0})
+        if mode:
+            cfg.data["gateway"]["ledger_commit"] = mode
+        run(engine, cfg, "chunk")
+        stage = QueryGenStage()
+        with write_lock(engine), engine.connect() as conn:
+            (unit,) = stage.pending(conn, Scope(corpus="toy", config=cfg))
+        workers = [Services(cfg, e) for e in engines]
+        start = threading.Barrier(2)
+
+        def generate(services):
+            start.wait()
+            return stage.compute(unit, services)
+
+        try:
+            with ThreadPoolExecutor(2) as pool:
+                results = list(pool.map(generate, workers))
+            stats = [services.gateway.stats() for services in workers]
+        finally:
+            for services in workers:
+                services.finish()
+        sent = srv.stats()["by_path"].get("/v1/chat/completions", 0)
+    ledger = rows(engine, "SELECT id FROM llm_calls WHERE stage = 'querygen'")
+    assert sent == 1
+    assert len(ledger) == 1
+    assert [out.meta["call_ids"] for _plan, out in results] == [[ledger[0][0]]] * 2
+    assert [out.question for _plan, out in results][0] == [out.question for _plan, out in results][1]
+    assert sum(s["http_requests"] for s in stats) == 1 and sum(s["cache_hits"] for s in stats) == 1

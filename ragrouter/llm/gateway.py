@@ -186,9 +186,8 @@ class Gateway:
         if not getattr(engine, "ragrouter_read_only", False):
             spool.replay(self._db, self._db_lock)  # paid replies kept during an earlier outage (spool.py)
         self._writer = _LedgerWriter(self, linger_s=LINGER_S if mode == "async" else 0.0)
-        # cross-process claims (ledger.py, "Claims"): PostgreSQL in sync mode
-        self._claims = _Claims(engine, self.outage_s) if (engine.dialect.name == "postgresql"
-                                                          and mode == "sync") else None
+        # cross-process claims (ledger.py, "Claims"): PostgreSQL, held in async mode until the row is written
+        self._claims = _Claims(engine, self.outage_s) if engine.dialect.name == "postgresql" else None
         # a gateway dropped without close() still commits its queue and frees the file lock
         self._finalizer = weakref.finalize(self, _shutdown, self._writer, self._db if self._own_db else None)
         _LIVE.add(self)
@@ -432,7 +431,9 @@ class Gateway:
             rec = self._lookup(h)
             cached = rec is not None
             if rec is None and self._claims is not None:
-                rec, cached = self._claims.run_once(h, lambda: self._lookup(h), produce)
+                rec, cached = self._claims.run_once(
+                    h, lambda: self._lookup(h), produce,
+                    keep=self._keep_claim if self.ledger_commit == "async" else None)
                 if cached:
                     self._bump("claim_hits")
             elif rec is None:
@@ -585,8 +586,14 @@ class Gateway:
                                f"{job.error or 'no id returned'}", backend=be.name, request_hash=h)
         rec.id = job.final_id
 
+    def _keep_claim(self, h: str) -> bool:
+        """Async mode: hold the claim on ``h`` while its row is queued (_after_write releases it)."""
+        with self._state_lock:
+            return h in self._pending and self._claims.hold(h)
+
     def _after_write(self, batch: list[_Job]) -> None:
-        """Writer callback: committed hashes join the index and leave the memory map."""
+        """Writer callback: committed hashes join the index and leave the memory map; claims
+        held for them are released."""
         with self._state_lock:
             for job in batch:
                 if job.table != "call":
@@ -594,6 +601,8 @@ class Gateway:
                 if job.error is None and self._index is not None:
                     self._index.add(job.request_hash)
                 self._pending.pop(job.request_hash, None)
+        if self._claims is not None:
+            self._claims.release_held([job.request_hash for job in batch if job.table == "call"])
 
     def _refill_ids_if_low(self) -> None:
         if self.ledger_commit == "async":

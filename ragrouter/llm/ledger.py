@@ -49,7 +49,7 @@ Ledger rows and durability
     away, a full disk) goes to the spool (:mod:`ragrouter.llm.spool`), which the next gateway
     on the store writes to the ledger before it sends anything.
 
-Claims: a request is sent once across workers (PostgreSQL, sync mode)
+Claims: a request is sent once across workers (PostgreSQL, both modes)
     Two workers that need the same request at once (the query-entity call that GraphRAG and
     HybridRAG share, a judgment asked twice) would both miss the ledger and both pay. On
     PostgreSQL the gateway therefore *claims* a request before sending it: a session-level
@@ -62,8 +62,10 @@ Claims: a request is sent once across workers (PostgreSQL, sync mode)
     twice (the dead sender's reply was never stored) — a kill costs at most the requests it
     had in flight, at most its backends' concurrency. A restart of the server drops every
     claim too (a claim lost that way is not renewed). DuckDB needs no claims (one process per
-    file; threads share the in-flight map). Async ledger mode on PostgreSQL would release the
-    claim before the row is committed, so claims are used in sync mode only.
+    file; threads share the in-flight map). In async mode ``chat()`` returns before the row is
+    committed, so the claim is kept past it and released by the writer once the row's batch
+    is committed (or spooled): a waiter never finds the claim free and the ledger still
+    without the reply (released earlier, two workers paid for the same request).
 
     On a DuckDB file the gateway opens its *own* connection to the same database (DuckDB shares
     one database instance between the connections of a process, with MVCC transactions), so
@@ -333,6 +335,8 @@ class _Claims:
         self._conn = None
         self.waits = 0
         self.outage_s = outage_s
+        self._held: set[str] = set()  # async mode: claims kept until their rows are written
+        self._held_lock = threading.Lock()
 
     def _execute(self, sql: str, key: int, wait: bool = True):
         def once():
@@ -368,8 +372,24 @@ class _Claims:
             if not outage.is_disconnect(exc):
                 log.warning("ledger claim: release failed (%s)", exc.__class__.__name__)
 
-    def run_once(self, h: str, lookup, produce, sleep=time.sleep):
-        """(record, cached): the stored reply, or ``produce()`` while holding the claim."""
+    def hold(self, h: str) -> bool:
+        """Keep the claim on ``h`` past :meth:`run_once` until :meth:`release_held` names it."""
+        with self._held_lock:
+            self._held.add(h)
+        return True
+
+    def release_held(self, hashes) -> None:
+        """Release the held claims among ``hashes`` (their rows are written, or spooled)."""
+        with self._held_lock:
+            mine = [h for h in hashes if h in self._held]
+            self._held.difference_update(mine)
+        for h in mine:
+            self.release(h)
+
+    def run_once(self, h: str, lookup, produce, sleep=time.sleep, keep=None):
+        """(record, cached): the stored reply, or ``produce()`` while holding the claim.
+        ``keep(h)`` (async mode), called once ``produce()`` returned, says True when the caller
+        releases the claim itself, later (once the reply's row is committed)."""
         delay = self.POLL_MIN_S
         while True:
             try:
@@ -380,13 +400,17 @@ class _Claims:
                 log.warning("ledger claim: %s; sending without a claim", exc.__class__.__name__)
                 return produce(), False
             if claimed:
+                kept = False
                 try:
                     rec = lookup()  # the previous holder may have stored it just now
                     if rec is not None:
                         return rec, True
-                    return produce(), False
+                    rec = produce()
+                    kept = keep is not None and keep(h)
+                    return rec, False
                 finally:
-                    self.release(h)
+                    if not kept:
+                        self.release(h)
             self.waits += 1
             sleep(delay)
             delay = min(self.POLL_MAX_S, delay * 2)
