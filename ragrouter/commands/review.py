@@ -4,9 +4,11 @@ MLflow's trace UI, and the store learns how far the judge agrees with them
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import click
 
-from ragrouter.commands.common import Ctx, fail, pass_ctx, render_rows
+from ragrouter.commands.common import Ctx, echo_err, fail, pass_ctx, render_rows
 from ragrouter.db import migrate
 
 
@@ -22,15 +24,43 @@ def review_group() -> None:
     """
 
 
-def _experiment(ctx: Ctx, engine, name: str | None) -> tuple[str, str, str, str]:
-    """(tracking URI, store id, experiment name, experiment id)."""
+TIMEOUT_HELP = ("Seconds to wait for an MLflow tracking server, per request (default: MLFLOW_HTTP_REQUEST_TIMEOUT "
+                "when set, else 10); one that does not answer in time is an error naming it.")
+
+
+def _tracking_uri(ctx: Ctx, timeout: float, must_exist: bool) -> str:
+    """The configured tracking URI, refused in one line when its store is not there (a local
+    store only when ``must_exist``: ``review start`` may make one) or its server does not answer
+    within ``timeout`` seconds; checked before MLflow opens it (which would create it)."""
     from ragrouter import routing
-    from ragrouter.review import traces
+    from ragrouter.review import reach
 
     uri = routing.tracking_uri(ctx.config)
-    sid = routing.store_id(engine)
-    name = name or traces.experiment_name(sid)
-    return uri, sid, name, traces.open_experiment(uri, name)
+    try:
+        reach.check(uri, timeout, local=must_exist)
+    except reach.TrackingUnavailable as exc:
+        fail(str(exc))
+    return uri
+
+
+@contextmanager
+def _mlflow_errors(uri: str, timeout: float):
+    """MLflow's HTTP requests bounded by ``timeout`` inside; a failed request is one line
+    naming the URI (not MLflow's retries for minutes, then a traceback)."""
+    import requests
+    from mlflow.exceptions import MlflowException
+
+    from ragrouter.review import reach
+
+    try:
+        with reach.bounded(timeout):
+            yield
+    except (MlflowException, requests.RequestException) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        if "ReadTimeout" in first or "timed out" in first:
+            fail(f"MLflow tracking store {uri} did not answer within {timeout:g} s (a request and its retry; "
+                 f"--timeout or {reach.TIMEOUT_ENV} sets the limit)")
+        fail(f"MLflow tracking store {uri}: {first[:300]}")
 
 
 @review_group.command("start")
@@ -42,11 +72,12 @@ def _experiment(ctx: Ctx, engine, name: str | None) -> tuple[str, str, str, str]
 @click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed (the same seed draws the same items).")
 @click.option("--judge", help="Judge key whose verdicts to review (default: the one with the most verdicts).")
 @click.option("--experiment", help="MLflow experiment name (default: review-<store id prefix>).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help=TIMEOUT_HELP)
 @click.option("--prefer-changing", is_flag=True,
               help="Draw first the judged runs whose label decides their query's oracle label (flipping "
                    "the run between correct and not correct would change it): the disagreements that matter.")
 @pass_ctx
-def review_start(ctx: Ctx, corpus, n, what, seed, judge, experiment, prefer_changing) -> None:
+def review_start(ctx: Ctx, corpus, n, what, seed, judge, experiment, timeout, prefer_changing) -> None:
     """Log a seeded stratified sample to the MLflow review experiment, one trace per item:
     for judged runs (stratified by paradigm, query type — unanswerable questions apart — and
     verdict) the question, gold answer, retrieved chunks (a retriever span), the answer with
@@ -61,7 +92,8 @@ def review_start(ctx: Ctx, corpus, n, what, seed, judge, experiment, prefer_chan
       python cli.py review start --n 20 --prefer-changing
       python cli.py review start --corpus 2wiki --what queries --n 16
     """
-    from ragrouter.review import sample, traces
+    from ragrouter import routing
+    from ragrouter.review import reach, sample, traces
 
     if prefer_changing and what != "judgments":
         fail("--prefer-changing draws judged runs (the oracle label rests on them); it does not apply to --what queries")
@@ -74,12 +106,17 @@ def review_start(ctx: Ctx, corpus, n, what, seed, judge, experiment, prefer_chan
             items = sample.sample_queries(engine, corpus, n, seed)
     except sample.SampleError as exc:
         fail(str(exc))
-    uri, sid, name, exp_id = _experiment(ctx, engine, experiment)
+    limit = reach.timeout_s(timeout)
+    uri = _tracking_uri(ctx, limit, must_exist=False)
+    sid = routing.store_id(engine)
+    name = experiment or traces.experiment_name(sid)
     kind = "run" if what == "judgments" else "query"
-    done = traces.logged_keys(uri, exp_id, sid)
-    new = [it for it in items if (kind, int(it["run_id" if kind == "run" else "query_id"])) not in done]
-    for it in new:
-        traces.log_run(it, judge, sid) if kind == "run" else traces.log_query(it, sid)
+    with _mlflow_errors(uri, limit):
+        exp_id = traces.open_experiment(uri, name)
+        done = traces.logged_keys(uri, exp_id, sid)
+        new = [it for it in items if (kind, int(it["run_id" if kind == "run" else "query_id"])) not in done]
+        for it in new:
+            traces.log_run(it, judge, sid) if kind == "run" else traces.log_query(it, sid)
     what_txt = f"judged runs (judge {judge})" if kind == "run" else "generated queries"
     short = f" (the store has only {len(items)} to sample)" if len(items) < n else ""
     click.echo(f"review: {len(new)} {what_txt} logged as traces, {len(items) - len(new)} already there{short}, "
@@ -96,8 +133,9 @@ def review_start(ctx: Ctx, corpus, n, what, seed, judge, experiment, prefer_chan
 @review_group.command("pull")
 @click.option("--corpus", help="Figures for this corpus only (every label is pulled).")
 @click.option("--experiment", help="MLflow experiment name (default: review-<store id prefix>).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help=TIMEOUT_HELP)
 @pass_ctx
-def review_pull(ctx: Ctx, corpus, experiment) -> None:
+def review_pull(ctx: Ctx, corpus, experiment, timeout) -> None:
     """Read the reviewers' labels (HUMAN feedback on this store's review traces) into the store
     (human_labels, one row per trace and reviewer; pulling twice changes nothing) and print the
     judge's agreement with them: accuracy, Cohen's kappa with its 95 % interval (3 labels, and
@@ -106,24 +144,41 @@ def review_pull(ctx: Ctx, corpus, experiment) -> None:
     the checks vs. by the reviewer; where they differ the reviewer's verdict decides whether the
     query is in the benchmark (origin human-reviewed; Table 6 shows both).
 
+    A tracking store that is not there (routers.mlflow_uri moved) or a server that does not
+    answer within --timeout is an error naming it; nothing is created or stored. A label of a
+    run the store does not hold, and a trace whose run/query tag is not an integer, are skipped
+    with one warning line each and counted.
+
     \b
     Example:
       python cli.py review pull
     """
-    from ragrouter import reading
-    from ragrouter.review import figures, labels, traces
+    from ragrouter import reading, routing
+    from ragrouter.review import figures, labels, reach, traces
     from ragrouter.review import queries as reviewed
 
+    limit = reach.timeout_s(timeout)
+    uri = _tracking_uri(ctx, limit, must_exist=True)
     engine = ctx.engine()
     migrate.ensure_current(engine)
-    uri, sid, name, exp_id = _experiment(ctx, engine, experiment)
-    found, skipped = traces.human_assessments(uri, exp_id, sid)
+    sid = routing.store_id(engine)
+    name = experiment or traces.experiment_name(sid)
+    with _mlflow_errors(uri, limit):
+        exp_id = traces.find_experiment(uri, name)
+        pulled = traces.human_assessments(uri, exp_id, sid) if exp_id else traces.Pulled([], 0, [])
+    found, unknown = labels.known(engine, pulled.labels)
+    for line in pulled.bad_traces + unknown:
+        echo_err(line)
     written = labels.save(engine, name, found)
     applied = reviewed.apply(engine)
     reviewers = sorted({h.reviewer or "(unnamed)" for h in found})
     click.echo(f"review pull: {written} human labels from experiment {name}"
                + (f" by {', '.join(reviewers)}" if reviewers else "")
-               + (f"; {skipped} feedbacks skipped (value not a label)" if skipped else ""))
+               + ("" if exp_id else f" (no such experiment at {uri}: 'review start' logs it)")
+               + (f"; {pulled.not_labels} feedbacks skipped (value not a label)" if pulled.not_labels else "")
+               + (f"; {len(unknown)} labels skipped (run or query not in this store)" if unknown else "")
+               + (f"; {len(pulled.bad_traces)} traces skipped (run/query tag missing or not an integer)"
+                  if pulled.bad_traces else ""))
     strata = reading.human_agreement(engine, corpus)
     if strata:
         click.echo(render_rows(figures.TABLE_COLUMNS, figures.table_rows(strata), "table"))

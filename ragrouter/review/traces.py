@@ -62,6 +62,23 @@ def open_experiment(tracking_uri: str, name: str) -> str:
     return exp_id
 
 
+def find_experiment(tracking_uri: str, name: str) -> str | None:
+    """The review experiment's id, or None when the store has none of that name (nothing is
+    created: a pull only reads)."""
+    from ragrouter.routers import tracking
+
+    exp = tracking.client(tracking_uri).get_experiment_by_name(name)
+    return exp.experiment_id if exp is not None else None
+
+
+def _int_tag(tags: dict, key: str) -> int | None:
+    """The tag as an integer, None when it is missing or not one."""
+    try:
+        return int(str(tags[key]).strip())
+    except (KeyError, ValueError):
+        return None
+
+
 def _traces(tracking_uri: str, exp_id: str, spans: bool = False) -> list:
     from ragrouter.routers import tracking
 
@@ -83,9 +100,9 @@ def logged_keys(tracking_uri: str, exp_id: str, store_id: str) -> set[tuple[str,
         if tags.get(TAG_STORE) != store_id:
             continue
         kind = tags.get(TAG_KIND)
-        key = tags.get(TAG_RUN if kind == "run" else TAG_QUERY)
-        if kind and key:
-            keys.add((kind, int(key)))
+        key = _int_tag(tags, TAG_RUN if kind == "run" else TAG_QUERY)
+        if kind and key is not None:  # a trace whose id tag is not an integer is no item of the store
+            keys.add((kind, key))
     return keys
 
 
@@ -210,18 +227,42 @@ def normalise(kind: str, value) -> str | None:
             "rejected": "rejected", "reject": "rejected", "false": "rejected", "no": "rejected"}.get(v)
 
 
-def human_assessments(tracking_uri: str, exp_id: str, store_id: str) -> tuple[list[HumanAssessment], int]:
-    """(this store's latest valid HUMAN label per (trace, reviewer), the number of human
-    feedbacks skipped because their value is not a label)."""
+@dataclass
+class Pulled:
+    """What :func:`human_assessments` read."""
+
+    labels: list[HumanAssessment]
+    not_labels: int  # human feedbacks whose value is not a label
+    bad_traces: list[str]  # one warning line per trace skipped for a missing or non-integer id tag
+
+
+def _bad_tag(trace_id: str, kind: str, tags: dict) -> str | None:
+    """The warning for a trace whose run / query id tag is missing or not an integer, else None."""
+    for key in ((TAG_RUN, TAG_QUERY) if kind == "run" else (TAG_QUERY,)):
+        if _int_tag(tags, key) is None:
+            value = f"{tags[key]!r} is not an integer" if key in tags else "is missing"
+            return f"warning: trace {trace_id}: tag {key} {value}; trace skipped"
+    return None
+
+
+def human_assessments(tracking_uri: str, exp_id: str, store_id: str) -> Pulled:
+    """This store's latest valid HUMAN label per (trace, reviewer), the number of human
+    feedbacks skipped because their value is not a label, and the traces skipped because
+    their id tag is not an integer (edited by hand, or another tool's)."""
     from mlflow.entities import AssessmentSourceType, Feedback
 
     found: dict[tuple[str, str], HumanAssessment] = {}
     stamp: dict[tuple[str, str], int] = {}
     skipped = 0
+    bad: list[str] = []
     for t in _traces(tracking_uri, exp_id):
         tags = t.info.tags
         kind = tags.get(TAG_KIND)
         if tags.get(TAG_STORE) != store_id or kind not in ("run", "query"):
+            continue
+        warning = _bad_tag(t.info.trace_id, kind, tags)
+        if warning:
+            bad.append(warning)
             continue
         name = RUN_LABEL if kind == "run" else QUERY_LABEL
         for a in t.info.assessments or []:
@@ -238,9 +279,10 @@ def human_assessments(tracking_uri: str, exp_id: str, store_id: str) -> tuple[li
                 continue
             stamp[key] = when
             found[key] = HumanAssessment(
-                kind=kind, run_id=int(tags[TAG_RUN]) if kind == "run" else None, query_id=int(tags[TAG_QUERY]),
+                kind=kind, run_id=_int_tag(tags, TAG_RUN) if kind == "run" else None,
+                query_id=_int_tag(tags, TAG_QUERY),
                 trace_id=t.info.trace_id, assessment_id=a.assessment_id, reviewer=a.source.source_id or "",
                 label=label, comment=a.rationale, judge=tags.get(TAG_JUDGE) if kind == "run" else None,
                 judge_label=tags.get(TAG_JUDGE_LABEL),
                 labelled_at=dt.datetime.fromtimestamp(when / 1000, dt.timezone.utc).replace(tzinfo=None))
-    return sorted(found.values(), key=lambda h: (h.trace_id, h.reviewer)), skipped
+    return Pulled(sorted(found.values(), key=lambda h: (h.trace_id, h.reviewer)), skipped, bad)
