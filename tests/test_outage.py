@@ -429,12 +429,29 @@ def test_lost_postgres_connections_are_an_outage_and_bad_statements_are_not(fres
     lost = [refused, psycopg.OperationalError("consuming input failed: server closed the connection unexpectedly"),
             errors.AdminShutdown("terminating connection due to administrator command"),
             errors.CannotConnectNow("the database system is starting up"),
-            psycopg.OperationalError("the connection is closed")]
+            psycopg.OperationalError("the connection is closed"),
+            # what a server that shuts down, restarts or recovers says (no SQLSTATE on a refused connection)
+            psycopg.OperationalError('connection failed: connection to server at "127.0.0.1", port 5432 failed: '
+                                     "FATAL:  the database system is shutting down"),
+            psycopg.OperationalError("terminating connection due to administrator command"),
+            psycopg.OperationalError("server closed the connection unexpectedly\n\tThis probably means the server "
+                                     "terminated abnormally"),
+            psycopg.OperationalError('connection failed: connection to server at "127.0.0.1", port 5432 failed: '
+                                     "FATAL:  the database system is not yet accepting connections"),
+            psycopg.OperationalError("FATAL:  the database system is in recovery mode"),
+            psycopg.OperationalError("could not send data to server: Broken pipe"),
+            psycopg.OperationalError("SSL SYSCALL error: EOF detected"),
+            errors.ConnectionTimeout("connection timeout expired")]
     for exc in lost:
         assert outage.is_disconnect(exc) and outage.is_disconnect(_wrapped(exc)), exc
     for exc in (errors.UniqueViolation("duplicate key"), errors.DeadlockDetected("deadlock detected"),
                 errors.SyntaxError("syntax error"), psycopg.OperationalError("out of memory"),
-                errors.QueryCanceled("canceling statement due to statement timeout"), ValueError("x")):
+                errors.QueryCanceled("canceling statement due to statement timeout"), ValueError("x"),
+                # a server that answers and refuses for good: never waited for (a mistyped database or password)
+                psycopg.OperationalError('connection failed: connection to server at "127.0.0.1", port 5432 failed: '
+                                         'FATAL:  database "nodb" does not exist'),
+                psycopg.OperationalError('connection failed: connection to server at "127.0.0.1", port 5432 failed: '
+                                         'FATAL:  password authentication failed for user "me"')):
         assert not outage.is_disconnect(exc) and not outage.is_disconnect(_wrapped(exc)), exc
 
 
@@ -541,3 +558,121 @@ def test_postgres_engines_time_out_connecting_and_keep_the_session_alive(pg_url)
             assert conn.connection.dbapi_connection.info.get_parameters()["connect_timeout"] == "30"
     finally:
         eng.dispose_all()
+
+
+
+class _OutageStartingAWorker(Outage):
+    """An Outage that starts a second worker (``start()``) just before it shuts PostgreSQL down:
+    that worker opens its store while the server shuts down and is away."""
+
+    def __init__(self, pg, at: int, down_s: float, start) -> None:
+        super().__init__(pg, at, down_s)
+        self.start, self.second = start, None
+
+    def __call__(self, req: dict):
+        with self.lock:
+            fire = self.seen + 1 == self.at
+        if fire:
+            self.second = self.start()
+        return super().__call__(req)
+
+
+def test_two_workers_wait_out_a_server_shutdown_and_restart(pg, srv, prepared, restoring):
+    """Two workers on one store; PostgreSQL shut down ("fast": sessions ended by an
+    administrator command, connections refused while it shuts down and once it is down) in the
+    middle of the first one's run, the second started just then, and the server started again
+    3 s later: each waits for the store (worker.store_outage_s) and finishes with exit 0 — the
+    second one quit at once ("cannot open store ...: Connection refused") — and the store is
+    that of an uninterrupted run."""
+    url = _copy(pg, "two")
+    cfg, work = prepared["work"] / "cfg.yaml", prepared["work"]
+    trigger = _OutageStartingAWorker(pg, at=prepared["at"], down_s=3.0, start=lambda: _worker(url, cfg, work))
+    srv.responder = trigger
+    before = len(srv.requests)
+    first = _worker(url, cfg, work)
+    out1, err1 = first.communicate(timeout=300)
+    assert trigger.second is not None, "the outage did not happen mid-run"
+    out2, err2 = trigger.second.communicate(timeout=300)
+    trigger.timer.join()
+    assert first.returncode == 0, err1[-3000:]
+    assert trigger.second.returncode == 0, err2[-3000:]
+    assert "Traceback" not in err1 + err2
+    assert any(re.fullmatch(r"warning: the store was unreachable for \d+\.\d s; reconnected, nothing was lost", line)
+               for line in _lines(err1)), err1
+    waited = _lines(err2)
+    assert re.fullmatch(r"warning: cannot reach the store \(.+\); waiting up to 60 s for it \(worker.store_outage_s\)",
+                        waited[0]), waited
+    assert any("reconnected, nothing was lost" in line for line in waited), waited
+    assert set(_bodies(srv.requests[before:])) == set(prepared["calm"])
+    assert _snapshot(url) == prepared["snapshot"]
+    print(f"two workers: the second one's lines {waited!r}")
+
+
+def test_a_stage_started_while_the_store_is_away_waits_for_it(pg, tmp_path, fresh_state, capsys):
+    """In process: PostgreSQL stopped before a stage starts and started 2 s later; reading the
+    pending units, recording the worker's run and the rest wait for it (the first statements
+    of a stage were not waited for: the worker ended on the first refused connection)."""
+    from ragrouter.config import Config
+    from ragrouter.stages.base import Scope
+    from ragrouter.stages.runner import run_stage
+    from ragrouter.stages.services import Services
+    from tests.support.touch_stage import TouchStage
+
+    _admin(pg, 'CREATE DATABASE "away"')
+    engine = eng.make_engine(pg.url("away"))
+    migrate.upgrade(engine)
+    with engine.begin() as conn:
+        cid = conn.execute(text("INSERT INTO corpora (name) VALUES ('touch') RETURNING id")).scalar()
+    cfg = Config.load(env={"RAGROUTER__worker__store_outage_s": "30"})
+    pg.server_stop()
+    timer = threading.Timer(2.0, pg.server_start)
+    timer.start()
+    try:
+        t0 = time.monotonic()
+        rep = run_stage(TouchStage(6, cid, str(tmp_path)), Services(cfg, engine, command="touch"), Scope(config=cfg),
+                        workers=2, progress=False)
+        wall = time.monotonic() - t0
+    finally:
+        timer.join()
+        if not pg.server_running():
+            pg.server_start()
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT COUNT(*) FROM corpus_metrics WHERE variant = 'touch'")).scalar()
+        runs = conn.execute(text("SELECT stages FROM worker_runs")).all()
+    eng.dispose_all()
+    assert (rep.done, rep.failed, rows) == (6, 0, 6)
+    assert len(runs) == 1 and "touch" in str(runs[0][0])
+    assert 2.0 <= wall < 30
+    assert re.fullmatch(r"warning: the store was unreachable for \d+\.\d s; reconnected, nothing was lost\n",
+                        capsys.readouterr().err)
+
+
+
+def test_opening_a_store_that_is_away_is_an_outage_only_for_a_worker(tmp_path, fresh_state):
+    """The one-line StoreError of opening a PostgreSQL store that refuses connections hides the
+    driver's error: a worker opening its store looks through it (``wrapped``), every other
+    command keeps its 'cannot open store' line; a DuckDB file's StoreError is never an outage, nor
+    is a verdict already given."""
+    from ragrouter.db.engine import StoreError
+
+    with pytest.raises(StoreError, match="cannot open store") as info:
+        eng.make_engine("postgresql+psycopg://x@127.0.0.1:9/x")
+    refused = info.value
+    assert not outage.is_disconnect(refused) and outage.is_disconnect(refused, wrapped=True)
+    bad = tmp_path / "bad.duckdb"
+    bad.write_bytes(b"not a database" * 100)
+    with pytest.raises(StoreError, match="not a readable DuckDB store") as info:
+        eng.make_engine(f"duckdb:///{bad}")
+    assert not outage.is_disconnect(info.value, wrapped=True)
+    try:
+        try:
+            raise outage.StoreUnavailable("the store stayed unreachable for 60 s") from refused
+        except outage.StoreUnavailable:
+            raise StoreError("wrapped verdict") from None
+    except StoreError as exc:
+        assert not outage.is_disconnect(exc, wrapped=True)
+    # opening waits: after one line, for as long as worker.store_outage_s, then one line
+    t0 = time.monotonic()
+    with pytest.raises(outage.StoreUnavailable, match=r"while opening the store \(cannot open store"):
+        outage.opening(lambda: eng.make_engine("postgresql+psycopg://x@127.0.0.1:9/x"), 0.5)
+    assert 0.5 <= time.monotonic() - t0 < 5

@@ -6,7 +6,7 @@ import click
 
 from ragrouter.commands.common import Ctx, FailedUnits, fail, hms as _hms, pass_ctx, register_user_error, render_rows
 from ragrouter.commands.status import format_skipped
-from ragrouter.db import migrate
+from ragrouter.db import migrate, outage
 from ragrouter.llm.pricing import PriceError, dry_run_usd_rows
 from ragrouter.stages import registry
 from ragrouter.stages.base import Scope, ScopeError
@@ -88,8 +88,12 @@ def _run(ctx: Ctx, stages, corpus, paradigms, models, limit, dry, workers, quiet
     if unknown:
         fail(f"unknown stage(s) {', '.join(unknown)} (stages: {', '.join(available)})")
     config = ctx.config
-    engine = ctx.engine(read_only=dry)  # --dry-run only reads: other readers share the file
-    migrate.ensure_current(engine)
+    def open_store():  # a worker started while PostgreSQL is away waits for it (db/outage.py)
+        engine = ctx.engine(read_only=dry)  # --dry-run only reads: other readers share the file
+        migrate.ensure_current(engine)
+        return engine
+
+    engine = outage.opening(open_store, outage.limit_of(config))
     scope = Scope(corpus=corpus, limit=limit, paradigms=list(paradigms), models=list(models), config=config)
     services = Services(config, engine)
     selected = [available[n] for n in available if n in names]
@@ -112,8 +116,8 @@ def _run(ctx: Ctx, stages, corpus, paradigms, models, limit, dry, workers, quiet
                        f"({rep.seconds:.1f}s)")
             for err in rep.errors[:5]:
                 click.echo(f"  failed {err}", err=True)
-            with engine.connect() as conn:
-                skipped = stage.skipped(conn, scope)
+            skipped = outage.retry(lambda: _skipped(engine, stage, scope), f"counting the skipped units of stage "
+                                   f"{stage.name}", outage.limit_of(config))
             if skipped:
                 click.echo(f"  skipped {sum(skipped.values())} unit(s) without a result: {format_skipped(skipped)}")
         if until_decided:
@@ -127,6 +131,11 @@ def _run(ctx: Ctx, stages, corpus, paradigms, models, limit, dry, workers, quiet
     if failed:
         raise FailedUnits(f"{failed} unit(s) failed and were recorded with their reason (see them with: "
                           "sql \"select stage, unit_key, error from unit_failures\"); run again to retry them")
+
+
+def _skipped(engine, stage, scope) -> dict[str, int]:
+    with engine.connect() as conn:
+        return stage.skipped(conn, scope)
 
 
 def _print_dry_run(config, estimates, services, as_json: bool) -> None:

@@ -14,6 +14,13 @@ are in the spool (:mod:`ragrouter.llm.spool`) and are written to the ledger when
 gateway on the store starts. No request is sent while the store is away: the look-up before
 it waits (or gives up) first.
 
+Every error of a server that is shutting down, restarting or gone counts: a session ended by
+an administrator command (``pg_ctl stop``), a connection refused while it shuts down ("the
+database system is shutting down") or once it is down, one refused while it starts or recovers,
+a socket closed, reset or timed out. A worker that opens its store while it is away waits the
+same way (:func:`retry` with ``wrapped=True`` looks through the one-line StoreError that
+opening the store and reading its revision put in place of the driver's error).
+
 A DuckDB file has no connection to lose: its errors are never retried here.
 """
 
@@ -36,25 +43,34 @@ _WORDS = ("server closed the connection", "connection refused", "connection rese
           "could not connect", "connection is closed", "the database system is shutting down",
           "the database system is starting up", "consuming input failed", "connection timed out",
           "no connection to the server", "ssl connection has been closed", "connection failed",
-          "the connection is lost", "the connection is closed")
+          "the connection is lost", "the connection is closed", "the database system is not yet accepting",
+          "the database system is in recovery mode", "the database system is not accepting connections",
+          "broken pipe", "could not send data to server", "could not receive data from server",
+          "lost synchronization with server", "connection timeout expired", "ssl syscall error",
+          "server conn crashed")
+# ... unless the server answered and refused for good: a database, role or password that is wrong
+_REFUSALS = ("does not exist", "authentication failed", "no password supplied", "no pg_hba.conf entry",
+             "permission denied")
 
 
 class StoreUnavailable(StoreError):
     """The store stayed unreachable past ``worker.store_outage_s``: one line, exit 2."""
 
 
-def is_disconnect(exc: BaseException) -> bool:
+def is_disconnect(exc: BaseException, *, wrapped: bool = False) -> bool:
     """Whether ``exc`` says the store connection is gone (not: a bad statement, a constraint,
     a deadlock). PostgreSQL only: an error that comes from DuckDB anywhere in the chain is
     never an outage (a DuckDB file has no connection to lose; its lock, I/O and catalog errors
-    are the user's to see at once)."""
+    are the user's to see at once). ``wrapped``: a StoreError raised ``from None`` in place of
+    the driver's error (opening the store, reading its revision) is looked through."""
     if isinstance(exc, StoreUnavailable):  # a verdict already given, not a connection to wait for
         return False
     chain, seen = [], set()
-    while exc is not None and id(exc) not in seen:
+    while exc is not None and id(exc) not in seen and not isinstance(exc, StoreUnavailable):
         seen.add(id(exc))
         chain.append(exc)
-        exc = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+        through = not exc.__suppress_context__ or (wrapped and isinstance(exc, StoreError))
+        exc = exc.__cause__ or (exc.__context__ if through else None)
     if any(_from_duckdb(e) for e in chain):
         return False
     for exc in chain:
@@ -65,9 +81,10 @@ def is_disconnect(exc: BaseException) -> bool:
         code = getattr(inner, "sqlstate", None)
         if code and _from_psycopg(inner) and str(code).startswith(_SQLSTATES):
             return True
-        if _from_psycopg(inner) and type(inner).__name__ in ("OperationalError", "InterfaceError"):
+        if _from_psycopg(inner) and any(c.__name__ in ("OperationalError", "InterfaceError")
+                                        for c in type(inner).__mro__):  # ConnectionTimeout too
             low = str(inner).lower()
-            if any(w in low for w in _WORDS) or not low.strip():
+            if (any(w in low for w in _WORDS) and not any(w in low for w in _REFUSALS)) or not low.strip():
                 return True
     return False
 
@@ -149,11 +166,13 @@ STATE = _State()
 
 
 def retry(fn: Callable[[], T], what: str, limit_s: float | None = None, *,
-          sleep: Callable[[float], None] = time.sleep, give_up: Callable[[], bool] | None = None) -> T:
+          sleep: Callable[[float], None] = time.sleep, give_up: Callable[[], bool] | None = None,
+          wrapped: bool = False) -> T:
     """``fn()``, tried again on a lost connection for up to ``limit_s`` seconds (see the module
     doc); StoreUnavailable once that has passed, at once when another statement of this
     process has already given up and none has gone through since, or when ``give_up()`` is
-    true (a worker that is shutting down)."""
+    true (a worker that is shutting down). ``wrapped``: see :func:`is_disconnect` (``fn``
+    opens the store)."""
     limit = DEFAULT_LIMIT_S if limit_s is None else float(limit_s)
     started, delay, ok = None, 0.2, False
     try:
@@ -161,7 +180,7 @@ def retry(fn: Callable[[], T], what: str, limit_s: float | None = None, *,
             try:
                 out = fn()
             except Exception as exc:  # noqa: BLE001 - only a lost connection is retried
-                if not is_disconnect(exc):
+                if not is_disconnect(exc, wrapped=wrapped):
                     raise
                 now = time.monotonic()
                 if started is None:
@@ -183,6 +202,21 @@ def retry(fn: Callable[[], T], what: str, limit_s: float | None = None, *,
     finally:
         if started is not None:
             STATE.leave(ok)
+
+
+def opening(fn: Callable[[], T], limit_s: float | None = None) -> T:
+    """``fn()`` opening a worker's store: a store that is away (PostgreSQL shutting down,
+    restarting) is waited for like a lost connection (:func:`retry`), after one line saying so
+    — a mistyped host or port waits as long, and that line tells it at once."""
+    limit = DEFAULT_LIMIT_S if limit_s is None else float(limit_s)
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001 - only a store that is away is waited for
+        if not is_disconnect(exc, wrapped=True):
+            raise
+        print(f"warning: cannot reach the store ({first_line(exc)}); waiting up to {limit:.0f} s for it "
+              "(worker.store_outage_s)", file=sys.stderr, flush=True)
+    return retry(fn, "opening the store", limit, wrapped=True)
 
 
 def limit_of(config) -> float:

@@ -92,20 +92,30 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
     started = time.monotonic()
     engine = services.engine
     report = StageReport(stage.name)
-    with services.db_lock, engine.connect() as conn:
-        units = stage.pending(conn, scope)
+    outage_s = outage.limit_of(services.config)  # every statement below waits out a lost store (db/outage.py)
+
+    def pending():
+        with services.db_lock, engine.connect() as conn:
+            return stage.pending(conn, scope)
+
+    def finish() -> None:
+        with services.db_lock, engine.begin() as conn:
+            stage.finish(conn, services, scope)
+
+    units = outage.retry(pending, f"reading the pending units of stage {stage.name}", outage_s)
     report.pending = len(units)
     progress_file.update(engine, stage.name, pending=report.pending, force=True)  # for `status` (DuckDB)
     if not units:
-        with services.db_lock, engine.begin() as conn:
-            stage.finish(conn, services, scope)
+        outage.retry(finish, f"finishing stage {stage.name}", outage_s)
         report.seconds = time.monotonic() - started
         return report
-    services.record_stage(stage.name)  # this process, its config and its stages: what the store's runs expect
+    # this process, its config and its stages: what the store's runs expect
+    outage.retry(lambda: services.record_stage(stage.name), f"recording this worker's run of stage {stage.name}",
+                 outage_s)
     gw = services.__dict__.get("gateway")
     calls_before = gw.stats().get("http_requests", 0) if gw is not None else 0
     free_cores(stage, services, scope)
-    stage.prepare(services, scope)
+    outage.retry(lambda: stage.prepare(services, scope), f"preparing stage {stage.name}", outage_s)
     threads = workers or stage_threads(stage, services)
     workers = threads
     batch_size = batch_size or int(services.config.get("worker.batch_size", 50))
@@ -115,7 +125,6 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
     last_flush = time.monotonic()
 
     pg_write_key = _stage_lock_key(stage.name) if engine.dialect.name == "postgresql" else None
-    outage_s = outage.limit_of(services.config)
     write_batch = getattr(stage, "write_batch", None)
 
     def flush() -> None:
@@ -257,10 +266,6 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
                 report.retaken = leases.retaken
                 leases.close()
             bar.close()
-
-    def finish() -> None:
-        with services.db_lock, engine.begin() as conn:
-            stage.finish(conn, services, scope)
 
     outage.retry(finish, f"finishing stage {stage.name}", outage_s)
     progress_file.update(engine, stage.name, done=report.done, failed=report.failed, pending=report.pending,
