@@ -178,6 +178,7 @@ def app_client(served_store):  # noqa: F811 - the fixture imported above
         state.close()
         services.finish()
         eng.dispose_all()
+        engine.dispose()  # also when something dropped it from the cache and it reconnected
 
 
 def test_serve_passes_the_sampling_and_tells_a_cut_answer(app_client, served_store):
@@ -205,14 +206,13 @@ def test_serve_passes_the_sampling_and_tells_a_cut_answer(app_client, served_sto
     # each sampling is its own run, hashed with it; the plain question keeps the configured run
     from ragrouter.db import engine as eng
 
+    # this process writes the store already (the app): make_engine shares that engine, which the
+    # fixture closes; disposing it here would let the app reconnect past the fixture's cleanup
     engine = eng.make_engine(served_store["url"], read_only=True)
-    try:
-        with engine.connect() as conn:
-            rows = conn.execute(text("SELECT r.id, r.config_hash, r.config FROM paradigm_runs r WHERE r.id IN "
-                                     "(:a, :b, :c)"), {"a": full["ragrouter"]["run_id"], "b": body["ragrouter"]["run_id"],
-                                                       "c": stopped["ragrouter"]["run_id"]}).all()
-    finally:
-        eng.dispose_all()
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT r.id, r.config_hash, r.config FROM paradigm_runs r WHERE r.id IN "
+                                 "(:a, :b, :c)"), {"a": full["ragrouter"]["run_id"], "b": body["ragrouter"]["run_id"],
+                                                   "c": stopped["ragrouter"]["run_id"]}).all()
     assert len({r[1] for r in rows}) == 3
     configs = {r[0]: (json.loads(r[2]) if isinstance(r[2], str) else r[2]) for r in rows}
     assert configs[body["ragrouter"]["run_id"]]["params"]["max_tokens"] == 4
