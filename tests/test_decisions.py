@@ -235,6 +235,46 @@ def test_until_decided_stops_a_planted_cell_early_and_a_rerun_repeats_no_call(st
         assert again.state.state == sq.DECIDED and again.state.n_queries == cell.state.n_queries
 
 
+def test_run_until_decided_whose_units_all_fail_exits_3(store, duck_url, tmp_path):
+    """Every answer call fails (HTTP 500): the cell stops "failed: …", and the
+    command says so with exit 3 instead of 0 (a user read a 0 as a finished decision)."""
+    import yaml
+    from click.testing import CliRunner
+
+    from ragrouter.commands.common import Ctx
+    from ragrouter.commands.run import run_command
+    from ragrouter.config import Config
+    from ragrouter.db import engine as eng
+
+    from ragrouter.stages import registry
+    from ragrouter.stages.base import Scope
+    from ragrouter.stages.runner import run_stage
+    from ragrouter.stages.services import Services
+
+    _store_with_questions(store, 20)
+
+    def respond(req):  # a responder that raises is an HTTP 500 from the fake endpoint
+        raise RuntimeError("scripted: the endpoint fails every answer")
+
+    with FakeOpenAI(responder=respond, embedding_dim=16) as srv:
+        cfg = _cfg(srv)
+        services = Services(cfg, store)
+        try:  # the stages before the answers succeed (embeddings are not chat)
+            for name in ("chunk", "embed"):
+                run_stage(registry.all_stages()[name], services, Scope(corpus="toy", config=cfg), progress=False)
+        finally:
+            services.finish()
+        (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(cfg.data))
+        eng.dispose_all()
+        ctx = Ctx(db_url=duck_url, config_path=str(tmp_path / "cfg.yaml"))
+        ctx._config = Config.load(path=tmp_path / "cfg.yaml", env={})
+        res = CliRunner().invoke(run_command, ["--corpus", "toy", "--stage", "chunk", "--stage", "embed",
+                                               "--until-decided", "--quiet"], obj=ctx)
+    eng.dispose_all()
+    assert res.exit_code == 3, res.output
+    assert "stopped because their units failed" in res.output and "failed:" in res.output
+
+
 def test_until_decided_without_a_difference_never_says_decided(store):
     _store_with_questions(store, 60)
     with FakeOpenAI(responder=planted(0.6, 0.6, correlated=False), embedding_dim=16) as srv:

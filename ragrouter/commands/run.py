@@ -172,6 +172,10 @@ def _decide(services, scope, budget, quiet: bool) -> None:
     rows = [(c.corpus, c.qtype, c.generator, c.state.state, c.state.leader or "-", c.state.n_queries, c.runs,
              "-" if c.state.bound is None else f"{c.state.bound:+.3f}", c.stop_reason or "-") for c in cells]
     click.echo(render_rows(cols, rows, "table"))
+    failed = [c for c in cells if (c.stop_reason or "").startswith("failed")]
+    if failed:  # a cell stopped because its units failed is not a finished run
+        raise FailedUnits(f"{len(failed)} cell(s) stopped because their units failed (see them with: "
+                          "sql \"select stage, unit_key, error from unit_failures\"); run again to retry them")
 
 
 # click passes --dry-run as dry_run; keep the body out of the decorated function for clarity.
