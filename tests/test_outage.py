@@ -676,3 +676,57 @@ def test_opening_a_store_that_is_away_is_an_outage_only_for_a_worker(tmp_path, f
     with pytest.raises(outage.StoreUnavailable, match=r"while opening the store \(cannot open store"):
         outage.opening(lambda: eng.make_engine("postgresql+psycopg://x@127.0.0.1:9/x"), 0.5)
     assert 0.5 <= time.monotonic() - t0 < 5
+
+
+def test_the_ledger_waits_for_a_store_that_is_away_when_it_draws_ids_or_replays_its_spool(pg, tmp_path, fresh_state,
+                                                                                         monkeypatch):
+    """In process, PostgreSQL stopped and started 2 s later: drawing a block of ledger ids (async
+    ledger mode) and replaying a spooled reply (done when a unit's thread first makes the
+    gateway) wait for it — they failed the unit on the first refused connection."""
+    from sqlalchemy import delete, select
+
+    from ragrouter.config import Config
+    from ragrouter.db.models import LLMCall
+    from ragrouter.llm import spool
+    from ragrouter.llm.gateway import Gateway
+    from ragrouter.llm.ledger import _IdBlock
+
+    monkeypatch.setenv("RAGROUTER_SPOOL_DIR", str(tmp_path / "spool"))
+    monkeypatch.setenv("RAGROUTER_SPOOL_KEY", "k")
+    _admin(pg, 'CREATE DATABASE "ids_away"')
+    engine = eng.make_engine(pg.url("ids_away"))
+    migrate.upgrade(engine)
+    with FakeOpenAI() as fake:
+        spec = {"kind": "openai", "base_url": fake.base_url, "model": "m", "api_key_env": "RAGROUTER_SPOOL_KEY",
+                "concurrency": 1, "timeout_s": 10, "retries": 0}
+        cfg = Config({"backends": {"b": spec}, "roles": {"generators": ["b"]}}, source="spool")
+        with Gateway(cfg, engine) as gw:
+            gw.chat("b", [{"role": "user", "content": "q"}], temperature=0.0, max_tokens=5, stage="answer",
+                    phase="generation")
+    with engine.begin() as conn:
+        row = dict(conn.execute(select(LLMCall.__table__)).one()._mapping)
+        conn.execute(delete(LLMCall))
+    row.pop("created_at", None)
+    spool.keep(engine, [("call", row)])
+
+    def away_for_2s(fn):
+        pg.server_stop()
+        timer = threading.Timer(2.0, pg.server_start)
+        timer.start()
+        try:
+            t0 = time.monotonic()
+            out = fn()
+            return out, time.monotonic() - t0
+        finally:
+            timer.join()
+            if not pg.server_running():
+                pg.server_start()
+
+    block = _IdBlock(engine, eng.write_lock(engine), False, 30.0)
+    first, wall = away_for_2s(block.next)
+    assert first >= 1 and 1.5 <= wall < 30
+    replayed, wall = away_for_2s(lambda: spool.replay(engine, eng.write_lock(engine), 30.0))
+    assert replayed == 1 and 1.5 <= wall < 30
+    with engine.connect() as conn:
+        assert conn.execute(select(LLMCall.request_hash)).scalars().all() == [row["request_hash"]]
+    eng.dispose_all()

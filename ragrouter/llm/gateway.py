@@ -178,13 +178,13 @@ class Gateway:
         self._state_lock = self._shared.lock
         self._pending = self._shared.pending
         self._inflight = self._shared.inflight
-        self._ids = _IdBlock(self._db, self._db_lock, self._duck)  # async mode's ids, drawn ahead
+        self._ids = _IdBlock(self._db, self._db_lock, self._duck, outage.limit_of(config))  # async mode's ids
         self._stats = collections.Counter()
         self._stats_lock = threading.Lock()
         self._closed = False
         self.outage_s = outage.limit_of(config)  # how long a lost store is waited for (db/outage.py)
         if not getattr(engine, "ragrouter_read_only", False):
-            spool.replay(self._db, self._db_lock)  # paid replies kept during an earlier outage (spool.py)
+            spool.replay(self._db, self._db_lock, self.outage_s)  # paid replies kept in an earlier outage
         self._writer = _LedgerWriter(self, linger_s=LINGER_S if mode == "async" else 0.0)
         # cross-process claims (ledger.py, "Claims"): PostgreSQL, held in async mode until the row is written
         self._claims = _Claims(engine, self.outage_s) if engine.dialect.name == "postgresql" else None

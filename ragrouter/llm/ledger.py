@@ -289,8 +289,8 @@ class _IdBlock:
     """``llm_calls`` ids drawn ahead from its sequence, ``ID_BLOCK`` at a time (async mode:
     ``chat()`` returns before its row is committed, with the id the row will have)."""
 
-    def __init__(self, db: Engine, lock, duck: bool) -> None:
-        self._db, self._db_lock = db, lock
+    def __init__(self, db: Engine, lock, duck: bool, outage_s: float = outage.DEFAULT_LIMIT_S) -> None:
+        self._db, self._db_lock, self._outage_s = db, lock, outage_s
         self._ids: collections.deque[int] = collections.deque()
         self._lock = threading.Lock()
         self._used = False
@@ -313,8 +313,12 @@ class _IdBlock:
                 self._refill(ID_BLOCK)
 
     def _refill(self, n: int) -> None:  # the caller holds _lock
-        with self._db_lock, self._db.begin() as conn:
-            self._ids.extend(int(x) for x in conn.execute(self._sql, {"n": int(n)}).scalars())
+        def draw() -> list[int]:
+            with self._db_lock, self._db.begin() as conn:
+                return [int(x) for x in conn.execute(self._sql, {"n": int(n)}).scalars()]
+
+        # a store that is away is waited for (a unit whose reply came meanwhile is not failed)
+        self._ids.extend(outage.retry(draw, "drawing ids for the ledger's rows", self._outage_s))
 
 
 def _shutdown(writer, own_db: Engine | None) -> None:

@@ -103,7 +103,7 @@ def summary() -> str | None:
             "store starts on this machine — run the same command again to resume")
 
 
-def replay(engine: Engine, lock) -> int:
+def replay(engine: Engine, lock, outage_s: float = outage.DEFAULT_LIMIT_S) -> int:
     """Write every spool file of this store left by a process that is gone into the ledger,
     then remove it; the rows now in the ledger (a call already there is not doubled). A row the
     store refuses (not a lost connection) is set aside in ``<file>.rejected`` with a warning,
@@ -126,7 +126,9 @@ def replay(engine: Engine, lock) -> int:
             continue
         items = _read(claimed)
         try:
-            written, rejected = _write(engine, lock, items)
+            # a store that is away is waited for (outage_s): the gateway is made in a unit's thread
+            written, rejected = outage.retry(lambda: _write(engine, lock, items), "replaying the ledger's spool",
+                                             outage_s)
         except BaseException:
             os.replace(claimed, path)  # the store went away again: keep it for the next start
             raise
