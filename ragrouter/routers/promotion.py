@@ -78,6 +78,7 @@ class QuestionRouter(_Base):
         return self._encoders[name]
 
     def predict(self, context, model_input, params=None):  # noqa: D401 - MLflow's signature
+        from ragrouter.routers.dataset import QUERY_TYPES
         from ragrouter.routers.inputs import model_input as inner_input
         from ragrouter.routers.mlflow_model import class_probabilities
         from ragrouter.routers.qtype import nearest_type
@@ -92,7 +93,11 @@ class QuestionRouter(_Base):
             raise ValueError(f"unknown corpus {', '.join(unknown)} (this router knows {', '.join(sorted(self.indicators))})")
         questions = frame["question"].astype(str).tolist()
         given = frame["query_type"].tolist() if "query_type" in frame.columns else [None] * len(frame)
-        types = list(given)
+        types = [t.strip().lower() if isinstance(t, str) else t for t in given]
+        bad = sorted({t for t in types if isinstance(t, str) and t and t not in QUERY_TYPES})
+        if bad:
+            raise ValueError(f"unknown query_type {', '.join(bad)} (known: {', '.join(QUERY_TYPES)}; leave it out "
+                             "to infer it from the question)")
         if any(t is None or (isinstance(t, float) and np.isnan(t)) or t == "" for t in types):
             enc = self._encoder(self.meta["type_encoder"])
             vecs = np.asarray(enc.encode(questions), dtype=np.float64)
@@ -108,6 +113,22 @@ class QuestionRouter(_Base):
         out["paradigm"] = [fallback if classes[i] in NON_PARADIGM else classes[i] for i in top]
         out["query_type"] = types
         return out
+
+
+def signature(classes: list[str]):
+    """The logged model's signature: ``question`` and ``corpus`` (strings, required) and
+    ``query_type`` (string, optional: inferred from the question where absent or empty, honoured
+    where given); out, one probability column per class, ``paradigm`` and ``query_type``. Without
+    the optional column MLflow's schema enforcement dropped a caller's ``query_type`` ("Found extra
+    inputs ... will be ignored") and the model inferred the type instead."""
+    from mlflow.models import ModelSignature
+    from mlflow.types import ColSpec, Schema
+
+    inputs = Schema([ColSpec("string", "question"), ColSpec("string", "corpus"),
+                     ColSpec("string", "query_type", required=False)])
+    outputs = Schema([*(ColSpec("double", c) for c in classes), ColSpec("string", "paradigm"),
+                      ColSpec("string", "query_type")])
+    return ModelSignature(inputs=inputs, outputs=outputs)
 
 
 def _corpora_of(run) -> list[str]:
@@ -165,12 +186,15 @@ def promote(engine, config, chosen, alias: str = DEFAULT_ALIAS, name: str | None
         tmp = Path(tmp)
         inner = mlflow.artifacts.download_artifacts(f"{run.info.artifact_uri.rstrip('/')}/model", dst_path=str(tmp))
         (tmp / "routing.json").write_text(json.dumps(meta))
-        example = pd.DataFrame([{"question": rows[0][1], "corpus": sorted(indicators)[0]}])
+        from mlflow.models import Model
+
+        classes = str((Model.load(str(inner)).metadata or {}).get("classes", "")).split(",")
+        example = pd.DataFrame([{"question": rows[0][1], "corpus": sorted(indicators)[0], "query_type": rows[0][0]}])
         with mlflow.start_run(run_id=chosen.run_id):
             info = mlflow.pyfunc.log_model(
                 name=MODEL_NAME, python_model=QuestionRouter(),
                 artifacts={"router": str(inner), "routing": str(tmp / "routing.json")},
-                input_example=example, code_paths=[str(Path(ragrouter.__file__).parent)],
+                signature=signature(classes), input_example=example, code_paths=[str(Path(ragrouter.__file__).parent)],
                 pip_requirements=pip_requirements(with_skops=True),
                 metadata={k: meta[k] for k in ("router", "features", "encoder", "store_id", "generator", "run_id")})
     version = mlflow.register_model(info.model_uri, reg_name,
