@@ -1,13 +1,13 @@
 """`cli.py corpus slice`: a named corpus made from part of a stored one.
 
-A slice keeps the first ``--docs N`` documents, or the documents that the first ``--chunks N``
-chunks come from (the last one cut to its first chunks, as the chunk stage would cut it),
-and the questions that the slice can answer: every supporting document kept, and — where a
-question has evidence text — every evidence sentence found in one chunk of the slice (at
-least ``evidence_overlap`` of its content words; the same test the demo uses). With
-``--queries-per-type K`` at most K questions per query type are kept. Order is the stored
-order; ``--seed S`` samples documents (for ``--docs``) and questions at random instead,
-reproducibly. The new corpus is an ordinary one: its stages run as for any ingested corpus.
+A slice keeps the first ``--docs N`` documents, the documents of the first ``--chunks N``
+chunks, or the first ``--tokens N`` tokens of the documents (the last document cut, as the
+chunk stage would cut it), and exactly the questions whose evidence — documents, chunks or
+sentences, as the question records it — lies inside the slice (:mod:`ragrouter.corpus.slicing`).
+It says how many questions it kept per type and why it left the others out, and refuses a
+slice that keeps none (one line, exit 2, nothing made). ``--for-budget HOURS`` proposes the
+largest slice the configured backends finish within HOURS (:mod:`ragrouter.stages.budget`)
+and prints the command that makes it; ``--make`` makes it.
 
 :func:`slice_dataset` works on a :class:`~ragrouter.ingest.records.Dataset`; the demo slices
 the medical files with it (``ragrouter.demo``).
@@ -15,119 +15,20 @@ the medical files with it (``ragrouter.demo``).
 
 from __future__ import annotations
 
-import random
-import re
-from dataclasses import replace
-
 import click
 from sqlalchemy import text
 
 from ragrouter.commands.common import Ctx, fail, pass_ctx
+from ragrouter.corpus.slicing import (CHUNK_EVIDENCE, _words, describe_drops, evidence_in,  # noqa: F401 - re-exported
+                                      requirements, slice_dataset)
 from ragrouter.db.values import json_value
-from ragrouter.ingest.records import QTYPES, Dataset, Document, Question
-
-_WORD = re.compile(r"[a-z][a-z0-9-]{3,}")
-
-
-def _words(t: str) -> set[str]:
-    return set(_WORD.findall(t.lower()))
-
-
-def evidence_in(evidence, chunk_words: list[set[str]], overlap: float) -> bool:
-    """Every evidence sentence has ≥ ``overlap`` of its content words (4+ letters) inside
-    one chunk."""
-    if isinstance(evidence, str):
-        evidence = [evidence]
-    sentences = [s for e in evidence for s in re.split(r";\s+", e) if s.strip()]
-    if not sentences:
-        return False
-    for sent in sentences:
-        words = _words(sent)
-        if not words:
-            continue
-        if not any(len(words & cw) / len(words) >= overlap for cw in chunk_words):
-            return False
-    return True
-
-
-def slice_dataset(ds: Dataset, *, docs: int | None = None, chunks: int | None = None, per_type: int | None = None,
-                  seed: int | None = None, window: int = 512, overlap_tokens: int = 100,
-                  evidence_overlap: float = 0.75) -> Dataset:
-    """The slice of ``ds`` (see the module doc). Exactly one of ``docs`` / ``chunks``."""
-    from ragrouter.corpus.chunking import chunk_text
-    from ragrouter.llm import tokens
-
-    if (docs is None) == (chunks is None):
-        raise ValueError("give exactly one of --docs N or --chunks N")
-    n = docs if docs is not None else chunks
-    if n is None or n < 1:
-        raise ValueError(f"--{'docs' if docs is not None else 'chunks'} must be at least 1 (got {n})")
-    if per_type is not None and per_type < 0:  # 0: the documents without their questions
-        raise ValueError(f"--queries-per-type must be at least 0 (got {per_type})")
-    rng = random.Random(seed) if seed is not None else None
-    kept: list[Document] = []
-    renamed: dict[str, str] = {}
-    if docs is not None:
-        pool = list(ds.documents)
-        if rng is not None:
-            pool = rng.sample(pool, min(docs, len(pool)))
-            order = {d.external_id: i for i, d in enumerate(ds.documents)}
-            pool.sort(key=lambda d: order[d.external_id])
-        kept = pool[:docs]
-        renamed = {d.external_id: d.external_id for d in kept}
-    else:
-        enc = tokens.encoding()
-        stride = window - overlap_tokens
-        left = chunks
-        for d in ds.documents:
-            if left <= 0:
-                break
-            have = len(chunk_text(d.title, d.text, window, overlap_tokens))
-            if have <= left:
-                kept.append(d)
-                renamed[d.external_id] = d.external_id
-                left -= have
-                continue
-            ids = enc.encode(d.text, disallowed_special=())
-            end = min(len(ids), stride * (left - 1) + window)
-            cut = Document(external_id=f"{d.external_id}[:{left}chunks]", title=d.title, text=enc.decode(ids[:end]),
-                           meta={**d.meta, "slice_tokens": end, "source_tokens": len(ids)})
-            kept.append(cut)
-            renamed[d.external_id] = cut.external_id
-            left = 0
-    cut_ids = {renamed[k] for k in renamed if renamed[k] != k}
-    chunk_words = {d.external_id: [_words(c.text) for c in chunk_text(d.title, d.text, window, overlap_tokens)]
-                   for d in kept}
-    all_words = [w for ws in chunk_words.values() for w in ws]
-    questions = list(ds.questions)
-    if rng is not None:
-        rng.shuffle(questions)
-    picked: list[Question] = []
-    counts = dict.fromkeys(QTYPES, 0)
-    dropped = 0
-    for q in questions:
-        if per_type is not None and counts.get(q.qtype, 0) >= per_type:
-            dropped += 1
-            continue
-        sup = list(q.supporting_doc_ids)
-        if sup and not all(s in renamed for s in sup):
-            dropped += 1
-            continue
-        if q.evidence:
-            words = [w for s in sup for w in chunk_words[renamed[s]]] if sup else all_words
-            ok = evidence_in(q.evidence, words, evidence_overlap)
-        else:  # no evidence text: answerable when its documents are kept whole
-            ok = bool(sup) and not any(renamed[s] in cut_ids for s in sup)
-        if not ok:
-            dropped += 1
-            continue
-        picked.append(replace(q, supporting_doc_ids=[renamed[s] for s in sup]))
-        counts[q.qtype] = counts.get(q.qtype, 0) + 1
-    return Dataset(documents=kept, questions=picked, dropped={"outside_slice_or_over_quota": dropped})
+from ragrouter.ingest.records import Dataset, Document, Question
 
 
 def stored_dataset(conn, corpus: str) -> tuple[Dataset, str]:
-    """The imported documents and accepted questions of a stored corpus, in stored order."""
+    """The documents and accepted benchmark questions of a stored corpus, in stored order:
+    imported questions, and generated or reviewed ones with their source chunks as evidence
+    (:data:`~ragrouter.corpus.slicing.CHUNK_EVIDENCE`; they join the slice as its own questions)."""
     from ragrouter.corpus import storeio
 
     cid = storeio.corpus_ids(conn, corpus)[0][0]
@@ -135,11 +36,22 @@ def stored_dataset(conn, corpus: str) -> tuple[Dataset, str]:
 
     documents = [Document(r[0], r[1] or "", r[2], json_value(r[3], {})) for r in conn.execute(text(
         "SELECT external_id, title, text, meta FROM documents WHERE corpus_id = :c ORDER BY id"), {"c": cid})]
-    questions = [Question(r[0], r[1], r[2], r[3], r[4], json_value(r[5], []), json_value(r[6], []), json_value(r[7], {}))
-                 for r in conn.execute(text(
-                     "SELECT external_id, question, answer, qtype, hops, supporting_doc_ids, evidence, meta "
-                     "FROM queries WHERE corpus_id = :c AND origin = 'imported' AND status = 'accepted' "
-                     "ORDER BY id"), {"c": cid})]
+    spans = {int(r[0]): [r[1], int(r[2]), int(r[3])] for r in conn.execute(text(
+        "SELECT c.id, d.external_id, c.token_start, c.token_end FROM chunks c JOIN documents d "
+        "ON d.id = c.document_id WHERE c.corpus_id = :c"), {"c": cid})}
+    questions = []
+    for r in conn.execute(text(
+            "SELECT external_id, question, answer, qtype, hops, supporting_doc_ids, evidence, meta, unanswerable, "
+            "origin, supporting_chunk_ids FROM queries WHERE corpus_id = :c AND status = 'accepted' "
+            "AND origin IN ('imported', 'generated', 'human-reviewed') ORDER BY id"), {"c": cid}):
+        meta = json_value(r[7], {}) or {}
+        if r[9] != "imported":
+            chunk_ids = json_value(r[10], []) or []
+            meta = {**meta, "sliced_origin": r[9], CHUNK_EVIDENCE: [spans[int(c)] for c in chunk_ids if int(c) in spans]}
+            if len(meta[CHUNK_EVIDENCE]) < len(chunk_ids):
+                meta[CHUNK_EVIDENCE] = []  # a source chunk is gone: its evidence cannot be placed
+        questions.append(Question(r[0], r[1], r[2], r[3], r[4], json_value(r[5], []) or [], json_value(r[6], []) or [],
+                                  meta, bool(r[8])))
     return Dataset(documents=documents, questions=questions), fmt
 
 
@@ -148,52 +60,142 @@ def corpus_group() -> None:
     """Make corpora from stored ones; turn asked questions into benchmark questions."""
 
 
+def _kept_line(part: Dataset, total: int) -> str:
+    counts = ", ".join(f"{t} {n}" for t, n in part.qtype_counts().items())
+    line = f"kept {len(part.questions)} of {total} questions ({counts})"
+    if part.dropped:
+        line += f"; left out {sum(part.dropped.values())}: {describe_drops(part.dropped)}"
+    return line
+
+
+def _refusal(source: str, ds: Dataset, part: Dataset, docs, chunks, tokens_, window: int, overlap: int,
+             evidence_overlap: float) -> str:
+    """One line: why the slice keeps no question, and the smallest slice that keeps one."""
+    why = describe_drops(part.dropped) or "none qualifies"
+    line = f"the slice keeps no question of '{source}' ({len(ds.questions)} questions; {why}); nothing was made"
+    req = requirements(ds, window, overlap, evidence_overlap)
+    if docs is not None:
+        need = [n for n in req.need_docs if n is not None]
+        if need:
+            line += f": --docs {min(need)} keeps at least one (in stored order)"
+    else:
+        need = [n for n in req.need_chunks if n is not None]
+        if need:
+            line += f": --chunks {min(need)} keeps at least one"
+    if not need:
+        line += ": no slice of it keeps a question"
+    if part.dropped.get("document_cut"):
+        line += "; a question whose only evidence is its document needs that document whole (--docs, or evidence text)"
+    if part.dropped.get("no_evidence") == len(ds.questions):
+        line += "; ingest the questions with their sources or evidence"
+    return line
+
+
+def make_slice(ctx: Ctx, source: str, new: str, ds: Dataset, fmt: str, *, docs=None, chunks=None, tokens=None,
+               per_type=None, seed=None, evidence_overlap: float = 0.75) -> Dataset:
+    """Slice ``ds`` (stored corpus ``source``) and write it as corpus ``new``; refuses (exit 2,
+    nothing written) a slice that keeps none of the source's questions unless asked for none."""
+    from ragrouter.db.engine import write_lock
+    from ragrouter.ingest import store as ingest_store
+
+    window, overlap = int(ctx.config.get("chunking.window")), int(ctx.config.get("chunking.overlap"))
+    try:
+        part = slice_dataset(ds, docs=docs, chunks=chunks, tokens=tokens, per_type=per_type, seed=seed,
+                             window=window, overlap_tokens=overlap, evidence_overlap=evidence_overlap)
+    except ValueError as exc:
+        fail(str(exc))
+    if not part.questions and ds.questions and per_type != 0:
+        fail(_refusal(source, ds, part, docs, chunks, tokens, window, overlap, evidence_overlap))
+    engine = ctx.engine()
+    with write_lock(engine), engine.begin() as conn:
+        rep = ingest_store.write_dataset(conn, new, fmt, part, [f"slice of {source}"])
+    click.echo(f"corpus {new}: {rep.documents_total} documents ({rep.documents_new} new), "
+               f"{rep.questions_total} questions ({rep.questions_new} new) from '{source}'")
+    if ds.questions:
+        click.echo(_kept_line(part, len(ds.questions)))
+    else:
+        click.echo(f"'{source}' has no accepted questions: the slice has documents only")
+    return part
+
+
 @corpus_group.command("slice")
 @click.argument("source")
 @click.argument("new")
 @click.option("--docs", type=int, help="Keep the first N documents (a random N with --seed).")
 @click.option("--chunks", type=int, help="Keep the documents of the first N chunks (the last one cut).")
-@click.option("--queries-per-type", "per_type", type=int, help="At most K questions per query type.")
+@click.option("--tokens", type=int, help="Keep the first N tokens of the documents (the last one cut).")
+@click.option("--queries-per-type", "per_type", type=int, help="At most K questions per query type (0: none, "
+              "the documents alone).")
 @click.option("--seed", type=int, help="Sample documents (--docs) and questions at random, reproducibly.")
 @click.option("--evidence-overlap", type=float, default=0.75, show_default=True,
               help="Share of an evidence sentence's content words that must lie in one chunk of the slice.")
+@click.option("--for-budget", "for_budget", type=click.FloatRange(min=0, min_open=True), metavar="HOURS",
+              help="Propose the largest slice (documents × questions per type) that the configured backends "
+                   "finish within HOURS (every stage, as `run --dry-run` times them) and print the command "
+                   "that makes it; nothing is made without --make.")
+@click.option("--make", "make_it", is_flag=True, help="With --for-budget: make the proposed slice.")
 @pass_ctx
-def slice_command(ctx: Ctx, source: str, new: str, docs: int | None, chunks: int | None, per_type: int | None,
-                  seed: int | None, evidence_overlap: float) -> None:
-    """Make corpus NEW from part of stored corpus SOURCE (documents and the questions it can answer).
+def slice_command(ctx: Ctx, source: str, new: str, docs: int | None, chunks: int | None, tokens: int | None,
+                  per_type: int | None, seed: int | None, evidence_overlap: float, for_budget: float | None,
+                  make_it: bool) -> None:
+    """Make corpus NEW from part of stored corpus SOURCE: documents, and exactly the questions
+    whose evidence (documents, chunks or sentences) lies inside the slice.
 
-    Running it again with the same arguments changes nothing. The slice's stages (chunk,
-    extract, embed, …) run on NEW like on any ingested corpus; `run --limit N` by contrast
-    only caps the pending units one command processes.
+    It prints how many questions it kept per type and why it left the others out (evidence
+    outside the slice, only a document that the slice cuts, no evidence recorded, over
+    --queries-per-type), and refuses a slice that keeps no question (exit 2, nothing made),
+    naming the smallest slice that keeps one. Running it again with the same arguments changes
+    nothing. The slice's stages (chunk, extract, embed, …) run on NEW like on any ingested
+    corpus; `run --limit N` by contrast only caps the pending units one command processes.
 
     \b
     Examples:
       python cli.py corpus slice medical medical-12 --chunks 12 --queries-per-type 3
       python cli.py corpus slice cuad cuad-10 --docs 10 --seed 1
+      python cli.py corpus slice cuad cuad-2h --for-budget 2          # propose
+      python cli.py corpus slice cuad cuad-2h --for-budget 2 --make   # and make it
     """
     from ragrouter.db import migrate
-    from ragrouter.db.engine import write_lock
-    from ragrouter.ingest import store as ingest_store
 
     if source == new:
         fail(f"the slice needs a new name (got '{new}' for both)")
+    if make_it and for_budget is None:
+        fail("--make goes with --for-budget")
+    if for_budget is not None and (docs, chunks, tokens, per_type, seed) != (None,) * 5:
+        fail("--for-budget chooses --docs/--chunks and --queries-per-type itself (in stored order): "
+             "leave out --docs, --chunks, --tokens, --queries-per-type and --seed")
     engine = ctx.engine()
     migrate.ensure_current(engine)
-    config = ctx.config
     with engine.connect() as conn:
         ds, fmt = stored_dataset(conn, source)
+    if for_budget is None:
+        make_slice(ctx, source, new, ds, fmt, docs=docs, chunks=chunks, tokens=tokens, per_type=per_type, seed=seed,
+                   evidence_overlap=evidence_overlap)
+        return
+    from ragrouter.stages.budget import BudgetError, propose
+
     try:
-        part = slice_dataset(ds, docs=docs, chunks=chunks, per_type=per_type, seed=seed,
-                             window=int(config.get("chunking.window")), overlap_tokens=int(config.get("chunking.overlap")),
-                             evidence_overlap=evidence_overlap)
-    except ValueError as exc:
+        prop = propose(ctx.config, engine, source, ds, for_budget, evidence_overlap=evidence_overlap,
+                       echo=lambda line: click.echo(line, err=True))
+    except BudgetError as exc:
         fail(str(exc))
-    if not part.questions:
-        click.echo(f"warning: the slice keeps no question of '{source}'", err=True)
-    with write_lock(engine), engine.begin() as conn:
-        rep = ingest_store.write_dataset(conn, new, fmt, part, [f"slice of {source}"])
-    click.echo(f"corpus {new}: {rep.documents_total} documents ({rep.documents_new} new), "
-               f"{rep.questions_total} questions {part.qtype_counts()} ({rep.questions_new} new) from '{source}'")
+    for line in prop.lines(source, new, _global_options(ctx), evidence_overlap):
+        click.echo(line)
+    if make_it:
+        make_slice(ctx, source, new, ds, fmt, **prop.slice_args(), evidence_overlap=evidence_overlap)
+
+
+def _global_options(ctx: Ctx) -> str:
+    """The --db / --config a printed command needs to reach the same store and config."""
+    from ragrouter.db.engine import DEFAULT_URL
+    from ragrouter.db.redact import redact_secrets
+
+    out = ""
+    if ctx.db_url and ctx.db_url != DEFAULT_URL:
+        out += f" --db {redact_secrets(ctx.db_url)}"
+    if ctx.config_path:
+        out += f" --config {ctx.config_path}"
+    return out
 
 
 @corpus_group.command("asked")
