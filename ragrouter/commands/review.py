@@ -19,7 +19,7 @@ def review_group() -> None:
 
     \b
     1. python cli.py review start --n 50           # traces into the review experiment
-    2. python cli.py mlflow-ui                     # open it, label each trace (README, "Reviewing the judge")
+    2. python cli.py mlflow-ui                     # open it, label each trace (docs/how-to/review.md)
     3. python cli.py review pull                   # labels into the store; kappa, confusion, false-correct
     """
 
