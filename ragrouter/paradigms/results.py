@@ -1,6 +1,6 @@
 """Result types: the LLM calls a paradigm consumed, a retrieval, and a paradigm run.
 
-Token attribution (docs/architecture.md §4–5): a run records the tokens it *consumed*, i.e. the
+Token attribution (docs/explanation/architecture.md §4–5): a run records the tokens it *consumed*, i.e. the
 ``prompt_tokens``/``completion_tokens`` of every :class:`ChatResult` it used, whether the
 gateway served it from the ledger cache or not — what a cold run would pay. Phases:
 ``retrieval`` (query entity extraction, self-evaluation) and ``generation`` (answers).

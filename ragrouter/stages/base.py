@@ -1,4 +1,4 @@
-"""Stages: resumable sets of work units with natural keys (docs/architecture.md §1, §3).
+"""Stages: resumable sets of work units with natural keys (docs/explanation/architecture.md §1, §3).
 
 A stage knows how many units it *expects* for a scope, which are *done* (their result row
 exists) and how to compute one unit. ``pending = expected − done`` is one anti-join in the

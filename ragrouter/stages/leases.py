@@ -1,4 +1,4 @@
-"""Work leases: many workers on one PostgreSQL store share a stage (docs/architecture.md §3).
+"""Work leases: many workers on one PostgreSQL store share a stage (docs/explanation/architecture.md §3).
 
 Each worker registers the units it sees pending, then claims a few at a time with
 ``UPDATE … WHERE id IN (SELECT … FOR UPDATE SKIP LOCKED LIMIT k) RETURNING``. A lease expires
