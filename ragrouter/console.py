@@ -1,11 +1,12 @@
 """A quiet, informative console: library warnings go to a log file, progress to a bar.
 
-Long commands that drive libraries (``routers train``: scikit-learn, XGBoost, torch, MLflow;
-``report``: matplotlib, pandas) run inside :func:`library_warnings`: every ``warnings.warn``
-and every warning-level record of the libraries' loggers is written to
+Commands that drive libraries (``routers train`` and ``promote``: scikit-learn, XGBoost, torch,
+MLflow; ``report``: matplotlib, pandas; ``serve``) run inside :func:`library_warnings`: every
+``warnings.warn`` and every warning-level record of the libraries' loggers is written to
 ``$RAGROUTER_HOME/logs/warnings.log`` (time, command, category, message, where) instead of the
-console, and the command ends with one line saying how many were kept and where. Our own
-``ragrouter.*`` loggers are left as they are: what they say is meant for the user.
+console, MLflow's own prints and artifact download bars are off, and the command ends with one
+line saying how many warnings were kept and where. Our own ``ragrouter.*`` loggers are left as
+they are: what they say is meant for the user.
 """
 
 from __future__ import annotations
@@ -19,6 +20,11 @@ from typing import Callable, Iterator
 
 LIBRARY_LOGGERS = ("mlflow", "alembic", "sklearn", "xgboost", "torch", "matplotlib", "sentence_transformers",
                    "transformers", "urllib3", "httpx", "numexpr")
+
+
+# MLflow's own progress bars ("Downloading artifacts", one per artifact fetch): a command shows
+# one bar per long step, its own
+QUIET_ENV = {"MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
 
 
 def log_path() -> Path:
@@ -43,9 +49,17 @@ def library_warnings(command: str, echo: Callable[[str], None] | None = None) ->
     """Send library warnings to :func:`log_path` for the duration; on exit ``echo`` one line
     with their count (nothing when there were none)."""
     import importlib.util
+    import os
+    import sys
 
     if importlib.util.find_spec("mlflow") is not None:
         import mlflow  # noqa: F401 - it configures its loggers on import: do that before they are redirected
+    saved_env = {k: os.environ.get(k) for k in QUIET_ENV}
+    os.environ.update(QUIET_ENV)
+    stream = getattr(sys.modules.get("mlflow.utils.logging_utils"), "MLFLOW_LOGGING_STREAM", None)
+    stream_was = getattr(stream, "enabled", None)
+    if stream is not None:
+        stream.enabled = False  # MLflow's own prints ('Successfully registered model ...'): our lines say it
     path = log_path()
     with open(path, "a", encoding="utf-8") as fh:
         handler = _Counter(fh, command)
@@ -71,6 +85,13 @@ def library_warnings(command: str, echo: Callable[[str], None] | None = None) ->
             warnings.showwarning = old_show
             for lg, handlers, propagate in saved:
                 lg.handlers, lg.propagate = handlers, propagate
+            for k, v in saved_env.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+            if stream is not None:
+                stream.enabled = stream_was
             fh.flush()
     if echo is not None and handler.n:
         echo(f"({handler.n} library warning{'s' if handler.n != 1 else ''} written to {path})")

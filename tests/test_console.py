@@ -36,3 +36,56 @@ def test_library_warnings_go_to_the_log_file_with_one_line_on_the_console(tmp_pa
     with console.library_warnings("report", echo=said.append):
         pass
     assert said == []  # nothing to say when nothing was written
+
+
+def test_routers_promote_says_one_line_without_mlflow_warnings_prints_or_download_bars(tmp_path, monkeypatch):
+    """`routers promote` printed MLflow's UserWarnings, its 'Successfully registered model' and
+    'Created version' prints and a 'Downloading artifacts' bar per artifact fetch; now it says
+    what it did in one line (and where the library warnings went)."""
+    import os
+
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    from ragrouter import routing
+    from ragrouter.db import engine as eng
+    from tests.support.router_store import config_for, make_store
+    from tests.test_store_cli import run_fast
+
+    monkeypatch.setenv("RAGROUTER_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", raising=False)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    url, engine = make_store(tmp_path / "s.duckdb", seed=4, queries_per_corpus=20)
+    cfg = config_for(uri)
+    routing.train(engine, cfg, routing.store_dataset(engine, cfg), ["lr"], ["qc"], log=lambda m: None)
+    eng.dispose_all()
+    g = "RAGROUTER__backends__gen-a__"
+    env = {"RAGROUTER_DB": url, "RAGROUTER__routers__mlflow_uri": uri, "RAGROUTER__routers__encoders": "[onehot]",
+           "RAGROUTER__roles__generators": "[gen-a]", g + "kind": "openai", g + "base_url": "http://127.0.0.1:9/v1",
+           g + "model": "gen-a", g + "api_key_env": "RAGROUTER_TEST_FAKE_KEY"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        out = run_fast("routers", "promote", "lr", env=env)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert lines[0].startswith("promoted lr/qc/onehot (run ") and "@champion (version 1, logged model m-" in lines[0]
+    assert len(lines) <= 2 and all(line.startswith("(") and "library warning" in line for line in lines[1:])
+    for noise in ("Downloading artifacts", "Warning", "Successfully registered", "Created version", "CloudPickle"):
+        assert noise not in out.stderr and noise not in out.stdout, (noise, out.stderr[-2000:])
+    assert out.stderr.strip() == ""
+    assert os.environ.get("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR") is None  # restored after the command
+
+
+def test_importing_the_router_models_warns_nothing(tmp_path):
+    """An untyped pyfunc predict made MLflow warn 'Add type hints to the `predict` method' on
+    every import of the router models and every load of a promoted one (ask, serve), under a
+    filter of MLflow's own that no ignore filter could override."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    p = subprocess.run([sys.executable, "-W", "default", "-c",
+                        "import ragrouter.routers.promotion, ragrouter.routers.mlflow_model"],
+                       capture_output=True, text=True, cwd=repo, timeout=120,
+                       env={**__import__("os").environ, "MLFLOW_DISABLE_TELEMETRY": "true"})
+    assert p.returncode == 0, p.stderr
+    assert "type hints" not in p.stderr.lower(), p.stderr

@@ -138,6 +138,7 @@ def promote_command(ctx: Ctx, router_or_run: str, alias: str, name: str | None) 
       python cli.py routers promote 1f2e3d... --alias staging
     """
     from ragrouter import ask as ask_mod
+    from ragrouter.console import library_warnings
     from ragrouter.routers import promotion
 
     engine = ctx.engine()
@@ -147,7 +148,9 @@ def promote_command(ctx: Ctx, router_or_run: str, alias: str, name: str | None) 
         is_run = bool(re.fullmatch(r"[0-9a-f]{32}", router_or_run))
         chosen = ask_mod.pick_router(engine, None if is_run else router_or_run, generator,
                                      router_or_run if is_run else None)
-        promotion.promote(engine, ctx.config, chosen, alias=alias, name=name, echo=click.echo)
+        # MLflow's warnings to the log file; its prints and download bars off: one line says what happened
+        with library_warnings("routers promote", echo=click.echo):
+            promotion.promote(engine, ctx.config, chosen, alias=alias, name=name, echo=click.echo)
     except (ask_mod.AskError, promotion.PromoteError) as exc:
         fail(str(exc))
 

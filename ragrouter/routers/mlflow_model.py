@@ -45,10 +45,6 @@ import pandas as pd  # noqa: E402
 from ragrouter.routers.features import Features  # noqa: E402
 from ragrouter.routers.inputs import features_from_frame, frame_from_features, model_input  # noqa: E402,F401
 
-import warnings  # noqa: E402
-
-warnings.filterwarnings("ignore", message=".*Add type hints to the `predict` method.*")
-
 
 class RouterModel(mlflow.pyfunc.PythonModel):
     """pyfunc wrapper of a fitted :class:`ragrouter.routers.base.Router`."""
@@ -62,7 +58,8 @@ class RouterModel(mlflow.pyfunc.PythonModel):
     def classes(self) -> list[str]:
         return [str(c) for c in self.router.classes_]
 
-    def predict(self, context, model_input, params=None):  # noqa: D401 - MLflow's signature
+    # a pd.DataFrame hint: the signature validates (an untyped predict warned "Add type hints ...")
+    def predict(self, context, model_input: pd.DataFrame, params=None):  # noqa: D401 - MLflow's signature
         frame = model_input if isinstance(model_input, pd.DataFrame) else pd.DataFrame(model_input)
         feats = features_from_frame(frame, self.feature_set if self.feature_set != "none" else "qc", self.encoder)
         proba = self.router.predict_proba(feats)

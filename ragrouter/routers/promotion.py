@@ -77,7 +77,9 @@ class QuestionRouter(_Base):
             self._encoders[name] = get_encoder(name)
         return self._encoders[name]
 
-    def predict(self, context, model_input, params=None):  # noqa: D401 - MLflow's signature
+    # model_input: pd.DataFrame, a hint MLflow takes as "validate by the signature" (an untyped
+    # predict warned "Add type hints ..." on every import and load, under MLflow's own filter)
+    def predict(self, context, model_input: pd.DataFrame, params=None):  # noqa: D401 - MLflow's signature
         from ragrouter.routers.dataset import QUERY_TYPES
         from ragrouter.routers.inputs import model_input as inner_input
         from ragrouter.routers.mlflow_model import class_probabilities
