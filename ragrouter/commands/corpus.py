@@ -218,8 +218,9 @@ def asked_command(ctx: Ctx, corpus: str, out: str, include_ingested: bool, force
     the type), delete the records you leave, then ingest the file and run the stages: every
     paradigm answers the questions (the served paradigm's call comes from the ledger's cache),
     the judge labels them, and the next `routers train` learns from them. Questions whose
-    asked-<hash> id is in the corpus already are left out (--all keeps them). Name the three
-    stages: a plain `run` also generates questions (querygen) where none were generated yet.
+    asked-<hash> id is in the corpus already are left out (--all keeps them). Naming the three
+    stages runs only them (a plain `run` runs every stage, but generates no questions for a
+    corpus whose questions were imported).
 
     \b
     Example:

@@ -53,23 +53,31 @@ def _paradigm_names() -> list[str]:
               "stop each cell once a paradigm is claimed the best, or within --epsilon of the best, at decisions.alpha "
               "(anytime-valid: looking after every batch keeps the error level), once no claim can be reached "
               "before its queries run out, or the budget is spent; clearly worse paradigms stop being run; "
-              "the earlier stages of --stage (default: all before answer) run first. The state of every cell is "
-              "kept in decision_cells; a later run continues the same sequence.")
+              "the stages of --stage before answer (default: all of them) run first, and those after judge "
+              "(score) run last, on the runs it made. The state of every cell is kept in decision_cells; a later "
+              "run continues the same sequence.")
 @click.option("--epsilon", type=click.FloatRange(min=0, max=1, max_open=True), help="With --until-decided: the "
               "ε of the claim 'X, or any paradigm within ε of it' (default decisions.epsilon: 0.02, 2 points; 0 asks "
               "for the best itself).")
-@click.option("--budget-usd", type=click.FloatRange(min=0), help="With --until-decided: stop starting batches once "
-              "this command has spent this many US $ (backends with price_per_million).")
-@click.option("--budget-tokens", type=click.IntRange(min=0), help="With --until-decided: stop starting batches once "
-              "this command has been billed this many tokens.")
-@click.option("--budget-hours", type=click.FloatRange(min=0), help="With --until-decided: stop starting batches "
-              "after this many hours.")
+@click.option("--budget-usd", type=click.FloatRange(min=0), help="With --until-decided: what this command may spend "
+              "in US $ (backends with price_per_million), the corpus build (extract, embed, …) included: refused "
+              "before anything runs when the build alone is expected to cost more; batches stop once it is spent.")
+@click.option("--budget-tokens", type=click.IntRange(min=0), help="With --until-decided: the tokens this command may "
+              "be billed, the corpus build included (refused before anything runs when the build alone is "
+              "expected to bill more); batches stop once they are billed.")
+@click.option("--budget-hours", type=click.FloatRange(min=0), help="With --until-decided: the hours this command may "
+              "take, the corpus build included: refused before anything runs when the build alone is expected "
+              "(as --dry-run times it) to take longer, naming `corpus slice --for-budget`; batches stop once "
+              "the time is spent.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @pass_ctx
 def run_command(ctx: Ctx, stages: tuple[str, ...], corpus: str | None, paradigms: tuple[str, ...],
                 models: tuple[str, ...], limit: int | None, dry_run_: bool = False, workers: int | None = None,
                 quiet: bool = False, **kw) -> None:  # the body is _callback (below)
     """Run stages; stop any time and run again: finished units are never redone.
+
+    Without --stage every stage runs, except querygen on a corpus whose questions were
+    imported (and none generated): name --stage querygen to generate questions there too.
 
     \b
     Examples:
@@ -82,6 +90,9 @@ def run_command(ctx: Ctx, stages: tuple[str, ...], corpus: str | None, paradigms
 
 def _run(ctx: Ctx, stages, corpus, paradigms, models, limit, dry, workers, quiet, as_json=False,
          until_decided=False, budget=None, probe=False) -> None:
+    import time
+
+    started = time.monotonic()
     available = registry.all_stages()
     names = list(stages) or list(available)
     unknown = [s for s in names if s not in available]
@@ -97,31 +108,34 @@ def _run(ctx: Ctx, stages, corpus, paradigms, models, limit, dry, workers, quiet
     scope = Scope(corpus=corpus, limit=limit, paradigms=list(paradigms), models=list(models), config=config)
     services = Services(config, engine)
     selected = [available[n] for n in available if n in names]
+    order = list(available)
+    unasked = outage.retry(lambda: _unasked(engine, stages, scope), "reading which corpora came with their "
+                           "questions", outage.limit_of(config))
     try:
         if dry:
             if probe:
                 from ragrouter.stages import speedprobe
 
                 speedprobe.probe(config, echo=lambda line: click.echo(line, err=True))
-            _print_dry_run(config, dry_run(selected, services, scope), services, as_json)
+            _print_dry_run(config, _dry_run(selected, services, scope, unasked, engine), services, as_json)
             return
         failed = 0
+        after = []
         if until_decided:
-            selected = [s for s in selected if s.name not in ("answer", "judge", "score")
-                        and list(available).index(s.name) < list(available).index("answer")]
+            # the stages before answer run first, then the decision (answer and judge), then the
+            # named stages after judge (score) on the runs it made
+            after = [s for s in selected if order.index(s.name) > order.index("judge")] if stages else []
+            selected = [s for s in selected if order.index(s.name) < order.index("answer")]
+            if _limited(budget):
+                _check_build(config, engine, selected, scope, unasked, budget)
+        mark = outage.retry(lambda: _ledger_mark(engine), "reading the ledger", outage.limit_of(config))
         for stage in selected:
-            rep = run_stage(stage, services, scope, workers=workers, progress=not quiet)
-            failed += rep.failed
-            click.echo(f"{stage.name}: {rep.done} done, {rep.failed} failed of {rep.pending} pending "
-                       f"({rep.seconds:.1f}s)")
-            for err in rep.errors[:5]:
-                click.echo(f"  failed {err}", err=True)
-            skipped = outage.retry(lambda: _skipped(engine, stage, scope), f"counting the skipped units of stage "
-                                   f"{stage.name}", outage.limit_of(config))
-            if skipped:
-                click.echo(f"  skipped {sum(skipped.values())} unit(s) without a result: {format_skipped(skipped)}")
+            failed += _run_one(stage, services, scope, unasked, engine, workers, quiet)
         if until_decided:
-            _decide(services, scope, budget, quiet)
+            left = _budget_left(services, budget, mark, time.monotonic() - started)
+            _decide(services, scope, left, quiet)
+            for stage in after:
+                failed += _run_one(stage, services, scope, unasked, engine, workers, quiet)
         if "gateway" in services.__dict__:  # a stage used a model: what this run spent
             st = services.gateway.stats()
             click.echo(f"model calls: {st.get('http_requests', 0)} HTTP requests, {st.get('cache_hits', 0)} cache "
@@ -131,6 +145,132 @@ def _run(ctx: Ctx, stages, corpus, paradigms, models, limit, dry, workers, quiet
     if failed:
         raise FailedUnits(f"{failed} unit(s) failed and were recorded with their reason (see them with: "
                           "sql \"select stage, unit_key, error from unit_failures\"); run again to retry them")
+
+
+def _unasked(engine, named, scope) -> dict[str, list[str]]:
+    """Per stage nobody asked for, the corpora of the scope it leaves alone: querygen (unless
+    named) on corpora whose questions were imported and none generated (``status`` leaves
+    them out of its pending units alike)."""
+    from sqlalchemy import text
+
+    from ragrouter.commands.status import NOT_REQUESTED
+
+    out = {}
+    with engine.connect() as conn:
+        for stage, sql in NOT_REQUESTED.items():
+            if stage in named:
+                continue
+            got = [r[0] for r in conn.execute(text(sql)).all() if scope.corpus in (None, r[0])]
+            if got:
+                out[stage] = got
+    return out
+
+
+def _scopes(stage, scope, unasked, engine) -> list:
+    """The scopes ``stage`` runs on: ``scope``, or each of its corpora that asked for the stage."""
+    from dataclasses import replace
+
+    from sqlalchemy import text
+
+    skip = unasked.get(stage.name)
+    if not skip:
+        return [scope]
+    if scope.corpus is not None:
+        return []
+    with engine.connect() as conn:
+        names = [r[0] for r in conn.execute(text("SELECT name FROM corpora ORDER BY id")).all()]
+    return [replace(scope, corpus=n) for n in names if n not in skip]
+
+
+def _run_one(stage, services, scope, unasked, engine, workers, quiet) -> int:
+    """Run ``stage`` on the corpora that asked for it; its failed units."""
+    config = services.config
+    scopes = _scopes(stage, scope, unasked, engine)
+    skip = unasked.get(stage.name, [])
+    if skip:
+        click.echo(f"{stage.name}: not run on {', '.join(repr(c) for c in skip)} (its questions were imported; "
+                   f"--stage {stage.name} generates more)")
+    failed = 0
+    for sub in scopes:
+        rep = run_stage(stage, services, sub, workers=workers, progress=not quiet)
+        failed += rep.failed
+        where = f" ({sub.corpus})" if sub is not scope else ""
+        click.echo(f"{stage.name}{where}: {rep.done} done, {rep.failed} failed of {rep.pending} pending "
+                   f"({rep.seconds:.1f}s)")
+        for err in rep.errors[:5]:
+            click.echo(f"  failed {err}", err=True)
+        skipped = outage.retry(lambda sub=sub: _skipped(engine, stage, sub), f"counting the skipped units of stage "
+                               f"{stage.name}", outage.limit_of(config))
+        if skipped:
+            click.echo(f"  skipped {sum(skipped.values())} unit(s) without a result: {format_skipped(skipped)}")
+    return failed
+
+
+def _dry_run(selected, services, scope, unasked, engine) -> list:
+    """The dry run of ``selected`` on the corpora that asked for each stage (see :func:`_unasked`)."""
+    out, group = [], []
+    for stage in selected:
+        scopes = _scopes(stage, scope, unasked, engine)
+        if scopes == [scope]:
+            group.append(stage)
+            continue
+        if group:
+            out += dry_run(group, services, scope)
+            group = []
+        for sub in scopes:
+            out += dry_run([stage], services, sub)
+    return out + (dry_run(group, services, scope) if group else [])
+
+
+def _check_build(config, engine, build, scope, unasked, budget) -> None:
+    """Refuse (one line, exit 2) before anything runs when the build stages alone are expected
+    to exceed the budget. Estimated without a worker run of its own: the store is unchanged."""
+    from ragrouter.stages.budget import build_over_budget
+
+    if not build:
+        return
+    est = Services(config, engine)
+    est.__dict__["worker_run_id"] = None  # an estimate is no worker run (no worker_runs row)
+    try:
+        line = build_over_budget(config, est, _dry_run(build, est, scope, unasked, engine), budget, scope.corpus)
+    finally:
+        est.finish()
+    if line:
+        fail(line)
+
+
+def _limited(budget) -> bool:
+    return budget is not None and any(v is not None for v in (budget.usd, budget.tokens, budget.hours))
+
+
+def _ledger_mark(engine) -> int:
+    from ragrouter.stages.expect import ledger_mark
+
+    with engine.connect() as conn:
+        return ledger_mark(conn)
+
+
+def _budget_left(services, budget, mark: int, elapsed_s: float):
+    """What the decision may still spend of ``budget`` after the build stages of this command."""
+    from ragrouter.decisions.driver import Budget
+    from ragrouter.stages.budget import hms, spent_since
+
+    if not _limited(budget):
+        return budget or Budget()
+    tokens, usd = spent_since(services, mark)
+    left = Budget(None if budget.usd is None else max(0.0, budget.usd - usd),
+                  None if budget.tokens is None else max(0, budget.tokens - tokens),
+                  None if budget.hours is None else max(0.0, budget.hours - elapsed_s / 3600))
+    parts = []
+    if budget.hours is not None:
+        parts.append(f"{hms(left.hours * 3600)} of {hms(budget.hours * 3600)}")
+    if budget.tokens is not None:
+        parts.append(f"{left.tokens:,} of {budget.tokens:,} tokens")
+    if budget.usd is not None:
+        parts.append(f"US $ {left.usd:.4f} of {budget.usd:g}")
+    click.echo(f"budget left for answering and judging: {', '.join(parts)} (the stages before used "
+               f"{hms(elapsed_s)}, {tokens:,} tokens)")
+    return left
 
 
 def _skipped(engine, stage, scope) -> dict[str, int]:

@@ -305,3 +305,62 @@ def propose(config, engine, source: str, ds, hours: float, evidence_overlap: flo
         return best
     finally:
         services.finish()
+
+
+# ------------------------------------------------------------------------ run --budget-*
+
+
+def build_over_budget(config, services, estimates, budget, corpus: str | None) -> str | None:
+    """One line when the dry-run ``estimates`` of a run's corpus build (the stages before
+    answer) exceed ``budget`` (``decisions.driver.Budget``): what it is expected to take or
+    bill, over which flag, and the slice that would fit; None when it fits."""
+    from ragrouter.stages.timing import wall_estimates
+
+    timed = wall_estimates(config, estimates, services)
+    names = list(dict.fromkeys(e.stage for e in estimates if e.calls or e.units))  # the stages with work
+    seconds, usd = float(timed["expected_wall_s"]), timed["usd"]
+    tokens = sum(int(e.prompt_tokens) + int(e.completion_tokens) for e in estimates if e.model != "-")
+    chunks = sum(int(e.calls) for e in estimates if e.stage == "extract")  # one extraction call a chunk
+    share = None
+    if budget.hours is not None and seconds > budget.hours * 3600:
+        over = f"expected to take {hms(seconds)}, over --budget-hours {budget.hours:g}"
+    elif budget.tokens is not None and tokens > budget.tokens:
+        over = f"expected to bill {tokens:,} tokens, over --budget-tokens {budget.tokens}"
+        share = budget.tokens / tokens
+    elif budget.usd is not None and usd is not None and usd > budget.usd:
+        over = f"expected to cost US $ {usd:.2f}, over --budget-usd {budget.usd:g}"
+        share = budget.usd / usd
+    else:
+        return None
+    name = corpus or "CORPUS"
+    if share is None:
+        cut = f"python cli.py corpus slice {name} NEW --for-budget {budget.hours:g} proposes a slice that fits"
+    elif int(chunks * share) >= 1:
+        k = int(chunks * share)
+        cut = f"a slice of at most {k} of its {chunks} chunks fits the build (python cli.py corpus slice {name} NEW " \
+              f"--chunks {k})"
+    else:
+        return (f"the corpus build alone ({', '.join(names)}) is {over}: nothing was run; not one of its {chunks} "
+                "chunks fits: raise the budget")
+    return (f"the corpus build alone ({', '.join(names)}) is {over}: nothing was run; {cut}, then run on NEW; "
+            "or raise the budget")
+
+
+def spent_since(services, mark: int) -> tuple[int, float]:
+    """(tokens, US $) the ledger billed after row ``mark`` (``stages.expect.ledger_mark``), at
+    each model's price (unpriced models cost nothing)."""
+    from sqlalchemy import text
+
+    from ragrouter.llm.pricing import estimate_usd
+
+    with services.db_lock, services.engine.connect() as conn:
+        rows = conn.execute(text("SELECT model, SUM(prompt_tokens), SUM(completion_tokens) FROM llm_calls "
+                                 "WHERE id > :m GROUP BY model"), {"m": int(mark)}).all()
+    tokens, usd = 0, 0.0
+    for model, pt, ct in rows:
+        tokens += int(pt or 0) + int(ct or 0)
+        try:
+            usd += estimate_usd(services.config, str(model), int(pt or 0), int(ct or 0)) or 0.0
+        except Exception:  # noqa: BLE001 - a model no backend prices costs nothing here
+            pass
+    return tokens, usd
