@@ -3,7 +3,8 @@ dataset (or an imported one), record their per-query predictions, and load a tra
 router for `ask`.
 
 The router library (``ragrouter.routers``) works on DataFrames; this module reads the
-``v_router_dataset`` shape from the store, runs 5-fold CV through MLflow tracking and writes
+``v_router_dataset`` shape from the store, runs stratified CV (``routers.folds``: up to 5 folds,
+fewer on small data) through MLflow tracking and writes
 every (router, features, encoder, generator, fold, query) prediction to ``router_predictions``
 and every fold's metrics to ``router_fold_metrics`` (what ``v_router_scores`` aggregates).
 """

@@ -20,7 +20,7 @@ def _router_names() -> list[str]:
 
 @click.group("routers")
 def routers_group() -> None:
-    """Train routers with 5-fold stratified CV and compare them (paper §3.5, Table 3).
+    """Train routers with stratified CV (up to 5 folds, fewer on small data) and compare them (paper §3.5, Table 3).
 
     \b
     Examples:

@@ -154,8 +154,9 @@ class SVMRouter(SklearnRouter):
 
     ``SVC(probability=True)`` is deprecated in scikit-learn 1.9; we use its documented
     replacement, ``CalibratedClassifierCV(SVC(), method='sigmoid', ensemble=False)`` (sigmoid
-    calibration on decision values from a 5-fold CV of the training rows, then one SVC on all of
-    them), with the SVC fitted on weighted distinct rows (:class:`WeightedDedupSVC`).
+    calibration on decision values from a CV of the training rows: up to 5 folds, fewer when the
+    smallest class has fewer rows; then one SVC on all of them), with the SVC fitted on weighted
+    distinct rows (:class:`WeightedDedupSVC`).
     """
 
     name = "svm"
