@@ -98,7 +98,9 @@ def make_encoders(names: Sequence[str], gateway) -> list:
 
 def store_dataset(engine: Engine, config) -> pd.DataFrame:
     """The router dataset of the store for the configured judge (complete rows only);
-    ``df.attrs['judge']`` names the judge."""
+    ``df.attrs['judge']`` names the judge, ``df.attrs['dropped']`` says which judged queries
+    are not in it and why ({reason: queries}, :func:`dropped_rows`), ``df.attrs['judged']``
+    how many (query, generator) pairs the judge has outcomes for."""
     from ragrouter.report import data
 
     from ragrouter.evaluation.judge import judge_key
@@ -106,7 +108,13 @@ def store_dataset(engine: Engine, config) -> pd.DataFrame:
     judge = data.choose_judge(engine, judge_key(str(config.role("judge")), config))
     if judge is None:
         return pd.DataFrame()
-    df = data.router_dataset(engine, judge=judge, complete=True)
+    full = data.router_dataset(engine, judge=judge, complete=False)
+    df, dropped = dropped_rows(full)
+    undecided = data.read_sql(engine, "SELECT COUNT(*) AS n FROM v_oracle_label WHERE judge = :j AND label IS NULL",
+                              {"j": judge})
+    n_undecided = int(undecided["n"].iloc[0]) if len(undecided) else 0
+    if n_undecided:
+        dropped["a correct answer without a semantic F1 yet, so no label (run --stage score)"] = n_undecided
     if "judge" in df.columns:
         df = df.drop(columns=["judge"])
     # An indicator that is undefined for a corpus (e.g. hubness needs more than k = 10 chunk
@@ -119,7 +127,46 @@ def store_dataset(engine: Engine, config) -> pd.DataFrame:
     if len(df):
         df["query_id"] = df["query_id"].astype(str)
     df.attrs["judge"] = judge
+    df.attrs["dropped"] = dropped
+    df.attrs["judged"] = len(full) + n_undecided
     return df
+
+
+def dropped_rows(full: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
+    """The complete rows of a router dataset (every paradigm present with correct, tokens and
+    F1), and the others counted by why: a paradigm that did not answer or was not judged on
+    the query (named, most often missing first), or answers without a semantic F1 yet."""
+    from ragrouter.routers.dataset import paradigms_of
+
+    if full.empty:
+        return full, {}
+    paradigms = paradigms_of(full)
+    ran = pd.concat([full[f"{k}__{p}"].notna() for p in paradigms for k in ("correct", "tokens")], axis=1)
+    ran.columns = [f"{k}__{p}" for p in paradigms for k in ("correct", "tokens")]
+    all_ran = ran.all(axis=1)
+    scored = pd.concat([full[f"f1__{p}"].notna() for p in paradigms], axis=1).all(axis=1)
+    dropped: dict[str, int] = {}
+    if (~all_ran).any():
+        missing: dict[str, int] = {}
+        for p in paradigms:
+            n = int((~(ran[f"correct__{p}"] & ran[f"tokens__{p}"]) & ~all_ran).sum())
+            if n:
+                missing[p] = n
+        names = ", ".join(p for p in sorted(missing, key=lambda p: (-missing[p], p)))
+        dropped[f"not answered and judged by every paradigm (missing: {names})"] = int((~all_ran).sum())
+    no_f1 = all_ran & ~scored
+    if no_f1.any():
+        dropped["no semantic F1 for every paradigm's answer yet (run --stage score)"] = int(no_f1.sum())
+    return full[all_ran & scored].reset_index(drop=True), dropped
+
+
+def describe_dropped(df: pd.DataFrame) -> str:
+    """``" (of 6 judged queries, left out: 4 no semantic F1 …; 2 a correct answer …)"``, or ``""``."""
+    dropped = df.attrs.get("dropped") or {}
+    if not dropped:
+        return ""
+    parts = "; ".join(f"{n} {why}" for why, n in sorted(dropped.items(), key=lambda kv: -kv[1]))
+    return f" (of {df.attrs.get('judged', len(df))} judged queries, left out: {parts})"
 
 
 def n_splits_for(df: pd.DataFrame, wanted: int) -> int:
@@ -145,7 +192,8 @@ def train(engine: Engine, config, df: pd.DataFrame, routers: Sequence[str], feat
     from ragrouter.routers.registry import ROUTERS
 
     if df.empty or len(df) < 4:
-        log(f"routers: {len(df)} labelled queries — too few to cross-validate (need ≥ 4); skipped")
+        log(f"routers: {len(df)} labelled queries — too few to cross-validate (need ≥ 4); skipped"
+            + describe_dropped(df))
         return None
     judge = judge if judge is not None else (df.attrs.get("judge") if dataset == "store" else None)
     names = encoder_names(config, encoders)
@@ -203,7 +251,7 @@ def train(engine: Engine, config, df: pd.DataFrame, routers: Sequence[str], feat
             for i in range(0, len(fold_rows), 500):
                 conn.execute(insert(models.RouterFoldMetric).values(fold_rows[i:i + 500]))
     log(f"routers: {len(out.results)} MLflow runs ({folds}-fold CV on {len(df)} queries; encoders "
-        f"{', '.join(names)}; training session {session}), {len(preds)} predictions stored")
+        f"{', '.join(names)}; training session {session}), {len(preds)} predictions stored" + describe_dropped(df))
     return out.results
 
 
