@@ -12,6 +12,9 @@ a :class:`matplotlib.figure.Figure`; :func:`save` writes it as PNG (150 dpi) and
   error bars, one panel per corpus, a labelled point per paradigm and router, none hidden.
 * :func:`calibration_heatmaps` — the judge calibration as confusion-matrix heat maps.
 * :func:`breakdown_bars` — Table 13 as stacked bars (correct / incorrect / no answer).
+
+Colours come from :mod:`ragrouter.palette` (Okabe–Ito series, cividis heat maps), which
+stay apart for colour-vision deficient readers.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from ragrouter import palette  # noqa: E402
 from ragrouter.report.data import paradigm_order  # noqa: E402
 from ragrouter.report.tables import qtype_order  # noqa: E402
 
@@ -86,7 +90,7 @@ def accuracy_heatmaps(acc: pd.DataFrame, title: str = "") -> Figure:
     nrows = math.ceil(len(paradigms) / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(1.0 + 1.3 * len(corpora) * ncols + 0.8, 0.6 + 1.0 * len(qtypes) * nrows + 0.6),
                              squeeze=False, layout="constrained")
-    cmap = matplotlib.colormaps["YlGn"].with_extremes(bad="#d9d9d9")
+    cmap = matplotlib.colormaps[palette.SEQUENTIAL].with_extremes(bad="#d9d9d9")
     image = None
     for k, ax in enumerate(axes.flat):
         if k >= len(paradigms):
@@ -102,7 +106,7 @@ def accuracy_heatmaps(acc: pd.DataFrame, title: str = "") -> Figure:
                 else:
                     text = f"{v:.1f}" + ("*" if v == best[i, j] and v > 0 else "") + extra.get((k, i, j), "")
                 ax.text(j, i, text, ha="center", va="center", fontsize=7,
-                        color="white" if (not np.isnan(v) and v > 65) else "black")
+                        color="black" if np.isnan(v) else palette.text_color(cmap(v / 100)))
         ax.set_title(paradigms[k], fontsize=10)
         ax.set_xticks(range(len(corpora)), corpora, rotation=30, ha="right", fontsize=8)
         ax.set_yticks(range(len(qtypes)), qtypes if k % ncols == 0 else [""] * len(qtypes), fontsize=8)
@@ -130,8 +134,8 @@ def routing_bounds(scores: pd.DataFrame, bounds: dict[str, dict[str, float]], ti
     # 3 feature sets made a 24-inch strip whose 6-8 pt labels no page could show readably
     fig, axes = plt.subplots(len(metrics), 1, figsize=(max(5.0, 0.5 * len(features) * max(len(routers), 1) + 2.5),
                                                       3.4 * len(metrics) + 0.8), squeeze=False)
-    colors = matplotlib.colormaps["tab10"]
     width = 0.8 / max(len(routers), 1)
+    bound_lines = []  # (panel, [(value, label)]): named once the layout is known (below)
     for ax, (col, lab) in zip(axes[:, 0], metrics):
         x = np.arange(len(features))
         for i, router in enumerate(routers):
@@ -140,26 +144,57 @@ def routing_bounds(scores: pd.DataFrame, bounds: dict[str, dict[str, float]], ti
                 r = s[(s["router"] == router) & (s["features"] == f)][col]
                 vals.append(float(r.mean()) if r.notna().any() else np.nan)
             xs = x + (i - (len(routers) - 1) / 2) * width
-            bars = ax.bar(xs, np.nan_to_num(vals), width, label=router, color=colors(i % 10))
+            bars = ax.bar(xs, np.nan_to_num(vals), width, label=router, color=palette.color(i), hatch=palette.hatch(i),
+                          edgecolor="white", linewidth=0.5)
             for bar, v in zip(bars, vals):
                 ax.text(bar.get_x() + bar.get_width() / 2, (0 if np.isnan(v) else v) + 1.0,
                         "n/a" if np.isnan(v) else f"{v:.1f}", ha="center", va="bottom", fontsize=6, rotation=90)
         named = [(name, b) for name, b in bounds.items() if not name.startswith("_")]  # "_source" is a note
+        lines = []
         for (name, b), style in zip(named, ("--", ":", "-.")):
             v = b.get(col)
             if v is not None and _finite(v):
                 ax.axhline(v, linestyle=style, color="black" if name == "Oracle" else "grey", linewidth=1.2)
-                ax.text(len(features) - 0.5, v, f" {name} {v:.1f}", va="bottom", ha="right", fontsize=7)
+                lines.append((float(v), f"{name} {v:.1f}"))
         ax.set_xticks(x, features, fontsize=8)
         ax.set_xlabel("feature configuration", fontsize=8)
         ax.set_ylabel(lab, fontsize=8)
         ax.set_ylim(0, 112)
         ax.set_title(lab, fontsize=10)
         ax.grid(True, axis="y", alpha=0.3)
-    axes[0][0].legend(fontsize=7, loc="upper left", ncol=2)
+        bound_lines.append((ax, lines))
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 5), fontsize=7, bbox_to_anchor=(0.5, 0.0))
     fig.suptitle(title or "Routing accuracy and correct rate per feature configuration", fontsize=11)
-    fig.tight_layout()
+    bottom = (0.05 + 0.22 * math.ceil(len(labels) / 5)) / fig.get_figheight()  # the legend's rows, in inches
+    fig.tight_layout(rect=(0, bottom, 1, 1))
+    for ax, lines in bound_lines:
+        _label_lines(ax, lines)
     return fig
+
+
+def _label_lines(ax, lines: list[tuple[float, str]], gap_pt: float = 10.0) -> None:
+    """Name horizontal lines at the right edge of ``ax``, outside the plot: each label at its
+    line's height, moved apart (with a leader) where lines lie closer than ``gap_pt`` points,
+    e.g. a Random and an Oracle bound of the same value."""
+    if not lines:
+        return
+    lo, hi = ax.get_ylim()
+    height_pt = ax.get_window_extent().height * 72.0 / ax.figure.dpi
+    gap = gap_pt / max(height_pt, 1.0) * (hi - lo)
+    lines = sorted(lines)
+    ys: list[float] = []
+    for v, _ in lines:
+        ys.append(v if not ys else max(v, ys[-1] + gap))
+    shift = max(0.0, ys[-1] - (hi - gap / 2))  # keep the top label inside the axes' height
+    ys = [y - shift for y in ys]
+    for k in range(len(ys) - 2, -1, -1):  # a shift down must not push labels onto each other
+        ys[k] = min(ys[k], ys[k + 1] - gap)
+    for (v, text), y in zip(lines, ys):
+        moved = abs(y - v) > 1e-9
+        ax.annotate(text, xy=(1.0, v), xycoords=("axes fraction", "data"), xytext=(1.03, y),
+                    textcoords=("axes fraction", "data"), va="center", ha="left", fontsize=7, annotation_clip=False,
+                    arrowprops=dict(arrowstyle="-", linewidth=0.5, color="grey", shrinkA=0, shrinkB=0) if moved else None)
 
 
 def calibration_heatmaps(df: pd.DataFrame, title: str = "") -> Figure | None:
@@ -179,12 +214,13 @@ def calibration_heatmaps(df: pd.DataFrame, title: str = "") -> Figure | None:
         rows = m.sum(axis=1, keepdims=True)
         with np.errstate(invalid="ignore", divide="ignore"):
             share = np.where(rows > 0, m / rows, np.nan)
-        image = ax.imshow(np.ma.masked_invalid(share), cmap="Blues", vmin=0, vmax=1)
+        cmap = matplotlib.colormaps[palette.SEQUENTIAL].with_extremes(bad="#d9d9d9")
+        image = ax.imshow(np.ma.masked_invalid(share), cmap=cmap, vmin=0, vmax=1)
         for i in range(len(LABELS)):
             for j in range(len(LABELS)):
                 sh = share[i, j]
                 ax.text(j, i, f"{int(m[i, j])}\n{'' if np.isnan(sh) else f'{100 * sh:.0f}%'}", ha="center",
-                        va="center", fontsize=8, color="white" if (not np.isnan(sh) and sh > 0.6) else "black")
+                        va="center", fontsize=8, color="black" if np.isnan(sh) else palette.text_color(cmap(sh)))
         ax.set_xticks(range(len(LABELS)), LABELS, rotation=30, ha="right", fontsize=8)
         ax.set_yticks(range(len(LABELS)), LABELS, fontsize=8)
         ax.set_xlabel("verdict", fontsize=8)
@@ -196,8 +232,9 @@ def calibration_heatmaps(df: pd.DataFrame, title: str = "") -> Figure | None:
     return fig
 
 
-BREAKDOWN = [("correct_pct", "correct", "#4daf4a"), ("incorrect_pct", "incorrect", "#e41a1c"),
-             ("incomplete_pct", "no answer", "#bdbdbd")]
+BREAKDOWN = [("correct_pct", "correct", palette.OUTCOME["correct"]),
+             ("incorrect_pct", "incorrect", palette.OUTCOME["incorrect"]),
+             ("incomplete_pct", "no answer", palette.OUTCOME["no answer"])]
 
 
 def breakdown_bars(bd: pd.DataFrame, title: str = "") -> Figure | None:
@@ -224,7 +261,8 @@ def breakdown_bars(bd: pd.DataFrame, title: str = "") -> Figure | None:
             ax.bar(x, vals, 0.7, bottom=bottom, color=color, label=lab, edgecolor="white", linewidth=0.5)
             for xi, (b, v) in enumerate(zip(bottom, vals)):
                 if v >= 8:
-                    ax.text(xi, b + v / 2, f"{v:.0f}", ha="center", va="center", fontsize=7)
+                    ax.text(xi, b + v / 2, f"{v:.0f}", ha="center", va="center", fontsize=7,
+                            color=palette.text_color(color))
             bottom += vals
         labels = [f"{p}\nn={int(part.loc[p, 'n'])}" if p in part.index else f"{p}\n–" for p in paradigms]
         ax.set_xticks(x, labels, rotation=30, ha="right", fontsize=7)
@@ -262,7 +300,6 @@ def corpus_profile(prof: pd.DataFrame, title: str = "") -> Figure | None:
     nrows = math.ceil(len(cols) / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(max(2.2, 0.55 * len(corpora) + 1.2) * ncols, 2.6 * nrows + 0.8),
                              squeeze=False)
-    colors = matplotlib.colormaps["tab10"]
     for k, ax in enumerate(axes.flat):
         if k >= len(cols):
             fig.delaxes(ax)
@@ -270,7 +307,10 @@ def corpus_profile(prof: pd.DataFrame, title: str = "") -> Figure | None:
         c, lab, kind = cols[k]
         values = pd.to_numeric(prof[c], errors="coerce").to_numpy(float)
         x = np.arange(len(corpora))
-        bars = ax.bar(x, np.nan_to_num(values), 0.7, color=[colors(i % 10) for i in range(len(corpora))])
+        bars = ax.bar(x, np.nan_to_num(values), 0.7, color=[palette.color(i) for i in range(len(corpora))],
+                      edgecolor="white", linewidth=0.5)
+        for i, b in enumerate(bars):
+            b.set_hatch(palette.hatch(i))
         finite = values[np.isfinite(values)]
         span = max(float(np.max(np.abs(finite))) if len(finite) else 1.0, 1e-12)
         lo = min(0.0, float(finite.min()) if len(finite) else 0.0)
@@ -281,7 +321,7 @@ def corpus_profile(prof: pd.DataFrame, title: str = "") -> Figure | None:
                         va="bottom" if raw >= 0 else "top", fontsize=7)
             else:
                 ax.text(bar.get_x() + bar.get_width() / 2, 0, "n/a", ha="center", va="bottom", fontsize=7,
-                        color="red")
+                        color=palette.OKABE_ITO["vermillion"])
         ax.axhline(0, color="black", linewidth=0.8)
         ax.set_ylim(lo - 0.15 * span, hi + 0.2 * span)
         ax.set_xticks(x, corpora, rotation=30, ha="right", fontsize=7)
@@ -309,7 +349,6 @@ def cost_quality(acc: pd.DataFrame, routers: pd.DataFrame | None = None, title: 
     ncols = min(len(corpora), 3)
     nrows = math.ceil(len(corpora) / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.6 * ncols, 4.0 * nrows + 0.6), squeeze=False)
-    colors = matplotlib.colormaps["tab10"]
     router_labels = sorted(routers["label"].unique()) if routers is not None and not routers.empty else []
     for k, ax in enumerate(axes.flat):
         if k >= len(corpora):
@@ -327,7 +366,7 @@ def cost_quality(acc: pd.DataFrame, routers: pd.DataFrame | None = None, title: 
             err = None
             if "ci_low" in r.columns and _finite(r["ci_low"].iloc[0]):
                 err = [[max(0.0, y - float(r["ci_low"].iloc[0]))], [max(0.0, float(r["ci_high"].iloc[0]) - y)]]
-            ax.errorbar(x, y, yerr=err, fmt="*", markersize=16, color=colors((len(paradigms) + j) % 10), alpha=0.5,
+            ax.errorbar(x, y, yerr=err, fmt="*", markersize=16, color=palette.color(len(paradigms) + j), alpha=0.5,
                         markeredgecolor="black", markeredgewidth=0.6, capsize=3, label=lab, zorder=2)
             points.append((x, y, lab))
         for i, p in enumerate(paradigms):
@@ -338,7 +377,7 @@ def cost_quality(acc: pd.DataFrame, routers: pd.DataFrame | None = None, title: 
             err = None
             if "ci_low" in r.columns and _finite(r["ci_low"].iloc[0]):
                 err = [[max(0.0, y - float(r["ci_low"].iloc[0]))], [max(0.0, float(r["ci_high"].iloc[0]) - y)]]
-            ax.errorbar(x, y, yerr=err, fmt=MARKERS[i % len(MARKERS)], markersize=8, color=colors(i % 10),
+            ax.errorbar(x, y, yerr=err, fmt=MARKERS[i % len(MARKERS)], markersize=8, color=palette.color(i),
                         markerfacecolor="none", markeredgewidth=1.6, capsize=3, elinewidth=0.8, label=p, zorder=3)
             points.append((x, y, p))
         # Labels: offset alternately, and further for points that share (almost) a position.

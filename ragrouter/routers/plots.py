@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from ragrouter import palette  # noqa: E402
 from ragrouter.routers.evaluate import quality_frontier  # noqa: E402
 
 
@@ -20,13 +21,14 @@ def confusion_png(cm: pd.DataFrame, path: str | Path, title: str = "") -> Path:
     values = cm.to_numpy(dtype=float)
     share = values / np.maximum(values.sum(axis=1, keepdims=True), 1)
     fig, ax = plt.subplots(figsize=(1.1 * len(cm.columns) + 2.5, 0.9 * len(cm.index) + 2))
-    ax.imshow(share, cmap="Blues", vmin=0, vmax=1)
+    cmap = matplotlib.colormaps[palette.SEQUENTIAL]
+    ax.imshow(share, cmap=cmap, vmin=0, vmax=1)
     ax.set_xticks(range(len(cm.columns)), labels=cm.columns, rotation=40, ha="right")
     ax.set_yticks(range(len(cm.index)), labels=cm.index)
     for i in range(values.shape[0]):
         for j in range(values.shape[1]):
             ax.text(j, i, f"{int(values[i, j])}", ha="center", va="center",
-                    color="white" if share[i, j] > 0.6 else "black", fontsize=8)
+                    color=palette.text_color(cmap(share[i, j])), fontsize=8)
     ax.set_xlabel("predicted")
     ax.set_ylabel("true label")
     ax.set_title(title, fontsize=9)
@@ -49,7 +51,8 @@ def cost_quality_png(points: pd.DataFrame, path: str | Path, title: str = "") ->
     if len(fixed):
         front = quality_frontier(fixed["avg_tokens"], fixed["correct_rate"])
         ax.plot(front[:, 0], front[:, 1], color="tab:gray", lw=0.8, ls=":", label="fixed frontier")
-    for kind, style in (("oracle", dict(color="tab:green", marker="^")), ("router", dict(color="tab:blue", marker="o"))):
+    for kind, style in (("oracle", dict(color=palette.OKABE_ITO["orange"], marker="^")),
+                        ("router", dict(color=palette.OKABE_ITO["blue"], marker="o"))):
         sub = points[points["kind"] == kind].sort_values("avg_tokens")
         if len(sub):
             name = sub["strategy"].iloc[0]

@@ -1,0 +1,58 @@
+"""Fig. 5 and Fig. 13 as a reader sees them, for checking labels and colours by eye.
+
+Builds a small synthetic store (two corpora, one generator, one judge; ragrouter/report/synthetic.py),
+trains a few routers with the random and oracle baselines (their scores are Fig. 5's bounds),
+writes the report and copies its Fig. 5 and Fig. 13 here as fig5.png and fig13.png. It also
+draws Fig. 5 with a Random and an Oracle bound of the same value (fig5_equal_bounds.png), the case
+whose two labels used to print on top of each other.
+
+Usage: ``PYTHONPATH=. python benchmarks/figures/render.py`` (about a minute on 2 cores; no model
+is called; MLflow writes to a temporary folder).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent.parent))
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+
+
+def main() -> None:
+    import pandas as pd
+
+    from ragrouter import routing
+    from ragrouter.report import figures
+    from ragrouter.report.build import build_report
+    from tests.support.router_store import config_for, make_store
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        _, engine = make_store(tmp / "s.duckdb", seed=7, queries_per_corpus=40)
+        cfg = config_for(f"sqlite:///{tmp / 'mlflow.db'}")
+        routing.train(engine, cfg, routing.store_dataset(engine, cfg),
+                      ["lr", "xgboost", "mlp", "svm", "random", "oracle", "best_fixed"], ["q", "c", "qc"],
+                      log=lambda m: None)
+        build_report(engine, tmp / "report", config=cfg)
+        for pattern, name in (("fig5_routing__*.png", "fig5.png"), ("fig13_breakdown__*.png", "fig13.png")):
+            found = sorted((tmp / "report").glob(pattern))
+            shutil.copy(found[0], HERE / name)
+            print(f"{HERE / name} <- {found[0].name}")
+    scores = pd.DataFrame([{"router": r, "features": f, "routing_accuracy": ra, "correct_rate": cr}
+                           for r, base in (("lr", 30.0), ("mlp", 34.0), ("xgboost", 32.5))
+                           for f, ra, cr in (("q", base, base + 3), ("c", base + 1, base + 2), ("qc", base + 2, base))])
+    bounds = {"Random": {"routing_accuracy": 33.3, "correct_rate": 33.3},
+              "Oracle": {"routing_accuracy": 100.0, "correct_rate": 33.3}}
+    figures.save(figures.routing_bounds(scores, bounds, "Routing per feature configuration\n(Random and Oracle "
+                                                         "C.R both 33.3)"), HERE / "fig5_equal_bounds.png")
+    (HERE / "fig5_equal_bounds.svg").unlink(missing_ok=True)
+    print(HERE / "fig5_equal_bounds.png")
+
+
+if __name__ == "__main__":
+    main()
