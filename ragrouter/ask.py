@@ -2,8 +2,11 @@
 token budget, runs it and records the run in the store like any other.
 
 The question's type (factual / reasoning / summary), which the routers' Q features need, is
-inferred without a model call: the nearest type centroid of the store's labelled questions
-in the sentence-encoder space. Everything read from the store goes through
+given (``--type``) or guessed without a model call (:mod:`ragrouter.qtype_guess`): the cues of
+its wording, else the nearest type centroid of the store's labelled questions blended with the
+shared corpora's in the sentence-encoder space. The guess is weak on an unseen corpus (about
+two in three right, ``benchmarks/bench_query_type.py``), so ``ask`` says it guessed, and how
+often such a guess was right. Everything read from the store goes through
 :mod:`ragrouter.reading`; the router is this store's (see :func:`pick_router`), loaded as
 the MLflow pyfunc model its run logged.
 """
@@ -46,29 +49,41 @@ class Answer:
     run_id: int | None = None
     encoder: str = ""
     router_run_id: str = ""
+    query_type_source: str = "given"
+    """'given' (--type), or how it was guessed: 'cue' (its wording) or 'centroids'."""
+    query_type_measured: dict | None = None
+    """Where guessed: the share of such guesses that were right in benchmarks/bench_query_type.py
+    ({"unseen": on an unseen corpus' questions of the type, "heldout": on held-out ones})."""
 
 
 def query_type_centroids(engine, encoder, memo: bool = False) -> dict[str, np.ndarray]:
-    """The type centroids of the store's labelled questions in ``encoder``'s space
-    (:mod:`ragrouter.routers.qtype`); ``memo`` (serve): read and encoded once per process."""
-    from ragrouter.routers.qtype import type_centroids
+    """The type centroids the guess uses in ``encoder``'s space: the store's labelled questions
+    blended with the shared corpora's (:func:`ragrouter.qtype_guess.blend`); ``memo`` (serve):
+    read and encoded once per process."""
+    from ragrouter import qtype_guess
 
     def centroids():
         with write_lock(engine):
             rows = reading.labelled_questions(engine)
         if not rows:
             raise AskError("the store has no accepted questions to infer the query type from; pass --type")
-        return type_centroids(rows, encoder)
+        return qtype_guess.blend(qtype_guess.store_centroids(rows, encoder),
+                                 qtype_guess.reference_centroids(getattr(encoder, "name", "")))
 
     return _memo(memo, ("centroids", id(engine), getattr(encoder, "name", id(encoder))), centroids)
 
 
-def infer_query_type(engine, question: str, encoder, memo: bool = False) -> str:
-    """The nearest type centroid of the store's labelled questions (:mod:`ragrouter.routers.qtype`)."""
-    from ragrouter.routers.qtype import nearest_type
+def guess_query_type(engine, question: str, encoder, memo: bool = False) -> tuple[str, str]:
+    """(type, how) of ``question`` (:func:`ragrouter.qtype_guess.guess`): 'cue' or 'centroids'."""
+    from ragrouter import qtype_guess
 
     cents = query_type_centroids(engine, encoder, memo)
-    return nearest_type(cents, np.asarray(encoder.encode([question])[0], dtype=np.float64))
+    return qtype_guess.guess(question, np.asarray(encoder.encode([question])[0], dtype=np.float64), cents)
+
+
+def infer_query_type(engine, question: str, encoder, memo: bool = False) -> str:
+    """The guessed type of ``question`` (:func:`guess_query_type`)."""
+    return guess_query_type(engine, question, encoder, memo)[0]
 
 
 @dataclass
@@ -194,6 +209,8 @@ class Routed:
     chosen: TrainedRouter
     probabilities: dict[str, float]
     question: str = ""
+    query_type_source: str = "given"
+    encoder_name: str = ""
 
 
 _MEMO: dict[tuple, object] = {}  # serve: what does not change between its requests, read once
@@ -238,10 +255,12 @@ def route(engine, config, corpus: str, question: str, router: str | None = None,
     encoder (through the gateway: a ledger row) and return the class probabilities. ``memo``
     (serve): the corpus' id and indicators and the chosen router are read once per process."""
     generator, cid, values, chosen, model = _router_for(engine, config, corpus, router, run_id, memo)
+    source, type_encoder = "given", ""
     if query_type is None:
         from ragrouter.llm.encoder import get_encoder
 
-        query_type = infer_query_type(engine, question, get_encoder(str(config.get("scoring.encoder"))), memo)
+        type_encoder = str(config.get("scoring.encoder"))
+        query_type, source = guess_query_type(engine, question, get_encoder(type_encoder), memo)
     from ragrouter.routers.mlflow_model import class_probabilities, model_input
 
     indicators = np.array([values])
@@ -262,7 +281,7 @@ def route(engine, config, corpus: str, question: str, router: str | None = None,
                 services.finish()
     out = class_probabilities(model, model_input([query_type], indicators, q_emb))  # sklearn or pyfunc flavour
     probs = {str(c): float(out[c].iloc[0]) for c in out.columns}
-    return Routed(cid, generator, query_type, chosen, probs, question)
+    return Routed(cid, generator, query_type, chosen, probs, question, source, type_encoder)
 
 
 def _sklearn_pipeline(model):
@@ -323,8 +342,14 @@ def plan(engine, r: Routed, budget: int | None = None, allowed: set[str] | None 
     paradigm, why = choose(candidates, costs, budget, fallback)
     if why_not:
         why += f"; {why_not}"
+    measured = None
+    if r.query_type_source != "given":
+        from ragrouter import qtype_guess
+
+        measured = qtype_guess.measured(r.query_type, qtype_guess.reference_centroids(r.encoder_name) is not None)
     return Answer(r.question, r.query_type, chosen.router, chosen.features, r.probabilities, paradigm, why,
-                  encoder=chosen.encoder, router_run_id=chosen.run_id)
+                  encoder=chosen.encoder, router_run_id=chosen.run_id, query_type_source=r.query_type_source,
+                  query_type_measured=measured)
 
 
 def run_paradigm(config, out: Answer, index, gateway, generator: str, settings=None):
@@ -434,6 +459,24 @@ def ask(engine, config, corpus: str, question: str, router: str | None = None, b
         if own:
             services.finish()
     return out
+
+
+def type_line(a: Answer) -> str:
+    """How the query type was set, for people: given, or guessed and how often such a guess was
+    right (benchmarks/bench_query_type.py), with the way to set it."""
+    if a.query_type_source == "given":
+        return f"{a.query_type} (given)"
+    how = "from its wording" if a.query_type_source == "cue" else "from the nearest type centroid"
+    line = f"{a.query_type}, guessed {how}"
+    m = a.query_type_measured or {}
+    if m:
+        parts = []
+        if m.get("unseen") is not None:
+            parts.append(f"{m['unseen'] * 100:.0f} % of an unseen corpus' {a.query_type} questions")
+        if m.get("heldout") is not None:
+            parts.append(f"{m['heldout'] * 100:.0f} % of held-out ones")
+        line += f" (such guesses were right on {' and '.join(parts)})"
+    return line + f"; not {a.query_type}? pass --type factual|reasoning|summary"
 
 
 def to_json(a: Answer) -> str:
