@@ -80,7 +80,7 @@ def _counts(db: str) -> dict:
     try:
         with engine.connect() as conn:
             return {n: conn.execute(text(f"SELECT COUNT(*) FROM {n}")).scalar() for n in ("corpora", "documents",
-                                                                                        "queries")}
+                                                                                        "queries", "worker_runs")}
     finally:
         engine.dispose()
 

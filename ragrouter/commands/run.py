@@ -225,12 +225,11 @@ def _dry_run(selected, services, scope, unasked, engine) -> list:
 def _check_build(config, engine, build, scope, unasked, budget) -> None:
     """Refuse (one line, exit 2) before anything runs when the build stages alone are expected
     to exceed the budget. Estimated without a worker run of its own: the store is unchanged."""
-    from ragrouter.stages.budget import build_over_budget
+    from ragrouter.stages.budget import build_over_budget, estimating_services
 
     if not build:
         return
-    est = Services(config, engine)
-    est.__dict__["worker_run_id"] = None  # an estimate is no worker run (no worker_runs row)
+    est = estimating_services(config, engine, "run --budget-* (estimate)")
     try:
         line = build_over_budget(config, est, _dry_run(build, est, scope, unasked, engine), budget, scope.corpus)
     finally:

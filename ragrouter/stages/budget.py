@@ -114,6 +114,16 @@ class Proposal:
         ]
 
 
+def estimating_services(config, engine, command: str):
+    """Services for an estimate: its gateway looks up the ledger and counts tokens, and records
+    no worker run (an estimate changes nothing in the store)."""
+    from ragrouter.stages.services import Services
+
+    services = Services(config, engine, command=command)
+    services.__dict__["worker_run_id"] = None  # the cached property, set: no worker_runs row
+    return services
+
+
 def _prefix_estimates(services, req, doc_prefix: list[int]) -> list[list[Estimate]]:
     """Per chunk prefix (1 … all chunks): the dry-run rows of its build."""
     from ragrouter.corpus import storeio
@@ -223,7 +233,6 @@ def propose(config, engine, source: str, ds, hours: float, evidence_overlap: flo
     """The largest slice of stored corpus ``source`` (its :class:`Dataset` ``ds``) that the
     configured backends are expected to finish within ``hours`` (see the module doc)."""
     from ragrouter.corpus.slicing import requirements, slice_dataset
-    from ragrouter.stages.services import Services
     from ragrouter.stages.timing import wall_estimates
 
     window, overlap = int(config.get("chunking.window")), int(config.get("chunking.overlap"))
@@ -234,7 +243,7 @@ def propose(config, engine, source: str, ds, hours: float, evidence_overlap: flo
     for n in req.doc_chunks:
         acc += n
         doc_prefix.append(acc)  # chunks of the first i + 1 documents
-    services = Services(config, engine, command="corpus slice --for-budget")
+    services = estimating_services(config, engine, "corpus slice --for-budget")
     try:
         per_q, usd_q, fixed_s, basis = question_costs(services, source)
         rows = _prefix_estimates(services, req, doc_prefix)
