@@ -6,7 +6,7 @@ chunk stage would cut it), and exactly the questions whose evidence — document
 sentences, as the question records it — lies inside the slice (:mod:`ragrouter.corpus.slicing`).
 It says how many questions it kept per type and why it left the others out, and refuses a
 slice that keeps none (one line, exit 2, nothing made). ``--for-budget HOURS`` proposes the
-largest slice the configured backends finish within HOURS (:mod:`ragrouter.stages.budget`)
+largest slice the configured backends finish within HOURS (:mod:`ragrouter.decisions.budget`)
 and prints the command that makes it; ``--make`` makes it.
 
 :func:`slice_dataset` works on a :class:`~ragrouter.ingest.records.Dataset`; the demo slices
@@ -172,7 +172,7 @@ def slice_command(ctx: Ctx, source: str, new: str, docs: int | None, chunks: int
         make_slice(ctx, source, new, ds, fmt, docs=docs, chunks=chunks, tokens=tokens, per_type=per_type, seed=seed,
                    evidence_overlap=evidence_overlap)
         return
-    from ragrouter.stages.budget import BudgetError, propose
+    from ragrouter.decisions.budget import BudgetError, propose
 
     try:
         prop = propose(ctx.config, engine, source, ds, for_budget, evidence_overlap=evidence_overlap,

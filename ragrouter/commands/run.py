@@ -225,7 +225,7 @@ def _dry_run(selected, services, scope, unasked, engine) -> list:
 def _check_build(config, engine, build, scope, unasked, budget) -> None:
     """Refuse (one line, exit 2) before anything runs when the build stages alone are expected
     to exceed the budget. Estimated without a worker run of its own: the store is unchanged."""
-    from ragrouter.stages.budget import build_over_budget, estimating_services
+    from ragrouter.decisions.budget import build_over_budget, estimating_services
 
     if not build:
         return
@@ -252,7 +252,7 @@ def _ledger_mark(engine) -> int:
 def _budget_left(services, budget, mark: int, elapsed_s: float):
     """What the decision may still spend of ``budget`` after the build stages of this command."""
     from ragrouter.decisions.driver import Budget
-    from ragrouter.stages.budget import hms, spent_since
+    from ragrouter.decisions.budget import hms, spent_since
 
     if not _limited(budget):
         return budget or Budget()

@@ -20,7 +20,7 @@ can answer it. :class:`Dataset.dropped` says how many questions each reason drop
 (:data:`REASONS`); ``per_type`` caps the kept questions per type (the first ``per_type`` that
 qualify, in stored order, or in a seeded random order with ``seed``).
 
-:func:`requirements` says, for the budget planner (:mod:`ragrouter.stages.budget`), the
+:func:`requirements` says, for the budget planner (:mod:`ragrouter.decisions.budget`), the
 smallest prefix of documents and of chunks that keeps each question.
 """
 
