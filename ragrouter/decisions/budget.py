@@ -14,8 +14,8 @@ model, else this machine's probe, else the config's priors) on the dry run's est
   ``SAMPLE_PER_TYPE`` stored questions per type: their dry run, else this store's billed calls)
   and the score stage's runs; plus the fixed costs (model loads, stage starts) once.
 
-The proposal maximises the questions kept, then the documents (chunks for a one-document
-corpus): the largest ``--docs D --queries-per-type K`` (``--chunks C`` …) whose expected wall
+The proposal maximises the questions kept, then the documents (whole documents where they
+keep as many questions as a cut one, else chunks): the largest ``--docs D --queries-per-type K`` (``--chunks C`` …) whose expected wall
 time is within the budget, never under :func:`min_chunks` chunks (the corpus indicators the
 routers read need them). The slice it names is then cut for real and its own figures printed.
 """
@@ -282,9 +282,11 @@ def propose(config, engine, source: str, ds, hours: float, evidence_overlap: flo
                                     usd, hours, basis=basis)
             return best
 
-        best = search("docs") if len(doc_prefix) > 1 else None
-        if best is None:
-            best = search("chunks")
+        by_docs = search("docs") if len(doc_prefix) > 1 else None
+        by_chunks = search("chunks")  # whole documents where they keep as many questions
+        best = by_docs
+        if by_chunks is not None and (best is None or sum(by_chunks.kept.values()) > sum(best.kept.values())):
+            best = by_chunks
         whole_b, _ = build_of(total_chunks)
         whole = {"docs": len(doc_prefix), "chunks": total_chunks, "questions": len(ds.questions),
                  "seconds": whole_b + fixed_s + len(ds.questions) * per_q}
