@@ -44,7 +44,8 @@ def test_a_store_centroid_weighs_by_its_questions():
 def test_plain_factual_questions_on_a_demo_sized_store():
     from ragrouter import demo
     from ragrouter.llm.encoder import get_encoder
-    from ragrouter.routers.qtype import nearest_type, type_centroids
+    from ragrouter.qtype_guess import nearest as nearest_type
+    from ragrouter.routers.qtype import type_centroids
 
     enc = get_encoder("all-MiniLM-L6-v2")
     ds = demo.medical_slice(demo.default_data_dir(), 12, 3, 0.75)

@@ -83,7 +83,7 @@ class QuestionRouter(_Base):
         from ragrouter.routers.dataset import QUERY_TYPES
         from ragrouter.routers.inputs import model_input as inner_input
         from ragrouter.routers.mlflow_model import class_probabilities
-        from ragrouter.routers.qtype import nearest_type
+        from ragrouter.qtype_guess import guess
 
         frame = model_input if isinstance(model_input, pd.DataFrame) else pd.DataFrame(model_input)
         for col in ("question", "corpus"):
@@ -103,7 +103,8 @@ class QuestionRouter(_Base):
         if any(t is None or (isinstance(t, float) and np.isnan(t)) or t == "" for t in types):
             enc = self._encoder(self.meta["type_encoder"])
             vecs = np.asarray(enc.encode(questions), dtype=np.float64)
-            types = [t if isinstance(t, str) and t else nearest_type(self.centroids, vecs[i]) for i, t in enumerate(types)]
+            types = [t if isinstance(t, str) and t else guess(questions[i], vecs[i], self.centroids)[0]
+                     for i, t in enumerate(types)]
         q_emb = None
         if self.meta["encoder"] not in ("onehot", "none"):
             q_emb = np.asarray(self._encoder(self.meta["encoder"]).encode(questions), dtype=np.float32)

@@ -1,6 +1,7 @@
-"""A question's type (factual / reasoning / summary) without a model call: the nearest type
-centroid of labelled questions in a sentence encoder's space (cosine). ``ask``, ``serve`` and
-the self-contained router model (:mod:`ragrouter.routers.promotion`) share this one rule."""
+"""The type centroids of labelled questions in a sentence encoder's space. The rule that reads
+a question's type from them (wording cues first, then the nearest centroid) is
+:func:`ragrouter.qtype_guess.guess`, shared by ``ask``, ``serve`` and the self-contained router
+model (:mod:`ragrouter.routers.promotion`)."""
 
 from __future__ import annotations
 
@@ -12,15 +13,3 @@ def type_centroids(rows: list[tuple[str, str]], encoder) -> dict[str, np.ndarray
     types = sorted({r[0] for r in rows})
     vecs = np.asarray(encoder.encode([r[1] for r in rows]), dtype=np.float64)
     return {t: vecs[[r[0] == t for r in rows]].mean(axis=0) for t in types}
-
-
-def nearest_type(centroids: dict[str, np.ndarray], q: np.ndarray) -> str:
-    """The type whose centroid is most similar to the question's embedding ``q`` (ties: the
-    first type by name)."""
-    best, best_sim = None, -2.0
-    for t in sorted(centroids):
-        c = np.asarray(centroids[t], dtype=np.float64)
-        sim = float(c @ q / (np.linalg.norm(c) + 1e-12))
-        if sim > best_sim:
-            best, best_sim = t, sim
-    return str(best)

@@ -100,7 +100,7 @@ def router_batcher(engine, config, encoder, services, router: str | None = None,
     import numpy as np
 
     from ragrouter import ask as ask_mod
-    from ragrouter.routers.qtype import nearest_type
+    from ragrouter.qtype_guess import guess
 
     centroids = ask_mod.query_type_centroids(engine, encoder, memo=True) if encoder is not None else {}
 
@@ -111,7 +111,7 @@ def router_batcher(engine, config, encoder, services, router: str | None = None,
         if need:
             vecs = np.asarray(encoder.encode([items[i][2] for i in need]), dtype=np.float64)
             for i, v in zip(need, vecs):
-                types[i] = nearest_type(centroids, v)
+                types[i] = guess(items[i][2], v, centroids)[0]  # the same rule as ask's
         out: list = [None] * len(items)
         groups: dict[tuple, list[int]] = {}
         for i, (corpus, run_id, _, _) in enumerate(items):
