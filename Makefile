@@ -49,8 +49,12 @@ models: venv
 run: setup
 	$(PY) cli.py --config configs/demo.yaml demo
 
+# Two pytest workers (the machines have 2 cores), one test file per worker at a time so a file's
+# module fixtures are built once; the local-model files are collected first (tests/conftest.py)
+# so they start at once instead of running alone at the end. TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	$(PY) -m pytest -q -p no:cacheprovider $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) tests
 
 clean-venv:
 	rm -rf $(VENV)

@@ -74,3 +74,13 @@ def duck_url(tmp_path) -> str:
 def store(duck_url):
     """A migrated DuckDB store; yields its engine and releases the file afterwards."""
     yield from _migrated(duck_url)
+
+
+# The test files that run the local models take minutes; collected first, they start at once on
+# the two pytest workers (make test: -n 2 --dist loadfile) instead of running alone at the end.
+SLOW_FILES_FIRST = ("test_demo_local.py", "test_corpus_extract_local.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(SLOW_FILES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
