@@ -119,3 +119,20 @@ def test_a_plain_run_generates_no_questions_for_imported_ones(store, duck_url, t
         assert asked.exit_code == 0, asked.output
         done = int(asked.output.split("querygen: ")[1].split(" done")[0])
         assert done > 0, asked.output
+
+
+def test_until_decided_without_stages_scores_the_runs_it_made(store, duck_url, tmp_path):
+    """No --stage: every stage runs, score included (after the decision), as the help says;
+    it ran none, and routers then had no semantic F1 to learn from."""
+    _store_with_questions(store, 10)
+    with FakeOpenAI(responder=planted(0.8, 0.5, correlated=True), embedding_dim=16) as srv:
+        cfg = fake_config(srv)
+        cfg.data["paradigms"]["enabled"] = ["llm_only", "naive"]
+        res = _invoke(duck_url, tmp_path, cfg, ["--corpus", "toy", "--until-decided", "--quiet"])
+    from ragrouter.db import engine as eng
+
+    engine = eng.make_engine(duck_url)
+    runs = _count(engine, "SELECT COUNT(*) FROM paradigm_runs")
+    scored = _count(engine, "SELECT COUNT(DISTINCT run_id) FROM answer_scores")
+    assert runs > 0 and scored == runs, res.output
+    assert res.output.index("score:") > res.output.index("corpus"), res.output  # after the decision table

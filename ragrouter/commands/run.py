@@ -124,7 +124,8 @@ def _run(ctx: Ctx, stages, corpus, paradigms, models, limit, dry, workers, quiet
         if until_decided:
             # the stages before answer run first, then the decision (answer and judge), then the
             # named stages after judge (score) on the runs it made
-            after = [s for s in selected if order.index(s.name) > order.index("judge")] if stages else []
+            # (without --stage: score too, as the help says — a router needs the runs' semantic F1)
+            after = [s for s in selected if order.index(s.name) > order.index("judge")]
             selected = [s for s in selected if order.index(s.name) < order.index("answer")]
             if _limited(budget):
                 _check_build(config, engine, selected, scope, unasked, budget)
