@@ -143,6 +143,7 @@ def test_the_core_commands_run_without_the_extras_and_a_missing_extra_is_named(t
         ["--db", syn, "report", "--out", "rep", "--quiet"],
         ["--db", syn, "routers", "train", "--router", "lr", "--router", "best_fixed", "--features", "qc"],
         ["--db", syn, "routers", "train", "--router", "dnn", "--features", "qc"],
+        ["--db", syn, "routers", "train", "--features", "q"],
         ["--db", new, "run", "--stage", "chunk", "--quiet"],
         ["--db", new, "run", "--stage", "embed", "--quiet"],
         ["--db", new, "sql", "select error from unit_failures where stage = 'embed'"],
@@ -189,6 +190,10 @@ def test_the_core_commands_run_without_the_extras_and_a_missing_extra_is_named(t
     dnn = runs["routers train --router dnn --features qc"]
     assert dnn["code"] == 2 and dnn["err"].strip().splitlines()[-1] == (
         "error: the neural router 'dnn' needs the [neural] extra: pip install 'ragrouter[neural]'")
+    zoo = runs["routers train --features q"]  # the whole zoo: the neural routers left out with one note
+    assert zoo["code"] == 0, zoo["err"]
+    assert ("note: left out adaptive_rag, dnn, mba_rag, router_dc, two_tower: they need the [neural] extra "
+            "(pip install 'ragrouter[neural]')") in zoo["out"] and re.search(r"^xgboost\s+q\s", zoo["out"], re.M), zoo["out"]
     embed_failure = runs["sql select error from unit_failures where stage = 'embed'"]["out"]
     assert "needs the [local] extra: pip install 'ragrouter[local]'" in embed_failure
     assert "torch" in got["tried"]  # the registry looked for torch, and went on without it

@@ -64,6 +64,17 @@ def train_command(ctx: Ctx, routers: tuple[str, ...], feature_sets: tuple[str, .
     from ragrouter.routers.dataset import load_router_dataset
 
     names = list(routers) or _router_names()
+    if not routers:  # the whole zoo: leave out (with one note) the routers whose extra is not installed
+        from ragrouter.routers.registry import ROUTERS
+
+        lacking: dict[str, list[str]] = {}
+        for r in names:
+            if getattr(ROUTERS[r], "missing_extra", None):
+                lacking.setdefault(ROUTERS[r].missing_extra, []).append(r)
+        for extra, left in lacking.items():
+            names = [r for r in names if r not in left]
+            click.echo(f"note: left out {', '.join(left)}: they need the [{extra}] extra "
+                       f"(pip install 'ragrouter[{extra}]')")
     unknown = [r for r in names if r not in _router_names()]
     if unknown:
         fail(f"unknown router(s) {', '.join(unknown)} (known: {', '.join(_router_names())})")
