@@ -51,10 +51,12 @@ run: setup
 
 # Two pytest workers (the machines have 2 cores), one test file per worker at a time so a file's
 # module fixtures are built once; the local-model files are collected first (tests/conftest.py)
-# so they start at once instead of running alone at the end. TEST_WORKERS=0 runs in one process.
+# and kept first (--no-loadscope-reorder: xdist would sort the files by their number of tests,
+# putting those one-test files last) so they start at once instead of running alone at the end.
+# TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) tests
+	$(PY) -m pytest -q -p no:cacheprovider $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder) tests
 
 clean-venv:
 	rm -rf $(VENV)
