@@ -23,11 +23,11 @@ def _without_torch(router: str) -> type[Router]:
         def __init__(self, seed: int = 0, **params):
             raise MissingExtra(f"the neural router {router!r}", "neural", "torch")
 
-        def _fit(self, X, y, meta):  # pragma: no cover - never made
-            raise NotImplementedError
+        def _fit(self, X, y, meta):  # pragma: no cover - never made: __init__ refuses
+            raise MissingExtra(f"the neural router {router!r}", "neural", "torch")
 
-        def _predict_proba(self, X, **kw):  # pragma: no cover - never made
-            raise NotImplementedError
+        def _predict_proba(self, X, **kw):  # pragma: no cover - never made: __init__ refuses
+            raise MissingExtra(f"the neural router {router!r}", "neural", "torch")
 
     Missing.__name__ = Missing.__qualname__ = f"{router}_needs_torch"
     return Missing
