@@ -475,7 +475,8 @@ def type_line(a: Answer) -> str:
             parts.append(f"{m['unseen'] * 100:.0f} % of an unseen corpus' {a.query_type} questions")
         if m.get("heldout") is not None:
             parts.append(f"{m['heldout'] * 100:.0f} % of held-out ones")
-        line += f" (such guesses were right on {' and '.join(parts)})"
+        line += (f" (such guesses were right on {' and '.join(parts)}, as benchmarks/bench_query_type.py "
+                 "measured them with 3 labelled questions per type)")
     return line + f"; not {a.query_type}? pass --type factual|reasoning|summary"
 
 

@@ -100,7 +100,8 @@ def test_ask_says_it_guessed_and_how_often_such_a_guess_was_right(tmp_path):
         assert a.query_type_measured == m and set(m) == {"unseen", "heldout"}
         line = ask_mod.type_line(a)
         assert line == (f"summary, guessed from its wording (such guesses were right on {m['unseen'] * 100:.0f} % of "
-                        f"an unseen corpus' summary questions and {m['heldout'] * 100:.0f} % of held-out ones); "
+                        f"an unseen corpus' summary questions and {m['heldout'] * 100:.0f} % of held-out ones, as "
+                        "benchmarks/bench_query_type.py measured them with 3 labelled questions per type); "
                         "not summary? pass --type factual|reasoning|summary")
         plain = ask_mod.plan(engine, ask_mod.route(engine, cfg, corpus, "Who is the chief executive officer?"))
         assert plain.query_type_source == "centroids" and "guessed from the nearest type centroid" in \
