@@ -35,7 +35,7 @@ def load(path: Path = CASES) -> list[dict]:
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path} line {no}: not JSON ({exc.msg})") from None
         missing = [f for f in FIELDS if f not in row]
-        if missing or row["verdict"] not in VERDICTS or row["split"] not in ("dev", "test"):
+        if missing or row["verdict"] not in VERDICTS or row["split"] not in ("dev", "test", "heldout"):
             raise ValueError(f"{path} line {no}: needs {', '.join(FIELDS)}; verdict one of {VERDICTS}, split dev/test")
         rows.append(row)
     return rows
