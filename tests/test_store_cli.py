@@ -505,7 +505,7 @@ def test_read_only_file_system(duck_store, tmp_path):
 
 @pytest.mark.parametrize("backend", ["duckdb", "postgresql"])
 def test_status_leaves_a_downgraded_store_at_its_revision(backend, duck_store, request):
-    """`db downgrade` on purpose, then a plain `status`: it says the revision the store is at and
+    """`db downgrade` on purpose, then a plain `status` or read-only `sql`: it says the revision the store is at and
     that `db upgrade` brings it to head (one line, exit 2); it migrates nothing (it used to
     upgrade the store back to head silently)."""
     url = duck_store
@@ -517,7 +517,7 @@ def test_status_leaves_a_downgraded_store_at_its_revision(backend, duck_store, r
     out = run_fast("db", "downgrade", below, "--yes", env=env)
     assert out.returncode == 0 and f"store at revision {below}" in out.stdout, out.stderr
     before = fingerprint(url)
-    for args in (["status"], ["status", "--json"], ["status", "--corpus", "c"]):
+    for args in (["status"], ["status", "--json"], ["status", "--corpus", "c"], ["sql", "select 1 as one"]):
         line = one_line(run_fast(*args, env=env), 2, f"revision {below}", f"head {head}", "'db upgrade'")
         assert "does not migrate" in line, line
         assert fingerprint(url) == before, args

@@ -81,6 +81,30 @@ class Ctx:
         return make_engine(url, read_only=True, create=False)
 
 
+    def engine_at_head(self):
+        """The store's engine for commands that only read (``status``, read-only ``sql``): opened
+        as it is (read-only for a DuckDB file) and refused with one line when its schema is
+        behind this code's head (:func:`check_at_head`) — :meth:`engine` alone would upgrade it;
+        outdated views of a store at head are re-created as :meth:`engine` does. Only a DuckDB
+        file that --create makes now is made."""
+        url = resolve_url(self.db_url)
+        path = duckdb_path(url)
+        if not (self.create and path is not None and not os.path.exists(path)):
+            check_at_head(make_engine(url, read_only=path is not None, create=False))
+        return self.engine(read_only=True)
+
+
+def check_at_head(engine) -> None:
+    """StoreError (one line) naming the store's revision when it is behind this code's head:
+    reading commands leave migrating to ``db upgrade``."""
+    from ragrouter.db import migrate
+
+    rev, head = migrate.check_revision(engine), migrate.head_revision()
+    if rev != head:
+        raise StoreError(f"store is at revision {rev or 'base (no tables)'}, behind this code's head {head}: "
+                         "this command does not migrate it; 'db upgrade' brings it to head")
+
+
 pass_ctx = click.make_pass_decorator(Ctx)
 
 # Errors the user can act on: printed as one line, exit status 2, no traceback.

@@ -337,13 +337,14 @@ def execute(engine, statement: str, write: bool) -> tuple[list[str], list[tuple]
 
 
 def reader_engine(ctx: Ctx):
-    """The engine of read-only ``sql``: the store brought up to date by ``Ctx.engine``, then,
+    """The engine of read-only ``sql``: a store at head (one behind is refused, not upgraded)
+    with its views brought up to date by ``Ctx.engine``, then,
     for a DuckDB file, reopened read-only in DuckDB's sandbox (one configuration per file and
     process: the plain reader is closed first)."""
     from ragrouter.db.engine import duckdb_path, forget, forget_sandbox, make_engine, resolve_url
 
     forget_sandbox(ctx.db_url)  # an earlier sql of this process (tests, notebooks) left it open
-    engine = ctx.engine(read_only=True)
+    engine = ctx.engine_at_head()  # a store behind head: one line, never upgraded by a reader
     url = resolve_url(ctx.db_url)
     if duckdb_path(url) is None:
         return engine

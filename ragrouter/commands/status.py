@@ -24,7 +24,7 @@ import json
 import click
 from sqlalchemy import text
 
-from ragrouter.commands.common import Ctx, pass_ctx, render_rows
+from ragrouter.commands.common import Ctx, check_at_head, pass_ctx, render_rows
 from ragrouter.config import Config, ConfigError
 from ragrouter.db import migrate, progress
 from ragrouter.db.engine import StoreError, StoreLockedError
@@ -148,30 +148,6 @@ def collect(engine, scope: Scope, from_store: bool = False) -> dict:
     return out
 
 
-def check_at_head(engine) -> None:
-    """StoreError (one line) naming the store's revision when it is behind this code's head:
-    status reads a store at head only and leaves migrating to ``db upgrade``."""
-    rev, head = migrate.check_revision(engine), migrate.head_revision()
-    if rev != head:
-        raise StoreError(f"store is at revision {rev or 'base (no tables)'}, behind this code's head {head}: "
-                         "status does not migrate it; 'db upgrade' brings it to head")
-
-
-def _reading_engine(ctx: Ctx):
-    """The store's engine for status: opened as it is (read-only for a DuckDB file) and checked
-    to be at head before ``Ctx.engine`` may bring its views up to date — ``Ctx.engine`` alone
-    would upgrade a store behind head. Only a DuckDB file that --create makes now is made."""
-    import os
-
-    from ragrouter.db.engine import duckdb_path, make_engine, resolve_url
-
-    url = resolve_url(ctx.db_url)
-    path = duckdb_path(url)
-    if not (ctx.create and path is not None and not os.path.exists(path)):
-        check_at_head(make_engine(url, read_only=path is not None, create=False))
-    return ctx.engine(read_only=True)
-
-
 def _money(engine, config) -> dict | None:
     """Billed dollars per stage and backend, when some backend of the config has prices."""
     from ragrouter.llm import pricing
@@ -214,7 +190,7 @@ def status_command(ctx: Ctx, corpus: str | None, as_json: bool) -> None:
     """
     scope = Scope(corpus=corpus, config=ctx.config)
     try:
-        engine = _reading_engine(ctx)
+        engine = ctx.engine_at_head()
     except StoreLockedError as exc:
         # A worker holds the DuckDB file (no reader may open it meanwhile): its progress file.
         run = progress.read(exc.path) if exc.path else None
