@@ -5,7 +5,10 @@ Each case is (question, gold, answer, human verdict). The rule only ever lowers 
 
 - false-incomplete: a case a person judged correct that the rule lowers (share of correct cases);
 - false-correct: a case a person judged incomplete or incorrect that the rule leaves correct
-  (share of those cases).
+  (share of those cases), counting the cases it abstains on (it leaves them correct and marks
+  them for a person's review);
+- abstained: cases whose verdict the rule left alone because it could not compare a figure
+  with confidence (share of all cases).
 
 Usage: ``PYTHONPATH=. python benchmarks/bench_figures.py [cases.jsonl] [--list]`` (``--list`` names
 every miss). No model is called; it takes under a second.
@@ -17,7 +20,7 @@ import json
 import sys
 from pathlib import Path
 
-from ragrouter.evaluation.precision import apply_figures, missing_figures
+from ragrouter.evaluation.precision import judge_figures, missing_figures
 
 CASES = Path(__file__).parent / "data" / "figures_cases.jsonl"
 VERDICTS = ("correct", "incomplete", "incorrect")
@@ -45,16 +48,20 @@ def measure(rows: list[dict]) -> dict:
     """False-incomplete and false-correct of the rule alone over ``rows``, with the missed cases."""
     right = [r for r in rows if r["verdict"] == "correct"]
     wrong = [r for r in rows if r["verdict"] != "correct"]
-    fi = [r for r in right if apply_figures("correct", r["question"], r["gold"], r["answer"]) != "correct"]
-    fc = [r for r in wrong if apply_figures("correct", r["question"], r["gold"], r["answer"]) == "correct"]
+    out = {id(r): judge_figures("correct", r["question"], r["gold"], r["answer"]) for r in rows}
+    fi = [r for r in right if out[id(r)].label != "correct"]
+    fc = [r for r in wrong if out[id(r)].label == "correct"]
+    abstained = [r for r in rows if out[id(r)].review]
     return {"n": len(rows), "n_correct": len(right), "n_wrong": len(wrong),
             "false_incomplete": len(fi) / len(right) if right else 0.0,
-            "false_correct": len(fc) / len(wrong) if wrong else 0.0, "fi_cases": fi, "fc_cases": fc}
+            "false_correct": len(fc) / len(wrong) if wrong else 0.0, "fi_cases": fi, "fc_cases": fc,
+            "abstained": abstained, "abstention": len(abstained) / len(rows) if rows else 0.0}
 
 
 def groups(rows: list[dict]) -> dict[str, list[dict]]:
-    out = {"dev": [r for r in rows if r["split"] == "dev"], "test": [r for r in rows if r["split"] == "test"]}
-    for batch in sorted({r.get("batch") for r in rows if r["split"] == "test" and r.get("batch")}):
+    out = {split: [r for r in rows if r["split"] == split] for split in ("dev", "test", "heldout")
+           if any(r["split"] == split for r in rows)}
+    for batch in sorted({r.get("batch") for r in rows if r["split"] == "test" and r.get("batch")}, key=str):
         out[f"test, batch {batch}"] = [r for r in rows if r["split"] == "test" and r.get("batch") == batch]
     out["all"] = rows
     for domain in sorted({r["domain"] for r in rows}):
@@ -65,17 +72,21 @@ def groups(rows: list[dict]) -> dict[str, list[dict]]:
 def main(argv: list[str]) -> int:
     paths = [a for a in argv if not a.startswith("--")]
     rows = load(Path(paths[0]) if paths else CASES)
-    print(f"{'cases':<22} {'N':>4} {'false-incomplete':>22} {'false-correct':>20}")
+    print(f"{'cases':<22} {'N':>4} {'false-incomplete':>22} {'false-correct':>20} {'abstained':>18}")
     for name, part in groups(rows).items():
         m = measure(part)
         print(f"{name:<22} {m['n']:>4} {len(m['fi_cases']):>6} / {m['n_correct']:<4} {100 * m['false_incomplete']:5.1f} %"
-              f" {len(m['fc_cases']):>6} / {m['n_wrong']:<4} {100 * m['false_correct']:5.1f} %")
+              f" {len(m['fc_cases']):>6} / {m['n_wrong']:<4} {100 * m['false_correct']:5.1f} %"
+              f" {len(m['abstained']):>6} / {m['n']:<4} {100 * m['abstention']:5.1f} %")
     if "--list" in argv:
         m = measure(rows)
         for kind, cases in (("false-incomplete", m["fi_cases"]), ("false-correct", m["fc_cases"])):
             for r in cases:
                 missing = ", ".join(sorted(missing_figures(r["question"], r["gold"], r["answer"])))
                 print(f"{kind}: {r['id']} ({r['split']}) gold {r['gold']!r} answer {r['answer']!r} missing [{missing}]")
+        for r in m["abstained"]:
+            why = judge_figures("correct", r["question"], r["gold"], r["answer"]).review
+            print(f"abstained: {r['id']} ({r['split']}, {r['verdict']}) gold {r['gold']!r} answer {r['answer']!r}: {why}")
     return 0
 
 

@@ -5,7 +5,7 @@ a "correct" verdict whose answer lacks a figure of the gold at the gold's precis
 import pytest
 
 from ragrouter.evaluation import judge as jd
-from ragrouter.evaluation.precision import apply_figures, figures, missing_figures
+from ragrouter.evaluation.precision import Outcome, apply_figures, figures, judge_figures, missing_figures
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -23,7 +23,7 @@ from ragrouter.evaluation.precision import apply_figures, figures, missing_figur
     ("1. Surgery\n2. Radiation", set()), ("1) surgery; 2) radiation", set()),  # list numbering is no figure
     ("The answer is 5. It is small.", {"5"}),
     ("Windows 11", {"n:windows 11"}), ("2019–2021", {"2019", "2021"}), ("1914-18", {"1914", "1918"}),
-    ("500 mg", {"0.5 mass"}), ("the fourth floor", {"4"}), ("Q3 2021", {"Q3 2021"}),
+    ("500 mg", {"0.0005 [mass]"}), ("the fourth floor", {"4"}), ("Q3 2021", {"Q3 2021"}),
 ])
 def test_figures_are_read_as_values(text, expected):
     assert figures(text) == expected
@@ -50,7 +50,6 @@ def test_unambiguous_dates_read_as_dateutil_does(text):
     # the cases the earlier rule misread
     ("6 PM", "At 5.30 pm.", "incomplete"),                         # 5:30 pm is not 6 pm
     ("1994-03-05", "On 3 May 1994.", "incomplete"),                 # day and month swapped
-    ("5 March 1994", "03/05/1994", "incomplete"),                  # ambiguous: does not say which the gold says
     ("07/04/1976", "4 July 1976", "correct"),                      # an ambiguous gold: either reading states it
     ("$82,959 million", "$82.96 billion", "correct"),              # within rounding
     ("1,204", "About 1,200 patients.", "incomplete"),              # a hedged rounding is coarser
@@ -61,6 +60,52 @@ def test_unambiguous_dates_read_as_dateutil_does(text):
 ])
 def test_a_correct_verdict_needs_the_golds_figures(gold, answer, label):
     assert apply_figures("correct", "When was it?", gold, answer) == label
+
+
+@pytest.mark.parametrize("question, gold, answer, label", [
+    # units converted by pint: a conversion is the same figure, another dimension or value is not
+    ("By how much was the rate raised?", "25 basis points", "By a quarter of a percentage point.", "correct"),
+    ("By how much was the rate raised?", "0.5 percentage points", "50 bps", "correct"),
+    ("By how much was the rate raised?", "25 basis points", "By 25 percentage points.", "incomplete"),
+    ("What was the yield?", "4.1%", "410 basis points", "correct"),
+    ("What dose?", "1 mg", "1000 mcg", "correct"), ("What dose?", "1 mg", "1000 mg", "incomplete"),
+    ("What dose?", "200 µg", "0.2 milligrams", "correct"), ("What dose?", "10 mg/kg", "10 mg", "incomplete"),
+    ("What dose?", "10 mg/kg", "ten milligrams per kilogram", "correct"),
+    ("What dose?", "4 g", "4,000 mg per day", "correct"),          # a daily dose, the frequency in words
+    ("How fast?", "120 knots", "120 mph", "incomplete"), ("How fast?", "120 knots", "about 222 km/h", "correct"),
+    ("How high?", "FL240", "24,000 feet", "correct"), ("How high?", "10,000 ft", "10,000 m", "incomplete"),
+    ("How far?", "3 NM", "3 nautical miles", "correct"), ("How far?", "3 NM", "3 km", "incomplete"),
+    ("What was the fever?", "38.5 °C", "38 °C", "incomplete"), ("What was the fever?", "38.5 °C", "101.3 °F", "correct"),
+    ("What was the rate?", "5.8 mmol/L", "5.8 mg/dL", "incomplete"),
+    # money: scales, ranges, accounting negatives, a table's scale
+    ("What range?", "$2.1–2.3 billion", "$2,100 to $2,300 million", "correct"),
+    ("What range?", "$2.1–2.3 billion", "About $2.1 billion.", "incomplete"),
+    ("What was the result (in thousands)?", "(3,140)", "A loss of $3.14 million.", "correct"),
+    ("What was the result (in thousands)?", "(3,140)", "A profit of $3.14 million.", "incomplete"),
+    ("What was the result?", "$(725)", "-$725", "correct"),
+    # times and quarters
+    ("When?", "0915Z", "09:15 UTC", "correct"), ("When?", "21:40 UTC", "9:40 pm UTC", "correct"),
+    ("When?", "14:30 UTC", "9:30 am EST", "correct"), ("When?", "14:30 UTC", "10:30 am EST", "incomplete"),
+    ("When?", "1605Z", "16:50 UTC", "incomplete"),
+    ("Which quarter?", "Q2 FY2023", "the second quarter of fiscal 2023", "correct"),
+    ("Which quarter?", "Q2 FY23", "the 2nd quarter of fiscal year 2023", "correct"),
+    ("Which quarter?", "Q2 FY2023", "Q2 FY2022", "incomplete"), ("Which quarter?", "Q2 FY2023", "Q3 FY2023", "incomplete"),
+])
+def test_conversions_and_forms_of_analysts_clinicians_and_investigators(question, gold, answer, label):
+    assert apply_figures("correct", question, gold, answer) == label
+
+
+@pytest.mark.parametrize("gold, answer", [
+    ("5 March 1994", "03/05/1994"),        # a date that reads day-first and month-first
+    ("Q2 FY2023", "Q2 2023"),              # fiscal against a quarter that does not say
+    ("14:30 UTC", "9:30 am Eastern"),      # a zone without a fixed offset
+    ("145 KXYZ", "150 KXYZ"),              # a unit no library reads
+])
+def test_the_rule_abstains_when_unsure_and_says_why(gold, answer):
+    out = judge_figures("correct", "When or how much?", gold, answer)
+    assert out.label == "correct" and out.review and out.review.startswith("figures rule unsure")
+    assert apply_figures("correct", "When or how much?", gold, answer) == "correct"
+    assert judge_figures("incorrect", "q", gold, answer) == Outcome("incorrect")  # only a "correct" is examined
 
 
 def test_a_name_with_a_number_is_not_read_as_a_date():
@@ -105,7 +150,7 @@ def test_other_verdicts_pass_and_figures_the_question_gives_are_not_required():
 def test_long_golds_are_left_to_the_judge():
     summary = ("Treatment depends on the stage: early disease is treated with surgery alone and follow-up "
                "visits occur every 3 months for 2 years.")
-    assert missing_figures("How is it treated?", summary, "Surgery alone for early disease.") == {"7889238 time", "63113904 time"}  # 3 months, 2 years in seconds
+    assert missing_figures("How is it treated?", summary, "Surgery alone for early disease.") == {"7889400 [time]", "63115200 [time]"}  # 3 months, 2 years in seconds (pint's Julian year)
     assert apply_figures("correct", "How is it treated?", summary, "Surgery alone for early disease.") == "correct"
 
 

@@ -1,44 +1,52 @@
 """Reading the figures of a short text for the judge's figures rule (:mod:`ragrouter.evaluation.precision`).
 
 :func:`read` turns a text into typed figures, each a tuple of alternative readings (a reading is a
-:class:`Num`, :class:`Clock`, :class:`Date`, :class:`Span`, :class:`Quarter` or :class:`Name`):
+:class:`Num`, :class:`Clock`, :class:`Date`, :class:`Span`, :class:`Quarter` or :class:`Name`).
+Libraries read the values; the patterns here only find where a figure is (glue):
 
-- times: "5:30 PM", "5.30 pm", "17:30", "half past five", "a quarter to ten in the evening",
-  "noon"; a time without am/pm ("5:30") keeps both halves of the day open. "2:01:09" is also read
-  as a duration.
-- dates in every order: ISO "1994-03-05" (year, month, day), "5 March 1994", "March 5th, 1994",
-  "the 5th of March", "March 1994"; a numeric "03/05/1994" is read day-first *and* month-first
-  (one :class:`Date` with both readings, so the ambiguity stays explicit), "14/03/2024" only one
-  way.
-- decades and centuries ("the 1990s", "19th century") as spans of years; "Q3 2021" as a quarter.
-- numbers with their precision (decimals times the scale: "$82.96 billion" is 82.96e9 ± 0.005e9),
-  scale words ("million", "bn", "k"), currencies ("$", "€", "euros", "cents"), percentages ("25 %",
-  "25 per cent" — a ratio of 0.25), fractions ("a third", "two fifths", "a quarter of a gram"),
-  units converted to one base per dimension (mg/g/kg, ml/l, mm/cm/m/km, durations, bytes), ranges
-  ("2019–2021", "1914-18", "3 to 5 days": both ends), number and ordinal words ("twenty-three",
-  "fourth", "a dozen"; text2num's ``alpha2digit``).
-- numbers inside names ("Windows 11", "Python 3.10", "COVID-19") as the name, compared as text
-  ("3.10" is not "3.1"), never as a date or a year.
+- units by pint (:mod:`ragrouter.evaluation.units`): any unit pint parses after a number
+  ("mg/kg", "micrograms", "mL per hour", "knots", "km/h", "ft", "hPa", "°C", "basis points"),
+  converted to base units, so a conversion is the same value; "FL350" is 35,000 ft.
+- number words by text2num (``alpha2digit``: "twenty-three", "fourth"); a few fractions ("a
+  third", "two fifths", "a quarter of a percentage point").
+- dates and clock times by dateparser: "5 March 1994", "March 5th, 1994", "1994-03-05",
+  "March 1994", "14:30 UTC", "2:30 pm", "9:30 am EST" (its offset kept, so zones compare); a
+  numeric "03/05/1994" is read day-first *and* month-first (both readings kept). Glue reads the
+  forms dateparser does not: "1430Z", "0812 UTC", "half past five", "a quarter to ten".
+- fiscal and calendar quarters ("Q3 FY2024", "third quarter of fiscal 2024", "3Q24", "Q3 2024"),
+  fiscal years ("FY24" is 2024), decades and centuries as spans of years.
+- money: currencies, scale words ("$1.2 billion" = "1,200 million"), scale stated for a whole
+  table ("in thousands", "USD thousands"), accounting negatives ("(1,234)"), ranges whose first
+  end borrows the second's scale and unit ("$1.1–1.2 billion", "7 to 10 days").
+- numbers inside names ("Windows 11", "Python 3.10", "COVID-19") as the name, compared as text.
 
-Parts of the text are read once: each pass blanks what it read.
+Parts of the text are read once: each pass blanks what it read. A number followed by a word
+that looks like a unit but that pint cannot read ("145 KIAS") is kept with ``unread`` set, so
+the rule can abstain instead of guessing.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 
 from text_to_num import alpha2digit
+
+from ragrouter.evaluation import units as un
 
 
 @dataclasses.dataclass(frozen=True)
 class Num:
     value: float          # in base units of its dimension (money in currency units, ratios as fractions)
     prec: float           # half of it is the rounding the written figure allows
-    dim: str | None = None  # "mass", "length", "volume", "time", "bytes", "ratio", "money", "temp", ...
+    dim: str | None = None  # pint's dimension key ("[mass]", "[length] / [time]", "ratio", ...) or "money"
     raw: float | None = None  # the number as written (40 for "40 %"), for a comparison without units
     currency: str | None = None
     hedged: bool = False  # "about", "around", "nearly" … before it
+    unit: str | None = None  # pint's unit expression as written ("knot"), to tell a conversion
+    negative: bool = False  # written negative: "(1,234)", "-5", "−5"
+    unread: bool = False  # followed by a word that looks like a unit pint cannot read ("145 KIAS")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +54,8 @@ class Clock:
     minute: int           # minutes after 12 o'clock on a 12-hour dial (5:30 → 330)
     half: str | None      # "am", "pm" or None (not said)
     second: int | None = None
+    offset: int | None = None  # the zone's offset from UTC in minutes when one is said ("UTC": 0, "EST": -300)
+    zone: str | None = None    # the zone as written, lower-case ("utc", "eastern")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +73,7 @@ class Span:
 class Quarter:
     quarter: int
     year: int | None
+    fiscal: bool | None = None  # True: "Q3 FY2024"; None: not said ("Q3 2024")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,41 +86,12 @@ _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "augu
 _MON = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
 _HEDGE = re.compile(r"(?:about|around|roughly|approximately|approx\.?|nearly|almost|some|circa|c\.|~|close to|just over|"
                     r"just under|over|under|more than|less than|up to|at least|at most)\s*$", re.I)
-_SCALE = {"thousand": 1e3, "k": 1e3, "million": 1e6, "mn": 1e6, "m": 1e6, "billion": 1e9, "bn": 1e9, "b": 1e9,
-          "trillion": 1e12, "tn": 1e12, "t": 1e12}
+_SCALE = {"thousand": 1e3, "k": 1e3, "million": 1e6, "mn": 1e6, "mm": 1e6, "m": 1e6, "billion": 1e9, "bn": 1e9,
+          "b": 1e9, "trillion": 1e12, "tn": 1e12, "t": 1e12}
 _CURRENCY = {"$": "usd", "us$": "usd", "usd": "usd", "dollar": "usd", "dollars": "usd", "€": "eur", "eur": "eur",
-             "euro": "eur", "euros": "eur", "£": "gbp", "gbp": "gbp", "pound": "gbp", "pounds": "gbp", "¥": "jpy",
+             "euro": "eur", "euros": "eur", "£": "gbp", "gbp": "gbp", "pound sterling": "gbp", "¥": "jpy",
              "yen": "jpy", "chf": "chf", "francs": "chf"}
 _SUBUNIT = {"cent": 0.01, "cents": 0.01, "pence": 0.01, "p": 0.01}
-# unit → (dimension, factor to the dimension's base unit)
-_UNITS = {
-    "mcg": ("mass", 1e-6), "µg": ("mass", 1e-6), "ug": ("mass", 1e-6), "mg": ("mass", 1e-3), "g": ("mass", 1.0),
-    "gram": ("mass", 1.0), "grams": ("mass", 1.0), "kg": ("mass", 1e3), "kilograms": ("mass", 1e3),
-    "kilogram": ("mass", 1e3), "milligrams": ("mass", 1e-3), "milligram": ("mass", 1e-3),
-    "ml": ("volume", 1e-3), "millilitres": ("volume", 1e-3), "milliliters": ("volume", 1e-3), "l": ("volume", 1.0),
-    "litre": ("volume", 1.0), "litres": ("volume", 1.0), "liter": ("volume", 1.0), "liters": ("volume", 1.0),
-    "mm": ("length", 1e-3), "cm": ("length", 1e-2), "m": ("length", 1.0), "metre": ("length", 1.0),
-    "metres": ("length", 1.0), "meter": ("length", 1.0), "meters": ("length", 1.0), "km": ("length", 1e3),
-    "kilometre": ("length", 1e3), "kilometres": ("length", 1e3), "kilometer": ("length", 1e3),
-    "kilometers": ("length", 1e3), "mi": ("length", 1609.344), "mile": ("length", 1609.344),
-    "miles": ("length", 1609.344),
-    "s": ("time", 1.0), "sec": ("time", 1.0), "secs": ("time", 1.0), "seconds": ("time", 1.0),
-    "min": ("time", 60.0), "mins": ("time", 60.0), "minute": ("time", 60.0), "minutes": ("time", 60.0),
-    "h": ("time", 3600.0), "hr": ("time", 3600.0), "hrs": ("time", 3600.0), "hour": ("time", 3600.0),
-    "hours": ("time", 3600.0), "day": ("time", 86400.0), "days": ("time", 86400.0),
-    "week": ("time", 604800.0), "weeks": ("time", 604800.0), "month": ("time", 2629746.0),
-    "months": ("time", 2629746.0), "year": ("time", 31556952.0), "years": ("time", 31556952.0),
-    "kb": ("bytes", 1e3), "mb": ("bytes", 1e6), "gb": ("bytes", 1e9), "tb": ("bytes", 1e12),
-    "kilobytes": ("bytes", 1e3), "megabytes": ("bytes", 1e6), "gigabytes": ("bytes", 1e9),
-    "terabytes": ("bytes", 1e12),
-    "°c": ("temp-c", 1.0), "degrees celsius": ("temp-c", 1.0), "degrees c": ("temp-c", 1.0),
-    "°f": ("temp-f", 1.0), "degrees fahrenheit": ("temp-f", 1.0),
-    "km/s": ("speed", 1e3), "kilometres per second": ("speed", 1e3), "kilometers per second": ("speed", 1e3),
-    "m/s": ("speed", 1.0), "km/h": ("speed", 1 / 3.6), "kph": ("speed", 1 / 3.6), "mph": ("speed", 0.44704),
-    "mg/kg": ("dose", 1.0), "mmhg": ("pressure", 1.0),
-    "%": ("ratio", 0.01), "percent": ("ratio", 0.01), "per cent": ("ratio", 0.01), "pc": ("ratio", 0.01),
-}
-_UNIT_RE = "|".join(sorted((re.escape(u) for u in _UNITS), key=len, reverse=True))
 _FRACTIONS = {"half": 2, "halves": 2, "third": 3, "thirds": 3, "quarter": 4, "quarters": 4, "fifth": 5, "fifths": 5,
               "sixth": 6, "sixths": 6, "eighth": 8, "eighths": 8, "tenth": 10, "tenths": 10}
 _SMALL = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
@@ -118,7 +100,8 @@ _NAME_STOP = {"at", "in", "on", "by", "from", "about", "around", "nearly", "only
               "they", "we", "i", "up", "to", "over", "under", "since", "until", "after", "before", "approximately",
               "roughly", "some", "almost", "mid", "early", "late", "pre", "post", "and", "or", "of", "for", "with",
               "less", "more", "than", "was", "is", "are", "were", "q", "ca", "circa", "every", "each", "fy", "no",
-              "page", "p", "cost", "costs", "total", "a", "an", "yes", "eps"}
+              "page", "p", "cost", "costs", "total", "a", "an", "yes", "eps", "fiscal", "flight", "level", "runway",
+              "heading", "fl"}
 _WEEKDAYS = {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "mon", "tue", "wed",
              "thu", "fri", "sat", "sun"}
 NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
@@ -154,17 +137,21 @@ def _hedged(text: str, start: int) -> bool:
 
 
 def _year(s: str | None) -> int | None:
-    return int(s) if s else None
+    if not s:
+        return None
+    y = int(s.lstrip("'"))
+    return y if y >= 100 else (2000 + y if y < 70 else 1900 + y)
 
 
 # --------------------------------------------------------------------------- normalisation
 
 _WORD_FRACTION = re.compile(r"\b(a|an|one|two|three|four|five|six|seven|eight|nine|\d+)[\s-]+(" + "|".join(_FRACTIONS)
-                            + r")\b(?!\s+(?:past|to)\b)", re.I)
+                            + r")\b(?!\s+(?:past|to)\b)(?!\s+(?:of\s+)?(?:fiscal|fy|\d{4}|'\d\d))", re.I)
 _AND_A_HALF = re.compile(r"\b([a-z]+|\d+)\s+and\s+a\s+half\b", re.I)
 _DOZEN = re.compile(r"\b(a|one|two|three|four|five|six|\d+)\s+dozens?\b", re.I)
 _DIGIT_SCALE = re.compile(r"(\d)\s*(thousand|million|billion|trillion)\b", re.I)
 _ORD = re.compile(r"(?<![\d\w])(?<!per )(?<!a )(?<!one )(?<!each )(?<!every )(first|second)\b(?!s)", re.I)
+_ORD_QUARTER = re.compile(r"\b(first|second|third|fourth)(?=\s+(?:fiscal\s+)?quarter)", re.I)
 
 
 def _small(word: str) -> float | None:
@@ -181,6 +168,8 @@ def normalise(text: str) -> str:
     """Dashes, spaces, fractions and number words made uniform before the figures are read."""
     text = (text or "").replace("\u2013", "-").replace("\u2014", "-").replace("\u2212", "-")
     text = re.sub(r"[\u00a0\u2009\u202f]", " ", text)
+    text = _ORD_QUARTER.sub(lambda m: {"first": "1st", "second": "2nd", "third": "3rd", "fourth": "4th"}[m.group(1).lower()],
+                            text)
     text = _AND_A_HALF.sub(lambda m: f"{_small(m.group(1)) + 0.5:g}" if _small(m.group(1)) is not None else m.group(0),
                            text)
 
@@ -202,17 +191,55 @@ def normalise(text: str) -> str:
     return _ORD.sub(lambda m: "1st" if m.group(1).lower() == "first" else "2nd", text)
 
 
+# --------------------------------------------------------------------------- dates and times (dateparser)
+
+@functools.lru_cache(maxsize=2)
+def _date_parser(order: str):
+    from dateparser.date import DateDataParser  # deferred with pint (see units.py): ~0.1 s on first use
+
+    return DateDataParser(languages=["en"], settings={"DATE_ORDER": order, "PREFER_DAY_OF_MONTH": "first",
+                                                      "RETURN_TIME_AS_PERIOD": True})
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_date(span: str, order: str = "DMY"):
+    """(date object, period) of a span as dateparser reads it, or (None, None)."""
+    try:
+        data = _date_parser(order).get_date_data(span)
+    except Exception:  # noqa: BLE001 — a span dateparser cannot read is no date
+        return None, None
+    return data.date_obj, data.period
+
+
+def _date_reading(span: str, has_year: bool, order: str = "DMY") -> tuple | None:
+    d, period = _parse_date(re.sub(r"^the\s+|(?<=\d)(?:st|nd|rd|th)\b|\bof\s+", "", span.strip(), flags=re.I), order)
+    if d is None:
+        return None
+    return (d.year if has_year else None, d.month, d.day if period == "day" else None)
+
+
 # --------------------------------------------------------------------------- the passes
 
-_NAME = re.compile(r"\b([A-Z][A-Za-z]*(?:[A-Z][A-Za-z]*)?)(?:\s|-)(\d+(?:\.\d+)*)\b(?![.,]\d)(?!\s*(?:%|(?:" + _UNIT_RE
-                   + r")\b))")
-_QUARTER = re.compile(r"\bQ([1-4])(?:\s*(\d{4}))?\b|\b([1-4])(?:st|nd|rd|th) quarter(?: of)?(?:\s*(\d{4}))?", re.I)
+_NAME = re.compile(r"\b([A-Z][A-Za-z]*(?:[A-Z][A-Za-z]*)?)(?:\s|-)(\d+(?:\.\d+)*)\b(?![.,]\d)(?!\s*%)")
+_FY = r"(?:fy|fiscal(?:\s+year)?)\s*'?(\d{4}|\d{2})"
+_QUARTER = re.compile(
+    r"\bQ([1-4])\s*(?:of\s+)?" + _FY + r"\b"                                        # Q3 FY2024
+    r"|\b" + _FY + r"\s*Q([1-4])\b"                                                  # FY24 Q3
+    r"|\bfiscal\s+(?:Q([1-4])|([1-4])(?:st|nd|rd|th)\s+quarter)(?:\s+(?:of\s+)?(\d{4}))?"  # fiscal Q3 2024
+    r"|\b([1-4])(?:st|nd|rd|th)\s+quarter(?:\s+of)?\s+" + _FY + r"\b"                # 3rd quarter of fiscal 2024
+    r"|\bQ([1-4])(?:\s*'?(\d{4}|\d{2}))?\b"                                         # Q3 2024, Q3 '24
+    r"|\b([1-4])Q\s*'?(\d{4}|\d{2})\b"                                              # 3Q24
+    r"|\b([1-4])(?:st|nd|rd|th) quarter(?: of)?(?:\s*(\d{4}))?", re.I)              # 3rd quarter of 2024
+_FISCAL_YEAR = re.compile(r"\b" + _FY + r"\b", re.I)
+_FLIGHT_LEVEL = re.compile(r"\b(?:FL\s?|flight\s+level\s+)(\d{2,3})\b", re.I)
 _AMPM = r"(a\.?m\.?|p\.?m\.?)(?![a-z])"
 _PART = r"(?:\s+in the (morning|afternoon|evening)|\s+at night)?"
-_CLOCK = re.compile(r"(?<![\d.:])(\d{1,2}):(\d{2})(?::(\d{2}))?(?:\s*" + _AMPM + r")?" + _PART, re.I)
-_DOT_CLOCK = re.compile(r"(?<![\d.:,])(\d{1,2})\.(\d{2})\s*" + _AMPM + _PART, re.I)
-_SPACE_CLOCK = re.compile(r"(?<![\d.:,])(\d{1,2}) (\d{2})\s*" + _AMPM, re.I)
-_HOUR = re.compile(r"(?<![\d.:,])(\d{1,2})\s*(?:" + _AMPM + r"|o'clock" + r")" + _PART, re.I)
+_ZONE = r"(?:\s*(Z|UTC|GMT|Zulu|local(?:\s+time)?|[ECMP][SD]?T|Eastern|Central|Pacific|Mountain|CES?T|BST|IST|JST|AEST)(?![a-z]))?"
+_CLOCK = re.compile(r"(?<![\d.:])(\d{1,2}):(\d{2})(?::(\d{2}))?(?:\s*" + _AMPM + r")?" + _PART + _ZONE, re.I)
+_MIL_CLOCK = re.compile(r"(?<![\d.:,$€£])([01]\d|2[0-3])([0-5]\d)\s*(Z|UTC|GMT|Zulu|L|LT|local(?:\s+time)?|hours|hrs)\b", re.I)
+_DOT_CLOCK = re.compile(r"(?<![\d.:,])(\d{1,2})\.(\d{2})\s*" + _AMPM + _PART + _ZONE, re.I)
+_SPACE_CLOCK = re.compile(r"(?<![\d.:,])(\d{1,2}) (\d{2})\s*" + _AMPM + _ZONE, re.I)
+_HOUR = re.compile(r"(?<![\d.:,])(\d{1,2})\s*(?:" + _AMPM + r"|o'clock" + r")" + _PART + _ZONE, re.I)
 _WORD_CLOCK = re.compile(r"\b(half|(?:a\s+)?quarter)\s+(past|to)\s+(\d{1,2})" + r"(?:\s*" + _AMPM + r")?" + _PART, re.I)
 _NOON = re.compile(r"\b(noon|midday|midnight)\b", re.I)
 _ISO = re.compile(r"(?<![\d/.-])(\d{4})-(\d{1,2})-(\d{1,2})(?![\d/-])")
@@ -229,22 +256,72 @@ _DECADE = re.compile(r"(?<![\d,.])(?:(\d{2})|')(\d)0'?s\b", re.I)
 _COMPOUND = re.compile(r"(?<![\d.,])(\d+)\s*(h|hrs?|hours?)\s*(?:and\s+)?(\d+)\s*(min|mins|minutes?)"
                        r"(?:\s*(?:and\s+)?(\d+)\s*(s|secs?|seconds?))?\b", re.I)
 _RANGE_YEARS = re.compile(r"(?<![\d,.])(\d{4})\s*-\s*(\d{2})(?![\d,.])")
-_FRAC_TOKEN = re.compile(r"FRAC(\d\.\d+)(?:\s+of\s+(?:a|an|the)\s+(" + _UNIT_RE + r"))?(?![a-z])", re.I)
+_FRAC_TOKEN = re.compile(r"FRAC(\d\.\d+)(?:\s+of\s+(?:a|an|the)\b)?", re.I)
 _SLASH = re.compile(r"(?<![\d/.])(\d+)/(\d+)(?![\d/])")
-_MONEY = re.compile(r"(us\$|[$€£¥]|usd|eur|gbp|chf)?\s*(-)?(" + NUM + r")(?:\s*(thousand|million|billion|trillion|mn|bn|tn|[kmbt])"
-                    r"(?![a-z/]))?(?:\s*(" + _UNIT_RE + r"|" + "|".join(_CURRENCY) + "|" + "|".join(_SUBUNIT)
+_MONEY = re.compile(r"(\()?\s*(us\$|[$€£¥]|usd|eur|gbp|chf)?\s*(\()?\s*(-)?\s*(us\$|[$€£¥])?(" + NUM
+                    + r")(\))?(?:\s*(thousand|million|billion|trillion|mn|mm|bn|tn|[kmbt])(?![a-z/]))?"
+                    r"(?:\s*(" + "|".join(sorted(map(re.escape, list(_CURRENCY) + list(_SUBUNIT)), key=len, reverse=True))
                     + r")(?![a-z]))?(?:st|nd|rd|th)?", re.I)
+# a scale stated for a whole table or answer: "(in thousands)", "in millions of euros", "USD thousands", "$000s"
+_TABLE_SCALE = re.compile(r"\bin\s+(thousands|millions|billions)(?:\s+of\s+(us\s+dollars|dollars|usd|euros?|eur|\$|€|£))?"
+                          r"|\b(usd|eur|gbp|\$|€|£)\s*(thousands|millions|'000s?|000s?)\b"
+                          r"|(\$|€|£)\s*'?000s?\b|\b(thousands|millions)\s+of\s+(us\s+dollars|dollars|usd|euros?|eur)\b",
+                          re.I)
+_TABLE_FACTOR = {"thousands": 1e3, "millions": 1e6, "billions": 1e9, "'000": 1e3, "'000s": 1e3, "000": 1e3,
+                 "000s": 1e3}
+_NEGATIVE_CUE = re.compile(r"\b(?:loss(?:es)?|lost|lose|deficit|negative|shortfall|outflow|decline[ds]?|decrease[ds]?|"
+                           r"fell|fall|drop(?:ped|s)?|down|minus|write-?downs?|impairment)\b", re.I)
+
+
+def table_scale(text: str) -> tuple[float, str | None] | None:
+    """(factor, currency) of a scale stated for a whole table ("(in thousands)", "USD thousands")."""
+    m = _TABLE_SCALE.search(text or "")
+    if not m:
+        return None
+    groups = [g for g in m.groups() if g]
+    factor = next((_TABLE_FACTOR[g.lower()] for g in groups if g.lower() in _TABLE_FACTOR), 1e3)
+    cur = next((_CURRENCY.get(g.lower().replace("us ", "")) for g in groups if _CURRENCY.get(g.lower().replace("us ", ""))),
+               None)
+    return factor, cur
+
+
+def negative_cue(text: str) -> bool:
+    """The text says a loss or a fall in words ("an operating loss of $4.5 million")."""
+    return bool(_NEGATIVE_CUE.search(text or ""))
 
 
 def _names(m: re.Match, text: str):
     word = m.group(1)
     if word.lower() in _NAME_STOP or word.lower().rstrip(".") in _MONTHS or re.fullmatch(_MON, word, re.I) \
-            or word.lower() in _WEEKDAYS or word.lower() in _CURRENCY or word.lower() in _UNITS:
+            or word.lower() in _WEEKDAYS or word.lower() in _CURRENCY or un.parse(word) is not None:
+        return None
+    if un.read_after(text[m.end():]) is not None:  # "Room 12 m" is a length, not a name
         return None
     return Name(f"{word.lower()} {m.group(2)}")
 
 
-def _clock(hour: int, minute: int, half: str | None, part: str | None, second: int | None = None):
+_ZONES = {"z": 0, "utc": 0, "gmt": 0, "zulu": 0}
+
+
+def _zone(written: str | None) -> tuple[int | None, str | None]:
+    """(offset from UTC in minutes, zone as written) of a zone word; the offset from dateparser's
+    time-zone table ("EST" is -300) and None where it names no fixed offset ("Eastern", "local")."""
+    if not written:
+        return None, None
+    w = re.sub(r"\s+time$", "", written.strip().lower())
+    if w in _ZONES:
+        return 0, "utc"
+    if w in ("l", "lt"):
+        w = "local"
+    if re.fullmatch(r"[a-z]{3,4}", w) and w not in ("local",):
+        d, _ = _parse_date(f"12:00 {w.upper()}")
+        if d is not None and d.tzinfo is not None and d.utcoffset() is not None:
+            return int(d.utcoffset().total_seconds() // 60), w
+    return None, w
+
+
+def _clock(hour: int, minute: int, half: str | None, part: str | None, second: int | None = None,
+           zone: str | None = None):
     if hour > 24 or minute > 59:
         return None
     half = (half or "").lower().replace(".", "")[:2] or None
@@ -256,17 +333,25 @@ def _clock(hour: int, minute: int, half: str | None, part: str | None, second: i
         half = "am"
     elif half is None and hour == 12 and minute == 0:
         half = None
-    return Clock((hour % 12) * 60 + minute, half, second)
+    offset, name = _zone(zone)
+    return Clock((hour % 12) * 60 + minute, half, second, offset, name)
 
 
 def _read_clock(m, text):
     h, mi, sec = int(m.group(1)), int(m.group(2)), m.group(3)
-    c = _clock(h, mi, m.group(4), m.group(5), int(sec) if sec else None)
+    c = _clock(h, mi, m.group(4), m.group(5), int(sec) if sec else None, m.group(6))
     if c is None:
         return None
     if sec and not m.group(4):  # "2:01:09" is a clock time or a duration
-        return (c, Num(h * 3600 + mi * 60 + int(sec), 1.0, "time"))
+        return (c, Num(h * 3600 + mi * 60 + int(sec), 1.0, "[time]"))
     return (c,)
+
+
+def _read_mil_clock(m, text):
+    zone = m.group(3)
+    c = _clock(int(m.group(1)), int(m.group(2)), None, None, None,
+               None if zone.lower() in ("hours", "hrs") else zone)
+    return (c,) if c else None
 
 
 def _read_word_clock(m, text):
@@ -282,39 +367,45 @@ def _read_noon(m, text):
     return (Clock(0, "am" if m.group(1).lower() == "midnight" else "pm"),)
 
 
-def _date(y, mo, d) -> tuple | None:
-    if not 1 <= mo <= 12 or (d is not None and not 1 <= d <= 31):
-        return None
-    return (y, mo, d)
+def _read_clock_dot(m, text):
+    c = _clock(int(m.group(1)), int(m.group(2)), m.group(3), m.group(4) if m.lastindex >= 4 else None,
+               zone=m.group(m.lastindex) if m.lastindex >= 5 else None)
+    return (c,) if c else None
+
+
+def _read_hour(m, text):
+    c = _clock(int(m.group(1)), 0, m.group(2), m.group(3), zone=m.group(4))
+    return (c,) if c else None
+
+
+def _dates(*readings) -> tuple | None:
+    found = frozenset(r for r in readings if r is not None)
+    return (Date(found),) if found else None
 
 
 def _read_iso(m, text):
-    r = _date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
-    return (Date(frozenset([r])),) if r else None
+    return _dates(_date_reading(m.group(0), True, "YMD"))
 
 
 def _read_numeric_date(m, text):
-    a, b, y = int(m.group(1)), int(m.group(3)), int(m.group(4))
-    readings = {r for r in (_date(y, b, a), _date(y, a, b)) if r}  # day-first and month-first
-    return (Date(frozenset(readings)),) if readings else None
+    span = m.group(0)
+    return _dates(_date_reading(span, True, "DMY"), _date_reading(span, True, "MDY"))  # day-first and month-first
+
+
+def _read_day_month(m, text):
+    return _dates(_date_reading(m.group(0), bool(m.group(3))))
+
+
+def _read_month_day(m, text):
+    return _dates(_date_reading(m.group(0), bool(m.group(3)), "MDY"))
+
+
+def _read_month_year(m, text):
+    return _dates(_date_reading(m.group(0), True))
 
 
 def _month(name: str) -> int:
     return 1 + [x[:3] for x in _MONTHS].index(name[:3].lower())
-
-
-def _read_day_month(m, text):
-    r = _date(_year(m.group(3)), _month(m.group(2)), int(m.group(1)))
-    return (Date(frozenset([r])),) if r else None
-
-
-def _read_month_day(m, text):
-    r = _date(_year(m.group(3)), _month(m.group(1)), int(m.group(2)))
-    return (Date(frozenset([r])),) if r else None
-
-
-def _read_month_year(m, text):
-    return (Date(frozenset([(int(m.group(2)), _month(m.group(1)), None)])),)
 
 
 def _read_month(m, text):
@@ -337,14 +428,28 @@ def _read_decade(m, text):
 
 
 def _read_quarter(m, text):
-    q = int(m.group(1) or m.group(3))
-    y = m.group(2) or m.group(4)
-    return (Quarter(q, int(y) if y else None),)
+    g = m.groups()
+    # (q, year, fiscal) per alternative of _QUARTER, in its order
+    for q_i, y_i, fiscal in ((0, 1, True), (3, 2, True), (4, 6, True), (5, 6, True), (7, 8, True), (9, 10, None),
+                             (11, 12, None), (13, 14, None)):
+        if g[q_i]:
+            return (Quarter(int(g[q_i]), _year(g[y_i]), fiscal),)
+    return None
+
+
+def _read_fiscal_year(m, text):
+    return (Num(float(_year(m.group(1))), 1.0),)
+
+
+def _read_flight_level(m, text):
+    ft = un.parse("ft")
+    value = float(m.group(1)) * 100
+    return (Num(un.to_base(value, ft), un.to_base(100.0, ft), ft.dim, raw=value, unit=ft.expr),)
 
 
 def _read_compound(m, text):
     secs = int(m.group(1)) * 3600 + int(m.group(3)) * 60 + (int(m.group(5)) if m.group(5) else 0)
-    return (Num(float(secs), 1.0 if m.group(5) else 60.0, "time", hedged=_hedged(text, m.start())),)
+    return (Num(float(secs), 1.0 if m.group(5) else 60.0, "[time]", hedged=_hedged(text, m.start())),)
 
 
 def _read_year_range(m, text):
@@ -355,13 +460,17 @@ def _read_year_range(m, text):
     return ((Num(float(first), 1.0),), (Num(float(last), 1.0),))
 
 
+def _with_unit(value: float, prec: float, unit, **kw) -> Num:
+    base = un.to_base(value, unit)
+    return Num(base, abs(un.to_base(value + prec, unit) - base), unit.dim, unit=unit.expr, **kw)
+
+
 def _read_fraction(m, text):
     value = float(m.group(1))
-    unit = (m.group(2) or "").lower()
     hedged = _hedged(text, m.start())
-    if unit in _UNITS:
-        dim, factor = _UNITS[unit]
-        return (Num(value * factor, 0.01 * factor, dim, hedged=hedged),)
+    found = un.read_after(text[m.end():]) if m.group(0).lower().rstrip().endswith(("a", "an", "the")) else None
+    if found is not None:
+        return (_with_unit(value, 0.01, found[0], hedged=hedged),)
     return (Num(value, 0.01, "ratio", hedged=hedged),)
 
 
@@ -372,27 +481,99 @@ def _read_slash(m, text):
     return ((Num(float(a), 1.0),), (Num(float(b), 1.0),))
 
 
-def _read_money(m, text):
-    symbol, number, scale, unit = m.group(1), m.group(3), m.group(4), m.group(5)
-    value, prec = _number(number)  # a sign is not read: "-" mostly joins a range ("2019-2021", "3-1")
-    hedged = _hedged(text, m.start())
-    sym = (symbol or "").lower() or None
+@dataclasses.dataclass
+class _Written:
+    """A number as written, before it becomes a figure (a range's first end may borrow from the second)."""
+
+    value: float
+    prec: float
+    scale: float | None = None
+    currency: str | None = None
+    subunit: float | None = None
+    unit: object = None
+    hedged: bool = False
+    negative: bool = False
+    unread: bool = False
+    metre_or_million: bool = False
+
+    def figure(self, table=None) -> tuple:
+        v, p = self.value, self.prec
+        kw = dict(hedged=self.hedged, negative=self.negative)
+        if self.metre_or_million:  # "1.2m": metres unless money is said
+            return (Num(v * 1e6, p * 1e6, raw=v * 1e6, **kw), _with_unit(v, p, un.parse("m"), raw=v, **kw))
+        if self.scale:
+            v, p = v * self.scale, p * self.scale
+        if self.subunit:
+            return (Num(v * self.subunit, p * self.subunit, "money", raw=v, **kw),)
+        if self.currency:
+            return (Num(v, p, "money", raw=v, currency=self.currency, **kw),)
+        if self.unit is not None:
+            return (_with_unit(v, p, self.unit, raw=v, **kw),)
+        if table and not self.scale and not self.unread:  # "(2,310)" in a table "in thousands of USD"
+            factor, cur = table
+            return (Num(v * factor, p * factor, "money" if cur else None, raw=v, currency=cur, **kw),)
+        return (Num(v, p, raw=v, unread=self.unread, **kw),)
+
+
+def _written(m, text, orig) -> tuple[_Written, int]:
+    """A number match as written, and where it ends (after its unit when pint reads one)."""
+    open1, sym1, open2, minus, sym2, number, close, scale, word = m.groups()
+    value, prec = _number(number)
+    w = _Written(value, prec, hedged=_hedged(orig, m.start()))
+    w.negative = bool(minus) or bool((open1 or open2) and close)
+    if minus and re.search(r"[\d\w]\s*$", orig[:m.start(4)]):  # "2019-2021", "3-1": a range, not a sign
+        w.negative = bool((open1 or open2) and close)
+    sym = (sym1 or sym2 or "").lower() or None
+    end = m.end()
+    if close and not (open1 or open2):  # a lone ")" closes something else
+        end = m.start(7)
+    word_l = (word or "").lower()
     if scale:
         key = scale.lower()
-        if key == "m" and unit is None and not sym:  # "1.2m": metres unless money is said
-            return ((Num(value * 1e6, prec * 1e6, raw=value * 1e6, hedged=hedged),
-                     Num(value, prec, "length", raw=value, hedged=hedged)),)
-        value, prec = value * _SCALE[key], prec * _SCALE[key]
-    unit_l = (unit or "").lower()
-    currency = _CURRENCY.get(sym or "") or _CURRENCY.get(unit_l)
-    if unit_l in _SUBUNIT:
-        return (Num(value * _SUBUNIT[unit_l], prec * _SUBUNIT[unit_l], "money", raw=value, hedged=hedged),)
-    if currency:
-        return (Num(value, prec, "money", raw=value, currency=currency, hedged=hedged),)
-    if unit_l in _UNITS:
-        dim, factor = _UNITS[unit_l]
-        return (Num(value * factor, prec * factor, dim, raw=value, hedged=hedged),)
-    return (Num(value, prec, raw=value, hedged=hedged),)
+        if key == "m" and word is None and not sym:
+            w.metre_or_million = True
+            return w, end
+        if key == "t" and word is None and not sym:  # "2.3 t": tonnes unless money is said
+            end = m.start(8)
+        else:
+            w.scale = _SCALE[key]
+    w.currency = _CURRENCY.get(sym or "") or _CURRENCY.get(word_l)
+    w.subunit = _SUBUNIT.get(word_l)
+    if w.currency or w.subunit or w.scale:
+        return w, end
+    found = un.read_after(text[end:])
+    if found is not None:
+        w.unit, used = found[0], found[1]
+        return w, end + used
+    nxt = re.match(r"\s?(\S+)", text[end:])
+    w.unread = bool(nxt) and un.looks_like_unit(nxt.group(1))
+    return w, end
+
+
+def _read_numbers(text: str, table) -> tuple[str, list]:
+    """The numbers left (money, quantities with a unit, plain numbers); a range's first end takes
+    the second's scale, currency and unit when it has none ("$1.1-1.2 billion", "7 to 10 days")."""
+    orig, found, pos = text, [], 0
+    while (m := _MONEY.search(text, pos)) is not None:
+        if not m.group(6):
+            pos = m.start() + 1
+            continue
+        w, end = _written(m, text, orig)
+        found.append([m.start(6), end, w])
+        text = text[:m.start()] + " " * (end - m.start()) + text[end:]
+        pos = end
+    for (_, end, w), nxt_item in zip(found, found[1:]):
+        nxt = nxt_item[2]
+        if not re.fullmatch(r"\s*(?:-|to|and|or)\s*(?:us\$|[$€£¥])?\s*", orig[end:nxt_item[0]], re.I):
+            continue
+        if not (w.scale or w.unit is not None or w.subunit or w.metre_or_million) and (nxt.scale or nxt.unit is not None):
+            w.scale, w.unit, w.unread = nxt.scale, nxt.unit, False
+        if w.currency and not nxt.currency and not nxt.unit:  # "$1.1-1.2 billion": the second end is dollars too
+            nxt.currency = w.currency
+        if nxt.currency and not w.currency and not w.unit:
+            w.currency = nxt.currency
+    out = [w.figure(table) for _, _, w in found]
+    return text, out
 
 
 def _flatten(figs: list) -> list[tuple]:
@@ -405,28 +586,23 @@ def _flatten(figs: list) -> list[tuple]:
     return out
 
 
-def read(text: str) -> list[tuple]:
-    """The figures of ``text``: a list of figures, each a tuple of alternative readings."""
-    text = normalise(text)
+def read(text: str, context: str = "") -> list[tuple]:
+    """The figures of ``text``: a list of figures, each a tuple of alternative readings.
+    ``context`` (the question) may state a table's scale ("in thousands") that ``text`` does not."""
+    table = table_scale(text) or table_scale(context)
+    text = normalise(_TABLE_SCALE.sub(lambda m: " " * len(m.group(0)), text or ""))
     text = re.sub(r"(?:^|(?<=[\n;]))\s*\(?\d{1,2}[.)]\s", " ", text)  # list numbering ("1. Surgery") is no figure
     figs: list = []
-    for pattern, fn in ((_NAME, _names), (_QUARTER, _read_quarter), (_ISO, _read_iso),
-                        (_NUMERIC_DATE, _read_numeric_date), (_CLOCK, _read_clock), (_DOT_CLOCK, _read_clock_dot),
-                        (_SPACE_CLOCK, _read_clock_dot), (_WORD_CLOCK, _read_word_clock), (_HOUR, _read_hour),
-                        (_NOON, _read_noon), (_CENTURY, _read_century), (_DAY_MONTH, _read_day_month),
-                        (_MONTH_DAY, _read_month_day), (_MONTH_YEAR, _read_month_year), (_MONTH_ALONE, _read_month),
-                        (_DECADE, _read_decade), (_COMPOUND, _read_compound), (_RANGE_YEARS, _read_year_range),
-                        (_FRAC_TOKEN, _read_fraction), (_SLASH, _read_slash), (_MONEY, _read_money)):
+    for pattern, fn in ((_FLIGHT_LEVEL, _read_flight_level), (_QUARTER, _read_quarter), (_NAME, _names),
+                        (_FISCAL_YEAR, _read_fiscal_year), (_ISO, _read_iso),
+                        (_NUMERIC_DATE, _read_numeric_date), (_MIL_CLOCK, _read_mil_clock), (_CLOCK, _read_clock),
+                        (_DOT_CLOCK, _read_clock_dot), (_SPACE_CLOCK, _read_clock_dot), (_WORD_CLOCK, _read_word_clock),
+                        (_HOUR, _read_hour), (_NOON, _read_noon), (_CENTURY, _read_century),
+                        (_DAY_MONTH, _read_day_month), (_MONTH_DAY, _read_month_day), (_MONTH_YEAR, _read_month_year),
+                        (_MONTH_ALONE, _read_month), (_DECADE, _read_decade), (_COMPOUND, _read_compound),
+                        (_RANGE_YEARS, _read_year_range), (_FRAC_TOKEN, _read_fraction), (_SLASH, _read_slash)):
         text, found = _scan(text, pattern, fn)
         figs.extend(_flatten([(f,) if not isinstance(f, tuple) else f for f in found]))
+    text, found = _read_numbers(text, table)
+    figs.extend(found)
     return figs
-
-
-def _read_clock_dot(m, text):
-    c = _clock(int(m.group(1)), int(m.group(2)), m.group(3), m.group(4) if m.lastindex >= 4 else None)
-    return (c,) if c else None
-
-
-def _read_hour(m, text):
-    c = _clock(int(m.group(1)), 0, m.group(2), m.group(3))
-    return (c,) if c else None

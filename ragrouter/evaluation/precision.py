@@ -10,29 +10,40 @@ and more detail stays correct. The rule holds for short golds only (at most
 is the point); a long gold (a summary) may carry figures a right answer need not repeat, and there
 the judge model weighs what is key.
 
-How a figure is read is :mod:`ragrouter.evaluation.figures_read`. When an answer states a gold
-figure (:func:`states`):
+**It abstains when unsure**: where a figure cannot be compared with confidence — a unit that
+looks like one but no library reads ("145 KIAS"), a numeric date that reads day-first and
+month-first against a gold that says which, two different time zones without a fixed offset,
+a fiscal quarter against one that does not say — and no gold figure is plainly missing, the
+verdict is left as it is and :func:`judge_figures` says why (``Outcome.review``): the judge
+stage stores that reason so that a person reviews the run.
 
-- numbers are compared as values in one base unit per dimension ("0.5 g" = "500 mg", "14 days" =
-  "2 weeks", "45 cents" = "$0.45", "two fifths" = "40 %"), at the gold's precision: a more precise
-  answer states the gold when it rounds to it ("3.142" for "3.14"); a coarser one only when it is
-  a rounding of the gold within 0.5 % and is not hedged ("$82.96 billion" for "$82,959 million"
-  states it; "about 1,200" for "1,204", "3.1" for "3.14" do not). Units of one dimension must
-  agree ("12 miles" is not "12 km"), and so must two named currencies; a figure with a unit on one
-  side only is compared as written ("5" states "5 mg").
-- times on a 12-hour dial; am/pm must agree only when both sides say it ("5:30" states "5:30 PM",
-  "8:15 PM" does not state "8:15 AM").
-- dates by year, month and day: every reading of the answer's date must be one of the gold's, so a
-  numeric date that can be read day-first and month-first ("03/05/1994") does not state a gold that
-  says which ("5 March 1994"), but states a gold written the same ambiguous way; a missing year
-  is taken from a year the answer or the question states.
+How a figure is read is :mod:`ragrouter.evaluation.figures_read` (pint for units, dateparser for
+dates and times, text2num for number words). When an answer states a gold figure:
+
+- numbers are compared as values in base units ("0.05 mg" = "50 µg", "145 kt" = "268.5 km/h",
+  "25 bp" = "0.25 percentage points", "FL350" = "35,000 ft", "$1.2 billion" = "1,200 million",
+  "(4,512) in thousands" = "-$4.5 million"), at the gold's precision: a more precise answer states
+  the gold when it rounds to it ("3.142" for "3.14"); a coarser one only when it is a rounding of
+  the gold within 0.5 % and is not hedged ("$82.96 billion" for "$82,959 million" states it; "about
+  1,200" for "1,204" does not) — a hedge is allowed on a conversion to another unit ("about 366 m"
+  for "1,200 ft"), which must round. Dimensions must agree ("145 mph" is not "145 knots", "50 mg" is
+  not "50 mg/kg", "5.8 mg/dL" is not "5.8 mmol/L"), and so must two named currencies; a figure with
+  a unit on one side only is compared as written ("5" states "5 mg"). A gold written negative
+  ("(2,310)") needs an answer that is negative or says a loss or a fall in words.
+- clock times on a 12-hour dial; am/pm must agree only when both sides say it; zones with a known
+  offset are compared as instants ("14:30 UTC" = "9:30 am EST"), "1430Z" = "14:30 UTC" = "2:30 pm
+  UTC".
+- dates by year, month and day; a missing year is taken from a year the answer or the question
+  states. Quarters by number and year; fiscal against calendar is left to a person.
 - decades and centuries as spans of years ("1994" states "the 1990s"; "the 1990s" does not state
   "1994"); numbers inside names as text ("Python 3.1" does not state "Python 3.10").
 """
 
 from __future__ import annotations
 
-from ragrouter.evaluation.figures_read import Clock, Date, Name, Num, Quarter, Span, read
+import dataclasses
+
+from ragrouter.evaluation.figures_read import Clock, Date, Name, Num, Quarter, Span, negative_cue, read
 
 MAX_GOLD_WORDS = 15
 """Golds longer than this are left to the judge model (see the module docstring)."""
@@ -40,15 +51,38 @@ MAX_GOLD_WORDS = 15
 ROUNDING = 0.005
 """How far (relative) a coarser, unhedged answer may lie from the gold and still state it."""
 
+UNSURE = None
+"""A comparison that cannot be decided with confidence (the rule abstains)."""
 
-def _close(gv: float, gp: float, av: float, ap: float, hedged: bool) -> bool:
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """The figures rule's result: the label after it, the gold figures the answer lacks, and why it
+    left the verdict to a person (None when it did not abstain)."""
+
+    label: str
+    missing: frozenset = frozenset()
+    review: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Ctx:
+    years: frozenset        # years the answer or the question states (a date without its year)
+    answer_negative: bool   # the answer says a loss or a fall in words
+    gold_negative: bool     # the gold or the question does
+
+
+def _close(gv: float, gp: float, av: float, ap: float, hedged: bool, ref: float | None = None) -> bool:
+    """``ref``: what the relative :data:`ROUNDING` is a share of (the value itself, or for a
+    temperature the number as written: 0.5 % of 311 K is not a rounding of 38.5 °C)."""
+    ref = abs(gv) if ref is None else abs(ref)
     tol = 1e-9 * max(1.0, abs(gv))
     diff = abs(gv - av)
     if diff <= tol:
         return True
     if ap <= gp + tol:  # as precise as the gold or more: it must round to the gold
         return diff <= gp / 2 + tol
-    return not hedged and diff <= ap / 2 + tol and diff <= ROUNDING * abs(gv)
+    return not hedged and diff <= ap / 2 + tol and diff <= ROUNDING * ref
 
 
 def _as_written(n: Num) -> tuple[float, float]:
@@ -57,14 +91,26 @@ def _as_written(n: Num) -> tuple[float, float]:
     return n.raw, n.prec * abs(n.raw / n.value)
 
 
-def _num_states(g: Num, a: Num) -> bool:
+def _sign_agrees(g: Num, a: Num, ctx: _Ctx) -> bool:
+    if g.negative and not a.negative and not ctx.answer_negative:
+        return False
+    return not (a.negative and not g.negative and not ctx.gold_negative)
+
+
+def _num_states(g: Num, a: Num, ctx: _Ctx):
+    if not _sign_agrees(g, a, ctx):
+        return False
     if g.dim and a.dim:
         if g.dim != a.dim or (g.currency and a.currency and g.currency != a.currency):
             return False
-        return _close(g.value, g.prec, a.value, a.prec, a.hedged)
+        converted = bool(g.unit and a.unit and g.unit != a.unit)  # a conversion rounds, and may say so
+        ref = g.raw if g.dim == "temperature" and g.raw is not None else None
+        return _close(g.value, g.prec, a.value, a.prec, a.hedged and not converted, ref)
     gv, gp = _as_written(g) if g.dim else (g.value, g.prec)
     av, ap = _as_written(a) if a.dim else (a.value, a.prec)
-    return _close(gv, gp, av, ap, a.hedged)
+    if _close(gv, gp, av, ap, a.hedged):
+        return True
+    return UNSURE if (g.unread or a.unread) else False
 
 
 def _year_of(r) -> int | None:
@@ -73,17 +119,43 @@ def _year_of(r) -> int | None:
     return None
 
 
-def _date_matches(r: tuple, g: tuple, years: set[int]) -> bool:
+def _date_matches(r: tuple, g: tuple, years) -> bool:
     (ry, rm, rd), (gy, gm, gd) = r, g
     if rm != gm or (gd is not None and rd != gd):
         return False
     return gy is None or ry == gy or (ry is None and gy in years)
 
 
-def _reading_states(g, a, years: set[int]) -> bool:
+def _utc_minute(c: Clock) -> int | None:
+    if c.offset is None or c.half is None:
+        return None
+    return ((c.minute + (720 if c.half == "pm" else 0)) - c.offset) % 1440
+
+
+def _clock_states(g: Clock, a: Clock):
+    if g.second is not None and a.second != g.second:
+        return False
+    if g.zone and a.zone and g.zone != a.zone:
+        gu, au = _utc_minute(g), _utc_minute(a)
+        if gu is not None and au is not None:
+            return gu == au
+        return UNSURE  # "Eastern" against "UTC": no fixed offset to compare by
+    return a.minute == g.minute and (g.half is None or a.half is None or a.half == g.half)
+
+
+def _dates_state(g: Date, a: Date, years):
+    hits = [any(_date_matches(r, gr, years) for gr in g.readings) for r in a.readings]
+    if all(hits):
+        return True
+    return UNSURE if any(hits) else False  # "03/05/1994" for "5 March 1994": either reading
+
+
+def _reading_states(g, a, ctx: _Ctx):
+    """True when the answer's reading ``a`` states the gold's reading ``g``, False when not,
+    :data:`UNSURE` when it cannot be told."""
     if isinstance(g, Num):
         if isinstance(a, Num):
-            return _num_states(g, a)
+            return _num_states(g, a, ctx)
         if isinstance(a, Name):  # "Room 12" states "12"
             number = a.text.rsplit(" ", 1)[1]
             return g.dim is None and number.replace(".", "", 1).isdigit() and float(number) == g.value
@@ -93,10 +165,9 @@ def _reading_states(g, a, years: set[int]) -> bool:
             return a.year is not None and _year_of(g) == a.year
         return False
     if isinstance(g, Clock):
-        return (isinstance(a, Clock) and a.minute == g.minute and (g.half is None or a.half is None or a.half == g.half)
-                and (g.second is None or a.second == g.second))
+        return isinstance(a, Clock) and _clock_states(g, a)
     if isinstance(g, Date):
-        return isinstance(a, Date) and all(any(_date_matches(r, gr, years) for gr in g.readings) for r in a.readings)
+        return isinstance(a, Date) and _dates_state(g, a, ctx.years)
     if isinstance(g, Span):
         if isinstance(a, Span):
             return g.first <= a.first and a.last <= g.last
@@ -104,11 +175,22 @@ def _reading_states(g, a, years: set[int]) -> bool:
             return g.first <= y <= g.last
         return isinstance(a, Date) and all(r[0] is not None and g.first <= r[0] <= g.last for r in a.readings)
     if isinstance(g, Quarter):
-        return isinstance(a, Quarter) and a.quarter == g.quarter and (
-            g.year is None or a.year == g.year or (a.year is None and g.year in years))
+        if not isinstance(a, Quarter) or a.quarter != g.quarter:
+            return False
+        if not (g.year is None or a.year == g.year or (a.year is None and g.year in ctx.years)):
+            return False
+        return True if g.fiscal == a.fiscal else UNSURE  # fiscal against a quarter that does not say
     if isinstance(g, Name):
         return isinstance(a, Name) and a.text == g.text
     return False
+
+
+def _best(values):
+    """True if any is True, else UNSURE if any is, else False."""
+    values = list(values)
+    if any(v is True for v in values):
+        return True
+    return UNSURE if any(v is UNSURE for v in values) else False
 
 
 def _years(figs: list[tuple]) -> set[int]:
@@ -122,25 +204,30 @@ def _years(figs: list[tuple]) -> set[int]:
     return out
 
 
-def states(answer_figures: list[tuple], gold_figure: tuple, years: set[int] = frozenset()) -> bool:
+def _state(answer_figures: list[tuple], gold_figure: tuple, ctx: _Ctx):
+    return _best(_reading_states(g, a, ctx) for g in gold_figure for fig in answer_figures for a in fig)
+
+
+def states(answer_figures: list[tuple], gold_figure: tuple, years=frozenset()) -> bool:
     """Whether one of the answer's figures states the gold figure (any reading of either)."""
-    return any(_reading_states(g, a, set(years)) for g in gold_figure for fig in answer_figures for a in fig)
+    return _state(answer_figures, gold_figure, _Ctx(frozenset(years), True, True)) is True
 
 
 def label(fig: tuple) -> str:
     """A figure as a short string ("t05:30pm", "d1994-03-05", "2500000", "0.25 ratio"), readings joined by " / "."""
     def one(r) -> str:
         if isinstance(r, Num):
-            return f"{r.value:.10g}" + (f" {r.dim}" if r.dim else "") + (f" {r.currency}" if r.currency else "")
+            return ("-" if r.negative else "") + f"{r.value:.10g}" + (f" {r.dim}" if r.dim else "") \
+                + (f" {r.currency}" if r.currency else "")
         if isinstance(r, Clock):
             return f"t{r.minute // 60:02d}:{r.minute % 60:02d}" + (f":{r.second:02d}" if r.second is not None else "") \
-                + (r.half or "")
+                + (r.half or "") + (f" {r.zone}" if r.zone else "")
         if isinstance(r, Date):
             return "d" + "|".join(sorted(f"{y or '?'}-{m:02d}-{d or 0:02d}" for y, m, d in r.readings))
         if isinstance(r, Span):
             return f"y{r.first}-{r.last}"
         if isinstance(r, Quarter):
-            return f"Q{r.quarter}" + (f" {r.year}" if r.year else "")
+            return f"Q{r.quarter}" + (f" {r.year}" if r.year else "") + (" fiscal" if r.fiscal else "")
         return f"n:{r.text}"
     return " / ".join(one(r) for r in fig)
 
@@ -150,17 +237,46 @@ def figures(text: str) -> set[str]:
     return {label(f) for f in read(text)}
 
 
+def _compare(question: str, gold: str, answer: str) -> tuple[set[str], set[str]]:
+    """(gold figures the answer does not state, gold figures it cannot be told whether it does)."""
+    q, g, a = read(question), read(gold, question), read(answer, question)
+    q_ctx = _Ctx(frozenset(_years(q)), True, True)
+    ctx = _Ctx(frozenset(_years(a) | _years(q)), negative_cue(answer), negative_cue(gold + " " + question))
+    missing, unsure = set(), set()
+    for fig in g:
+        if _state(q, fig, q_ctx) is True:
+            continue  # the question gives it
+        st = _state(a, fig, ctx)
+        if st is False and any(r.unread for r in fig if isinstance(r, Num)):
+            st = UNSURE
+        if st is False:
+            missing.add(label(fig))
+        elif st is UNSURE:
+            unsure.add(label(fig))
+    return missing, unsure
+
+
 def missing_figures(question: str, gold: str, answer: str) -> set[str]:
     """The gold's figures (those the question does not give) that the answer does not state."""
-    q, g, a = read(question), read(gold), read(answer)
-    q_years, a_years = _years(q), _years(a) | _years(q)
-    return {label(f) for f in g if not states(q, f, q_years) and not states(a, f, a_years)}
+    return _compare(question, gold, answer)[0]
+
+
+def judge_figures(label_: str, question: str, gold: str, answer: str) -> Outcome:
+    """The figures rule on one verdict: "correct" becomes "incomplete" when a gold figure is
+    missing from the answer (a gold of at most :data:`MAX_GOLD_WORDS` words); when none is missing
+    but one cannot be compared with confidence the label stays and ``review`` says why."""
+    if label_ != "correct" or len((gold or "").split()) > MAX_GOLD_WORDS:
+        return Outcome(label_)
+    missing, unsure = _compare(question, gold, answer)
+    if missing:
+        return Outcome("incomplete", frozenset(missing))
+    if unsure:
+        return Outcome(label_, review="figures rule unsure: " + ", ".join(sorted(unsure)))
+    return Outcome(label_)
 
 
 def apply_figures(label_: str, question: str, gold: str, answer: str) -> str:
     """The verdict under the figures rule: "correct" becomes "incomplete" when a gold figure is
-    missing from the answer (a gold of at most :data:`MAX_GOLD_WORDS` words); every other label
-    passes unchanged."""
-    if label_ != "correct" or len((gold or "").split()) > MAX_GOLD_WORDS or not missing_figures(question, gold, answer):
-        return label_
-    return "incomplete"
+    missing from the answer (a gold of at most :data:`MAX_GOLD_WORDS` words); every other label —
+    and a verdict the rule abstains on — passes unchanged."""
+    return judge_figures(label_, question, gold, answer).label
