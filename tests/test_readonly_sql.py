@@ -276,3 +276,71 @@ def test_postgres_read_only_sql_of_a_plain_user_refuses_by_name_and_reads(pg_clu
     out = run_fast("sql", "select count(*) as n, current_user as u from documents", "--format", "json", env=env)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == [{"n": 1, "u": "ragrouter_plain"}]
+
+
+# Objects a user could make with --write that act beyond the store when read-only sql uses them
+# (each made by a superuser, the store's owner here): a SECURITY DEFINER function deleting through
+# dblink, a SECURITY DEFINER wrapper of pg_read_file, a file_fdw foreign table over /etc/passwd, a
+# store view replaced to read a file, a view made with --write, an operator and a cast and a domain
+# whose functions read a file, and a row-level policy on a store table calling the wrapper.
+PG_WRITE_OBJECTS = [
+    "create extension if not exists dblink",
+    "create extension if not exists file_fdw",
+    "create function evil_delete() returns text language sql security definer as "
+    "$$ select dblink_exec('dbname=' || current_database() || ' port=' || current_setting('port') || "
+    "' host=127.0.0.1 user=' || current_user, 'delete from queries') $$",
+    "create function read_passwd() returns text language sql security definer as $$ select pg_read_file('/etc/passwd') $$",
+    "create function plain_read(t text) returns text language sql as $$ select t $$",
+    "create server files foreign data wrapper file_fdw",
+    "create foreign table passwd (line text) server files options (filename '/etc/passwd')",
+    "create view my_view as select read_passwd() as p",
+    "drop view v_tokens_by_stage cascade",
+    "create view v_tokens_by_stage as select pg_read_file('/etc/passwd') as stage",
+    "create function passwd_op(text, text) returns text language sql security definer as "
+    "$$ select pg_read_file('/etc/passwd') $$",
+    "create operator ### (leftarg = text, rightarg = text, function = passwd_op)",
+    "create domain checked_text as text check (read_passwd() is not null)",
+]
+PG_WRITE_ATTACKS = [
+    ("select evil_delete()", "function evil_delete()"),
+    ("select read_passwd()", "function read_passwd()"),
+    ("select * from read_passwd()", "function read_passwd()"),
+    ("select public.read_passwd()", "function read_passwd()"),
+    ('select "read_passwd"()', "function read_passwd()"),
+    ("select plain_read('x')", "function plain_read()"),
+    ("select dblink('dbname=postgres', 'select 1')", "refuses dblink()"),
+    ("select 'a' ### 'b'", "operator ###"),
+    ("select 'x'::checked_text", "domain checked_text"),
+    ("select * from passwd", "permission denied"),
+    ("select * from my_view", "permission denied"),
+    ("select * from v_tokens_by_stage", "permission denied"),
+]
+
+
+def test_postgres_read_only_sql_does_not_act_through_objects_made_with_write(pg_url):
+    """Objects made earlier with --write (functions, foreign tables, views, operators, domains)
+    give read-only sql nothing beyond the store: every attack is one line, exit 2, no file read,
+    no row deleted; the store's own tables and untouched views still read."""
+    seeded(pg_url)
+    env = {"RAGROUTER_DB": pg_url}
+    with_query = ("insert into queries (corpus_id, external_id, origin, qtype, question, answer, status) "
+                  "select id, 'q1', 'imported', 'factual', 'what?', 'this', 'accepted' from corpora")
+    for stmt in [with_query] + PG_WRITE_OBJECTS:
+        out = run_fast("sql", "--write", stmt, env=env)
+        assert out.returncode == 0, (stmt, out.stderr)
+    assert run_fast("sql", "select 1", env=env).returncode == 0  # the reader's grants settled (ACLs, no rows)
+    before = _pg_dump(pg_url)
+    for stmt, says in PG_WRITE_ATTACKS:
+        out = run_fast("sql", stmt, env=env)
+        line = one_line(out, 2, "SQL error", says)
+        assert "root:" not in out.stdout + out.stderr, (stmt, out.stdout)
+    assert _pg_dump(pg_url) == before
+    out = run_fast("sql", "select count(*) as n from queries", "--format", "json", env=env)
+    assert out.returncode == 0 and json.loads(out.stdout) == [{"n": 1}], out.stderr
+    out = run_fast("sql", "select count(*) as n from v_accuracy_by_type", "--format", "json", env=env)
+    assert out.returncode == 0 and json.loads(out.stdout) == [{"n": 0}], out.stderr
+    # the replaced view back as the migrations make it: readable again
+    assert run_fast("db", "upgrade", env=env).returncode == 0
+    for stmt in ("select count(*) as n from v_tokens_by_stage", "select count(*) as n from documents"):
+        out = run_fast("sql", stmt, "--format", "json", env=env)
+        assert out.returncode == 0, (stmt, out.stderr)

@@ -24,6 +24,7 @@ from pathlib import Path
 import click
 
 from ragrouter.commands.common import Ctx, fail, pass_ctx, render_rows
+from ragrouter.db import migrate
 from ragrouter.db.engine import StoreError
 
 
@@ -210,37 +211,98 @@ def check_pg_functions(statement: str) -> None:
                                       "(or of a setting not named by a plain string literal)")
 
 
-# The role read-only sql runs its query as on PostgreSQL: NOLOGIN, SELECT on the store's tables,
-# views and sequences, nothing else (no file, session or server functions).
+# The role read-only sql runs its query as on PostgreSQL: NOLOGIN, SELECT on the store's own
+# tables, views and sequences (those the migrations make), nothing else: no foreign table, no
+# table or view made later with --write, no file, session or server functions.
 READER_ROLE = "ragrouter_sql_reader"
+
+# The reader may read, of the names the migrations make: plain and partitioned tables without
+# row-level security (a policy may call any function, as the reader), the store's sequences, and
+# the store's views whose rules use only such relations (or such views) and catalog functions
+# that are not SECURITY DEFINER — a view runs with its owner's rights, so a view replaced with
+# --write could otherwise read the server's files.
+_RELATIONS_SQL = """
+SELECT c.oid, c.relname, c.relkind, c.relrowsecurity FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema()
+"""
+_VIEW_USES_SQL = """
+SELECT r.ev_class, d.refclassid = 'pg_class'::regclass, d.refobjid,
+       d.refclassid = 'pg_proc'::regclass AND EXISTS (
+         SELECT 1 FROM pg_proc p JOIN pg_namespace pn ON pn.oid = p.pronamespace
+         WHERE p.oid = d.refobjid AND (pn.nspname <> 'pg_catalog' OR p.prosecdef OR p.proname = ANY(%(refused)s)))
+FROM pg_rewrite r JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
+JOIN pg_class v ON v.oid = r.ev_class JOIN pg_namespace n ON n.oid = v.relnamespace
+WHERE n.nspname = current_schema() AND v.relkind = 'v' AND d.refobjid <> r.ev_class
+"""
+
+
+def _readable(cur, tables: set[str], seqs: set[str]) -> set[str]:
+    """The names of the schema's relations the reader may read (see above)."""
+    rels = {oid: (name, kind, rls) for oid, name, kind, rls in cur.execute(_RELATIONS_SQL)}
+    ok = {oid for oid, (name, kind, rls) in rels.items()
+          if (kind in ("r", "p") and name in tables and not rls) or (kind == "S" and name in seqs)}
+    views = {oid for oid, (name, kind, _) in rels.items() if kind == "v" and name in tables}
+    uses: dict[int, list[tuple[bool, int, bool]]] = {oid: [] for oid in views}
+    for view, on_rel, ref, bad_fn in cur.execute(_VIEW_USES_SQL, {"refused": _refused_names()}):
+        if view in uses:
+            uses[view].append((on_rel, ref, bad_fn))
+    changed = True
+    while changed:  # a view is readable once everything it reads is
+        changed = False
+        for view in sorted(views - ok):
+            if all(not bad_fn and (not on_rel or ref in ok) for on_rel, ref, bad_fn in uses[view]):
+                ok.add(view)
+                changed = True
+    return {rels[oid][0] for oid in ok if _why_refused(rels[oid][0]) is None}
+
+
+_GRANTED_SQL = """
+SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'v', 'm', 'p', 'f', 'S')
+  AND has_table_privilege(%(role)s, c.oid, 'SELECT')
+"""
+
+
+def _refused_names() -> list[str]:
+    """The exact names of :data:`_PG_REFUSED` (prefixes are matched in Python)."""
+    return [n for names in _PG_REFUSED.values() for n in names if not n.endswith("*")]
 
 
 def reader_role(conn) -> bool:
-    """Make :data:`READER_ROLE` ready on a psycopg connection (outside a transaction): create it
-    and grant it SELECT on the relations of the store's schema it cannot read yet (one short
-    transaction, only when something is missing); True when this session can ``SET ROLE`` to
-    it. False where that cannot be (not a superuser, a standby): then only the names are refused."""
+    """Make :data:`READER_ROLE` ready on a psycopg connection (outside a transaction): create it,
+    grant it SELECT on the store's own relations it may read (:func:`_readable`) and revoke
+    SELECT on everything else of the schema (foreign tables, relations made with --write, a view
+    replaced to call a function beyond the store) — one short transaction, only when the grants
+    differ; True when this session can ``SET ROLE`` to it. False where that cannot be (not a
+    superuser, a standby): then the query runs with the store user's rights and only the checks
+    by name and by catalog (:func:`check_pg_catalog`) stand."""
     import psycopg
+    from psycopg import sql as pgsql
 
+    tables, seqs = migrate.store_relations()
     for _ in range(3):  # another sql may create the role at the same moment
         try:
             with conn.transaction():
                 cur = conn.cursor()
+                readable = _readable(cur, tables, seqs)
                 exists = cur.execute("SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = %s)",
                                      (READER_ROLE,)).fetchone()[0]
-                missing = True
                 if exists:
-                    missing = cur.execute(
-                        "SELECT NOT has_schema_privilege(%(r)s, current_schema(), 'USAGE') OR EXISTS ("
-                        "SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-                        "WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'v', 'm', 'p', 'f', 'S') "
-                        "AND NOT has_table_privilege(%(r)s, c.oid, 'SELECT'))", {"r": READER_ROLE}).fetchone()[0]
+                    usage = cur.execute("SELECT has_schema_privilege(%s, current_schema(), 'USAGE')",
+                                        (READER_ROLE,)).fetchone()[0]
+                    granted = {r[0] for r in cur.execute(_GRANTED_SQL, {"role": READER_ROLE})}
                 else:
                     cur.execute(f"CREATE ROLE {READER_ROLE} NOLOGIN NOINHERIT")
-                if missing:
-                    for what in ("USAGE ON SCHEMA", "SELECT ON ALL TABLES IN SCHEMA",
-                                 "SELECT ON ALL SEQUENCES IN SCHEMA"):
-                        cur.execute(f'GRANT {what.replace("SCHEMA", "SCHEMA " + _schema(cur))} TO {READER_ROLE}')
+                    usage, granted = False, set()
+                schema = _schema(cur)
+                if not usage:
+                    cur.execute(f"GRANT USAGE ON SCHEMA {schema} TO {READER_ROLE}")
+                for name, verb in [(n, "GRANT") for n in sorted(readable - granted)] + \
+                                  [(n, "REVOKE") for n in sorted(granted - readable)]:
+                    what = pgsql.SQL("{} SELECT ON {}.{} {} {}").format(
+                        pgsql.SQL(verb), pgsql.SQL(schema), pgsql.Identifier(name),
+                        pgsql.SQL("TO" if verb == "GRANT" else "FROM"), pgsql.SQL(READER_ROLE))
+                    cur.execute(what)
             break
         except (psycopg.errors.DuplicateObject, psycopg.errors.UniqueViolation):
             continue
@@ -249,13 +311,48 @@ def reader_role(conn) -> bool:
     try:
         with conn.transaction():
             conn.execute(f"SET LOCAL ROLE {READER_ROLE}")
-            ok = conn.execute(
-                "SELECT NOT EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-                "WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'v', 'm', 'p', 'f') "
-                "AND NOT has_table_privilege(c.oid, 'SELECT'))").fetchone()[0]
+            ok = conn.execute("SELECT has_schema_privilege(current_schema(), 'USAGE')").fetchone()[0]
     except psycopg.Error:
         return False
     return bool(ok)
+
+
+# What a query may call on PostgreSQL, read from the server's catalog at the moment it runs: a
+# function named in the query that exists outside pg_catalog or is SECURITY DEFINER (made with
+# --write: it runs with its owner's rights, or reaches other servers as dblink does), an operator
+# or a cast made outside the catalog, a domain made outside it (its CHECK may call a function).
+_CATALOG_SQL = """
+SELECT 'function ' || p.proname || '()' FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+  WHERE p.proname = ANY(%(calls)s) AND (n.nspname <> 'pg_catalog' OR p.prosecdef)
+UNION ALL
+SELECT 'operator ' || o.oprname FROM pg_operator o JOIN pg_namespace n ON n.oid = o.oprnamespace
+  WHERE n.nspname <> 'pg_catalog' AND position(o.oprname IN %(text)s) > 0
+UNION ALL
+SELECT 'cast to ' || format_type(c.casttarget, NULL) FROM pg_cast c JOIN pg_proc p ON p.oid = c.castfunc
+  JOIN pg_namespace n ON n.oid = p.pronamespace
+  WHERE (n.nspname <> 'pg_catalog' OR p.prosecdef) AND %(casts)s
+UNION ALL
+SELECT 'domain ' || t.typname FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+  WHERE t.typtype = 'd' AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND t.typname = ANY(%(names)s)
+LIMIT 1
+"""
+
+
+def check_pg_catalog(conn, statement: str) -> None:
+    """Refuse (ReadOnlyRefused) a read-only query that would call what was made in the store
+    rather than shipped with PostgreSQL (:data:`_CATALOG_SQL`), whoever runs it."""
+    tokens = list(_pg_tokens(statement))
+    names = sorted({v for kind, v in tokens if kind == "name"})
+    calls = sorted({v for k, (kind, v) in enumerate(tokens)
+                    if kind == "name" and k + 1 < len(tokens) and tokens[k + 1] == ("punct", "(")})
+    bare = "".join(v if kind == "punct" else " " for kind, v in tokens)  # operators, strings blanked
+    casts = "::" in bare or "cast" in names
+    found = conn.execute(_CATALOG_SQL, {"calls": calls, "names": names, "text": bare,
+                                        "casts": casts}).fetchone()
+    if found:
+        raise ReadOnlyRefused(f"sql without --write calls no {found[0]} made in the store: it is not part of "
+                              "PostgreSQL's catalog or runs with its owner's rights (SECURITY DEFINER); "
+                              "--write runs it with the store user's own rights")
 
 
 def _schema(cur) -> str:
@@ -282,6 +379,8 @@ def _execute_pg_read_only(engine, statement: str) -> tuple[list[str], list[tuple
     try:
         conn = raw.driver_connection
         as_reader = reader_role(conn)
+        with conn.transaction():
+            check_pg_catalog(conn, statement)
         cursor = conn.cursor()
         cursor.execute("SET TRANSACTION READ ONLY")
         if as_reader:

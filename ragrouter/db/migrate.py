@@ -32,6 +32,7 @@ from sqlalchemy.engine import Connection, Engine
 from ragrouter.db import comments
 from ragrouter.db.comments import view_name
 from ragrouter.db.engine import StoreError
+from ragrouter.db.models import Base
 from ragrouter.paths import DATA_ROOT
 
 VIEWS_TABLE = "ragrouter_views"
@@ -81,6 +82,15 @@ def stored_view_hashes(conn: Connection) -> dict[str, str] | None:
     if not _has_table(conn, VIEWS_TABLE):
         return None
     return {name: digest for name, digest in conn.execute(text(f"SELECT name, sql_sha256 FROM {VIEWS_TABLE}"))}
+
+
+def store_relations() -> tuple[set[str], set[str]]:
+    """(relations, sequences) the migrations make: the ORM's tables, the views of queries/views,
+    Alembic's version table and the views' bookkeeping table; the ORM's sequences. Read-only
+    ``sql`` on PostgreSQL may read these and nothing else of the schema."""
+    relations = set(Base.metadata.tables) | {view_name(p.read_text(), p) for p in view_files()}
+    relations |= {VIEWS_TABLE, "alembic_version"}
+    return relations, set(Base.metadata._sequences)
 
 
 def _has_table(conn: Connection, name: str) -> bool:
