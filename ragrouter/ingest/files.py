@@ -10,15 +10,16 @@ Document id: the file's path as written from the current folder (``reports/2024/
 a file outside the current folder gets the path below the folder named on the command line,
 led by that folder's name (``reports/2024/AAPL-Q1.pdf`` for ``/data/reports``), or its bare
 name when it was named itself. Title: the PDF's or .docx's metadata title, the HTML
-``<title>`` (else its first ``<h1>``), the Markdown file's first heading; else the file name
-without its suffix.
+``<title>`` (else its first ``<h1>``), the Markdown file's first heading; a metadata title that
+looks like an identifier (an accession number, digits and dashes, a file name) gives way to
+the document's first heading; else the file name without its suffix.
 
-Reading order and tables: PDF text comes from pypdf's layout mode, which keeps each printed
-line — a table row included — on one line; the gaps between its columns (three or more
-spaces) become `` | ``. HTML and .docx table rows are written as one line each, cells joined
+Reading order and tables: PDF text comes from PDFium (pypdf where PDFium cannot open the
+file; :mod:`ragrouter.ingest.pdf`), a line per printed line — a table row included — with the
+gaps between a row's columns written `` | ``. HTML and .docx table rows are written as one line each, cells joined
 by `` | ``. Markdown is kept as written (its tables are already one row a line).
 
-The readers' libraries (pypdf, beautifulsoup4, markdown-it-py, python-docx) are imported when a
+The readers' libraries (pypdfium2, pypdf, beautifulsoup4, markdown-it-py, python-docx) are imported when a
 file of their format is read; where one is missing, :class:`MissingReader` names it and the
 extra that installs it.
 """
@@ -26,13 +27,12 @@ extra that installs it.
 from __future__ import annotations
 
 import glob
-import logging
 import os
 import re
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ragrouter.ingest import pdf
 from ragrouter.ingest.questions import Catalog, load_questions
 from ragrouter.ingest.records import Dataset, Document, LoaderError
 
@@ -152,7 +152,6 @@ def expand(paths: list[Path]) -> Inputs:
 
 # --------------------------------------------------------------------------- readers
 
-_COLUMN_GAP = re.compile(r"(?<=\S) {3,}(?=\S)")
 _BLANK_RUNS = re.compile(r"\n{3,}")
 
 
@@ -203,14 +202,64 @@ _BLOCKS = ("p", "div", "br", "li", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6
            "hr", "main", "nav", "aside", "form", "address")
 
 
+MAX_HTML_BYTES = 32 * 2**20
+"""An HTML file larger than this is skipped (its parse tree would take gigabytes)."""
+MAX_HTML_DEPTH = 200
+"""An HTML file whose elements nest deeper than this is skipped (real pages nest a few dozen
+deep; a parser's time and memory grow with the depth)."""
+MAX_DOCX_BYTES = 256 * 2**20
+"""A .docx whose parts unpack to more than this is skipped (a zip bomb unpacks to gigabytes)."""
+MAX_DOCX_XML_BYTES = 64 * 2**20
+"""… or whose XML parts unpack to more than this (their parse trees take several times it)."""
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:,.0f} MiB" if n >= 2**20 else f"{n / 1024:,.0f} KiB"
+
+
+def _html_depth(path: Path, data: bytes, limit: int) -> int:
+    """The deepest nesting of ``data``'s elements, by libxml2's HTML parser (C, implied end tags
+    as browsers imply them), stopping once past ``limit``."""
+    import io
+
+    etree = _import("lxml.etree", "lxml", path)
+    depth = deepest = 0
+    try:
+        for event, element in etree.iterparse(io.BytesIO(data), events=("start", "end"), html=True, recover=True,
+                                              huge_tree=False):
+            if event == "start":
+                depth += 1
+                if depth > deepest:
+                    deepest = depth
+                    if deepest > limit:
+                        break
+            else:
+                depth -= 1
+                element.clear()
+    except etree.LxmlError:
+        pass  # what libxml2 could not read, html.parser reads below
+    return deepest
+
+
 def read_html(path: Path) -> tuple[str, str, dict]:
     """Visible text, a line per block and per table row (cells joined by `` | ``); scripts,
-    styles and the head left out. Title: ``<title>``, else the first ``<h1>``."""
+    styles and the head left out. Title: ``<title>``, else (missing, or an identifier) the
+    first ``<h1>``. A file over :data:`MAX_HTML_BYTES` or nested deeper than
+    :data:`MAX_HTML_DEPTH` is :class:`Unreadable` (checked before the parse, in seconds)."""
     bs4 = _import("bs4", "beautifulsoup4", path)
-    soup = bs4.BeautifulSoup(_decode(path), "html.parser")
+    size = path.stat().st_size
+    if size > MAX_HTML_BYTES:
+        raise Unreadable(f"{_mib(size)} of HTML, over the {_mib(MAX_HTML_BYTES)} limit of an HTML document; "
+                         "split it or save its text")
+    text = _decode(path)
+    depth = _html_depth(path, text.encode("utf-8"), MAX_HTML_DEPTH)
+    if depth > MAX_HTML_DEPTH:
+        raise Unreadable(f"its HTML elements nest more than {MAX_HTML_DEPTH} deep (a damaged or generated page); "
+                         "save its text")
+    soup = bs4.BeautifulSoup(text, "html.parser")
     title_tag = soup.find("title")
     title = title_tag.get_text(" ", strip=True) if title_tag else ""
-    if not title:
+    if pdf.looks_like_identifier(title, path):
         h1 = soup.find("h1")
         title = h1.get_text(" ", strip=True) if h1 else ""
     for tag in soup(["script", "style", "noscript", "template", "head", "svg"]):
@@ -224,15 +273,38 @@ def read_html(path: Path) -> tuple[str, str, dict]:
     return title or path.stem, text, {}
 
 
+def _docx_size(path: Path) -> None:
+    """:class:`Unreadable` when the .docx's parts unpack to more than the limits (read from the
+    archive's directory, nothing unpacked; a part that unpacks past its stated size fails its
+    check when read)."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            infos = zf.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        raise Unreadable(f"not a readable .docx file ({type(exc).__name__}: {_short(exc)})") from None
+    total = sum(i.file_size for i in infos)
+    xml = sum(i.file_size for i in infos if i.filename.lower().endswith((".xml", ".rels")))
+    if total > MAX_DOCX_BYTES or xml > MAX_DOCX_XML_BYTES:
+        raise Unreadable(f"its parts unpack to {_mib(total)} ({_mib(xml)} of XML) from {_mib(path.stat().st_size)}, "
+                         f"over the limits of a .docx ({_mib(MAX_DOCX_BYTES)}, {_mib(MAX_DOCX_XML_BYTES)} of XML): "
+                         "a zip bomb or a damaged file; not unpacked")
+
+
 def read_docx(path: Path) -> tuple[str, str, dict]:
     """Paragraphs and tables in document order, a line per table row (cells joined by `` | ``,
-    a merged cell once). Title: the document's core-properties title."""
+    a merged cell once). Title: the document's core-properties title, else (missing, or an
+    identifier) its first heading. A file whose parts unpack past :data:`MAX_DOCX_BYTES` (or
+    :data:`MAX_DOCX_XML_BYTES` of XML) is :class:`Unreadable`, refused before it is unpacked."""
     docx = _import("docx", "python-docx", path)
+    _docx_size(path)
     try:
         doc = docx.Document(str(path))
     except Exception as exc:  # python-docx raises zipfile, lxml and its own errors alike
         raise Unreadable(f"not a readable .docx file ({type(exc).__name__}: {_short(exc)})") from None
     lines = []
+    heading = ""
     for block in doc.iter_inner_content():
         if hasattr(block, "rows"):
             for row in block.rows:
@@ -245,7 +317,12 @@ def read_docx(path: Path) -> tuple[str, str, dict]:
             lines.append("")
         else:
             lines.append(block.text)
+            style = (getattr(block.style, "name", "") or "") if block.style is not None else ""
+            if not heading and block.text.strip() and style.lower().startswith(("title", "heading")):
+                heading = " ".join(block.text.split())[:300]
     title = (doc.core_properties.title or "").strip()
+    if pdf.looks_like_identifier(title, path):
+        title = heading
     return title or path.stem, "\n".join(lines), {}
 
 
@@ -254,37 +331,27 @@ def _short(exc: BaseException) -> str:
 
 
 def read_pdf(path: Path) -> tuple[str, str, dict]:
-    """The text of every page in layout mode (pages joined by a blank line); a column gap of
-    three or more spaces becomes `` | ``. A PDF none of whose pages has text is a scan
-    (:class:`Unreadable`); the pages without text of one that has some are counted in the
-    meta (``pages_without_text``)."""
-    pypdf = _import("pypdf", "pypdf", path)
-    logging.getLogger("pypdf").setLevel(logging.ERROR)  # its repair notes are not the user's business
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            reader = pypdf.PdfReader(str(path))
-            if reader.is_encrypted and not reader.decrypt(""):
-                raise Unreadable("the PDF is encrypted with a password; save an unprotected copy")
-            pages = []
-            for page in reader.pages:
-                pages.append(page.extract_text(extraction_mode="layout") or "")
-            meta_title = (reader.metadata.title if reader.metadata else None) or ""
-        except Unreadable:
-            raise
-        except Exception as exc:  # pypdf raises many types on a damaged file (PdfReadError, KeyError, …)
-            raise Unreadable(f"not a readable PDF ({type(exc).__name__}: {_short(exc)})") from None
+    """The text of every page, a line per printed line with a table row's cells joined by
+    `` | `` (pages joined by a blank line), by PDFium, else pypdf (:mod:`ragrouter.ingest.pdf`).
+    A PDF none of whose pages has text is a scan (:class:`Unreadable`); the pages without text
+    of one that has some are counted in the meta (``pages_without_text``). Title: the metadata
+    title, else (missing, or an identifier such as an accession number) the first heading."""
+    _import("pypdfium2", "pypdfium2", path)
+    try:
+        title, pages, meta = pdf.read(path)
+    except pdf.PdfUnreadable as why:
+        raise Unreadable(str(why)) from None
     if not pages:
         raise Unreadable("not a readable PDF (no pages)")
-    texts = [_COLUMN_GAP.sub(" | ", _clean(p)) for p in pages]
+    texts = [_clean(p) for p in pages]
     empty = sum(not t for t in texts)
     if empty == len(texts):
         raise Unreadable(f"no text layer on any of its {len(texts)} pages (a scanned PDF?); run OCR on it "
                          "first (e.g. ocrmypdf) and ingest the result")
-    meta = {"pages": len(texts)}
+    meta = {"pages": len(texts), **meta}
     if empty:
         meta["pages_without_text"] = empty
-    return str(meta_title).strip() or path.stem, "\n\n".join(t for t in texts if t), meta
+    return title.strip() or path.stem, "\n\n".join(t for t in texts if t), meta
 
 
 READERS = {
