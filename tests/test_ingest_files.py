@@ -291,9 +291,9 @@ def test_column_mapping_and_type_rule(tmp_path):
         ("Wo?", "Bonn", "summary", [])]
     with pytest.raises(LoaderError, match=r"--map sources=Files: no such column \(columns: Frage, Antwort"):
         questions.load_questions([qfile], catalog, {**mapping, "sources": "Files"})
-    qfile.write_text("question,answer,type\nQ?,A,multi-chunk\n")
-    with pytest.raises(LoaderError, match=r"line 2 \(id 'q-[0-9a-f]{12}'\): unknown question type 'multi-chunk' in "
-                                          r"column 'type' .*--type-map 'multi-chunk=reasoning'"):
+    qfile.write_text("question,answer,type\nQ?,A,multi-chunk\nR?,B,multi-chunk\n")
+    with pytest.raises(LoaderError, match=r"q\.csv: column 'type' holds 1 type label\(s\) that are not query types: "
+                                          r"'multi-chunk' x 2; .* e\.g\. --type-map 'multi-chunk=reasoning'"):
         questions.load_questions([qfile], catalog)
     qfile.write_text("question,answer\nQ?,\n")
     with pytest.raises(LoaderError, match=r"line 2 .*: the answer is empty \(column 'answer'\)"):

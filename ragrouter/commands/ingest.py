@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
 
-from ragrouter.commands.common import Ctx, fail, pass_ctx, register_user_error
+from ragrouter.commands.common import Ctx, fail, pass_ctx, register_user_error, render_rows
 from ragrouter.db import migrate
-from ragrouter.db.engine import write_lock
+from ragrouter.db.engine import duckdb_path, resolve_url, write_lock
 from ragrouter.ingest import files, loaders, questions, store
 from ragrouter.ingest.records import LoaderError
 
@@ -27,14 +28,18 @@ register_user_error(LoaderError)
                    "prefixing each with its document's title.")
 @click.option("--map", "column_map", multiple=True, metavar="FIELD=COLUMN",
               help="Format files: the questions file's column for FIELD (question, answer, id, type, sources, "
-                   "evidence, hops, unanswerable), e.g. --map question=Q --map sources=Files.")
+                   "evidence, hops, unanswerable), e.g. --map question=Q --map sources='Source Docs'; "
+                   "--map ignore=COLUMN keeps a column in meta without asking.")
 @click.option("--type-map", multiple=True, metavar="LABEL=TYPE",
               help="Format files: a question type label of your own as factual, reasoning or summary, "
                    "e.g. --type-map multi-document=reasoning.")
+@click.option("--dry-run", is_flag=True, help="Read and check everything, print the questions per type with and "
+              "without sources, and write nothing.")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @pass_ctx
 def ingest_command(ctx: Ctx, corpus: str, fmt: str, update: bool, verbatim_questions: bool,
-                   column_map: tuple[str, ...], type_map: tuple[str, ...], paths: tuple[Path, ...]) -> None:
+                   column_map: tuple[str, ...], type_map: tuple[str, ...], dry_run: bool,
+                   paths: tuple[Path, ...]) -> None:
     """Load a corpus and its questions from PATHS; running it twice changes nothing.
 
     Files are validated first: any malformed record stops the ingest with one error naming
@@ -68,8 +73,13 @@ def ingest_command(ctx: Ctx, corpus: str, fmt: str, update: bool, verbatim_quest
       damaged or encrypted PDF, a scan without text) is named in one warning line and skipped;
       the rest load (exit 0). If no document could be read, nothing is stored (exit 2).
       Questions: columns question, answer, and optionally id, type, sources (document ids or
-      globs like *AAPL*, ';'-separated), evidence, hops, unanswerable; --map names others.
+      globs like *AAPL*, ';'-separated), evidence, hops, unanswerable, recognised without
+      regard to case or spaces (Question, Source Docs, Question Type, Category, Prompt, …);
+      --map names others. It prints the columns it used and those it kept in meta only, and
+      refuses a file whose left-over column looks like sources or types (name it with --map),
+      or whose type labels are another taxonomy's (each listed: map them with --type-map).
       No type: two or more source documents make it reasoning, else factual.
+      --dry-run: the questions per type, with and without sources, before anything is written.
 
     \b
     Examples:
@@ -90,7 +100,7 @@ def ingest_command(ctx: Ctx, corpus: str, fmt: str, update: bool, verbatim_quest
         fail(f"--corpus: the name holds an unpaired surrogate at character {exc.start} (not valid Unicode)")
     notes: list[str] = []  # said once the store took the rest, so a refused ingest says one line
     if fmt == "files":
-        dataset, notes = _read_files(ctx, corpus, list(paths), column_map, type_map)
+        dataset, notes = _read_files(ctx, corpus, list(paths), column_map, type_map, dry_run)
     else:
         if column_map or type_map:
             fail(f"--{'map' if column_map else 'type-map'} applies to --format files only")
@@ -107,6 +117,12 @@ def ingest_command(ctx: Ctx, corpus: str, fmt: str, update: bool, verbatim_quest
                    + ("; ingest without --verbatim-questions to qualify them with their document's title"
                       if fmt in loaders.QUALIFIED and verbatim_questions
                       else "; name the document in the question text"), err=True)
+    if dry_run:
+        for note in notes:
+            click.echo(note, err=True)
+        click.echo(dry_run_table(dataset))
+        click.echo(f"dry run: corpus {corpus}: nothing was written")
+        return
     engine = ctx.engine()
     migrate.ensure_current(engine)
     with write_lock(engine), engine.begin() as conn:
@@ -145,7 +161,38 @@ def _check_dataset_path(path: Path, fmt: str) -> None:
         fail(f"{path}: a {path.suffix} document, not a {fmt} dataset file (JSON or JSONL){hint}")
 
 
-def _read_files(ctx: Ctx, corpus: str, paths: list[Path], column_map, type_map):
+def dry_run_table(dataset) -> str:
+    """The documents read and the questions per type, with and without sources."""
+    rows = []
+    for qtype in dataset.qtype_counts():
+        qs = [q for q in dataset.questions if q.qtype == qtype]
+        with_sources = sum(bool(q.supporting_doc_ids) for q in qs)
+        rows.append((qtype, len(qs), with_sources, len(qs) - with_sources))
+    total = len(dataset.questions)
+    with_sources = sum(bool(q.supporting_doc_ids) for q in dataset.questions)
+    rows.append(("all", total, with_sources, total - with_sources))
+    head = f"{len(dataset.documents)} documents" + (
+        f" (left out: {', '.join(f'{k} {v}' for k, v in dataset.dropped.items())})" if dataset.dropped else "")
+    return head + "\n" + render_rows(["type", "questions", "with sources", "without sources"], rows, "table")
+
+
+def _stored_ids(ctx: Ctx, corpus: str, dry_run: bool) -> list[str]:
+    """The corpus's stored document ids (a questions file's sources may name them); a dry run
+    opens the store read-only and makes none."""
+    if dry_run:
+        path = duckdb_path(resolve_url(ctx.db_url))
+        if path is not None and not os.path.exists(path):
+            return []
+        engine = ctx.engine(read_only=True)
+    else:
+        engine = ctx.engine()
+        migrate.ensure_current(engine)
+    with engine.connect() as conn:
+        cid = store.corpus_id(conn, corpus)
+        return sorted(store.document_ids(conn, cid)) if cid is not None else []
+
+
+def _read_files(ctx: Ctx, corpus: str, paths: list[Path], column_map, type_map, dry_run: bool = False):
     """``--format files``: the documents and questions of PATHS; a skipped file is one warning line."""
     try:
         mapping, types = questions.parse_map(column_map), questions.parse_type_map(type_map)
@@ -157,14 +204,8 @@ def _read_files(ctx: Ctx, corpus: str, paths: list[Path], column_map, type_map):
         kinds = ", ".join(f"{suffix} x {n}" for suffix, n in sorted(inputs.other.items()))
         notes.append(f"note: {sum(inputs.other.values())} files in the folders are not documents and were not "
                      f"read ({kinds}); a questions file is read when named")
-    stored: list[str] = []
-    engine = ctx.engine()
-    migrate.ensure_current(engine)
-    with engine.connect() as conn:  # sources may name the corpus's documents already stored
-        cid = store.corpus_id(conn, corpus)
-        if cid is not None:
-            stored = sorted(store.document_ids(conn, cid))
-    got = files.load_files(inputs, mapping, types, stored)
+    got = files.load_files(inputs, mapping, types, _stored_ids(ctx, corpus, dry_run))
+    notes += [f"note: {c.describe()}" for c in got.columns]
     for did, why in got.skipped:
         lost = got.dropped_questions.get(did, [])
         notes.append(f"warning: {did}: {why}; skipped" + (

@@ -388,6 +388,8 @@ class Loaded:
     """(document id, why) of the document files that could not be read."""
     dropped_questions: dict[str, list[str]]
     """Skipped document id → the questions dropped because a source named only it."""
+    columns: list = field(default_factory=list)
+    """Per questions file, the columns it was read with (:class:`~ragrouter.ingest.questions.Columns`)."""
 
 
 def load_files(inputs: Inputs, mapping: dict[str, str] | None = None, type_map: dict[str, str] | None = None,
@@ -414,7 +416,7 @@ def load_files(inputs: Inputs, mapping: dict[str, str] | None = None, type_map: 
         dropped["unreadable_file"] = len(skipped)
     if loaded.dropped:
         dropped["source_unreadable"] = len({q for qs in loaded.dropped.values() for q in qs})
-    return Loaded(Dataset(documents, loaded.questions, dropped), skipped, loaded.dropped)
+    return Loaded(Dataset(documents, loaded.questions, dropped), skipped, loaded.dropped, loaded.columns)
 
 
 def load(paths: list[Path]) -> Dataset:

@@ -1,24 +1,33 @@
 """Questions about a user's own documents, from a CSV (or TSV) or a JSON(L) file with a column mapping.
 
-Columns (header names matched without regard to case; ``--map FIELD=COLUMN`` names another):
+Columns are recognised by their names without regard to case, spaces, underscores, dashes or
+camel case (``Source Docs``, ``source_docs`` and ``SourceDocs`` are one name); ``--map
+FIELD=COLUMN`` names another:
 
 ============  ====================================================  ==========================
-field         default column names (first one present)              value
+field         recognised column names (first one present)           value
 ============  ====================================================  ==========================
-question      question, query                                       required, non-empty
-answer        answer, gold_answer, gold, reference                  required unless unanswerable
-id            id, qid, question_id                                  optional (else ``q-`` + sha1
+question      question, query, prompt, question text               required, non-empty
+answer        answer, gold answer, gold, reference, reference       required unless unanswerable
+              answer, expected answer, ground truth
+id            id, qid, question id, query id                        optional (else ``q-`` + sha1
                                                                     of the question, 12 digits)
-type          type, qtype, question_type                            optional (see below)
-sources       sources, source, documents, docs, doc_ids,            optional: document ids or
-              supporting_doc_ids                                    globs, ``;``-separated or a
-                                                                    JSON list
-evidence      evidence                                              optional gold passage text
+type          type, qtype, question type, query type, category,     optional (see below)
+              question category
+sources       sources, source, source docs, source documents,       optional: document ids or
+              source files, documents, document, docs, doc ids,     globs, ``;``-separated (or
+              document ids, supporting doc ids, files, file name    a line each, or a JSON list;
+                                                                    ``,`` where each part matches)
+evidence      evidence, context, evidence text, gold passage        optional gold passage text
 hops          hops                                                  optional integer 1..100
 unanswerable  unanswerable                                          optional true/false/yes/no/1/0
 ============  ====================================================  ==========================
 
-Any other column is kept in the question's meta.
+Any other column is kept in the question's meta; :class:`Loaded` ``.columns`` says, per file,
+the mapping used and the columns left over (``ingest`` prints both). A file whose questions
+have no sources (or no type) but which holds a column left over whose name looks like one
+(:func:`looks_like`: ``Doc Name``, ``Evidence Files``; ``Kind``, ``Label``) is refused: name
+it with ``--map sources=COLUMN``, or keep it in meta alone with ``--map ignore=COLUMN``.
 
 Sources: each entry names documents by id (``reports/AAPL-Q1.pdf``), by file name
 (``AAPL-Q1.pdf``) or by a glob over either (``*AAPL*``, ``reports/2024/*.pdf``; ``*`` also
@@ -27,10 +36,12 @@ one that matches only files skipped as unreadable drops the question with a warn
 
 Types: the paper's three — ``factual``, ``reasoning``, ``summary`` (also ``single_hop``,
 ``multi_hop``, ``summarization``); ``--type-map LABEL=TYPE`` maps a label of your own (e.g.
-``multi-document=reasoning``). A row without a type gets one by its sources: two or more
-matched documents → ``reasoning`` (the paper's reasoning queries chain facts of several
-documents), else ``factual`` (a fact from one place); ``summary`` is never guessed. The
-question's meta says ``type_from: sources`` where the rule chose.
+``multi-document=reasoning``). A file whose type column holds labels of another taxonomy is
+refused, every such label listed with its count and an example ``--type-map``. A row without
+a type gets one by its sources: two or more matched documents → ``reasoning`` (the paper's
+reasoning queries chain facts of several documents), one → ``factual`` (a fact from one
+place), the question's meta saying ``type_from: sources``; a row without a type and without
+sources is ``factual`` with ``type_from: default``. ``summary`` is never guessed.
 """
 
 from __future__ import annotations
@@ -41,6 +52,7 @@ import hashlib
 import io
 import json
 import re
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,15 +62,28 @@ from ragrouter.ingest.reading import _evidence, _Ids, _Rec, _Source
 from ragrouter.ingest.records import UNANSWERABLE_GOLD, LoaderError, Question
 
 FIELDS: dict[str, tuple[str, ...]] = {
-    "question": ("question", "query"),
-    "answer": ("answer", "gold_answer", "gold", "reference"),
-    "id": ("id", "qid", "question_id"),
-    "type": ("type", "qtype", "question_type"),
-    "sources": ("sources", "source", "documents", "docs", "doc_ids", "supporting_doc_ids"),
-    "evidence": ("evidence",),
+    "question": ("question", "query", "prompt", "question_text"),
+    "answer": ("answer", "gold_answer", "gold", "reference", "reference_answer", "expected_answer", "ground_truth"),
+    "id": ("id", "qid", "question_id", "query_id"),
+    "type": ("type", "qtype", "question_type", "query_type", "category", "question_category"),
+    "sources": ("sources", "source", "source_docs", "source_doc", "source_documents", "source_document",
+                "source_files", "source_file", "documents", "document", "docs", "doc_ids", "document_ids",
+                "supporting_doc_ids", "files", "file_name", "filename"),
+    "evidence": ("evidence", "context", "evidence_text", "gold_passage"),
     "hops": ("hops",),
     "unanswerable": ("unanswerable",),
 }
+IGNORE = "ignore"
+"""``--map ignore=COLUMN``: keep COLUMN in the questions' meta and ask nothing about it."""
+
+_LOOKS = {
+    "sources": {"source", "sources", "doc", "docs", "document", "documents", "file", "files", "filename", "pdf",
+                "pdfs", "citation", "citations", "evidence", "context", "supporting", "url", "urls", "link"},
+    "type": {"type", "types", "qtype", "category", "categories", "kind", "class", "label", "labels", "taxonomy"},
+}
+_CUES = (("summar", "summary"), ("overview", "summary"), ("multi", "reasoning"), ("reason", "reasoning"),
+         ("compar", "reasoning"), ("trend", "reasoning"), ("analy", "reasoning"), ("why", "reasoning"),
+         ("hop", "reasoning"))
 
 TYPE_NAMES = {"factual": "factual", "reasoning": "reasoning", "summary": "summary", "summarization": "summary",
               "single_hop": "factual", "multi_hop": "reasoning"}
@@ -70,16 +95,49 @@ def _norm_label(label: str) -> str:
     return re.sub(r"[\s\-]+", "_", label.strip().lower())
 
 
-def parse_map(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
-    """``FIELD=COLUMN`` pairs → {field: column}; ValueError names the bad pair."""
-    out = {}
+def _words(name: str) -> list[str]:
+    """A column name's words: ``Source Docs``, ``source_docs``, ``SourceDocs`` → ``[source, docs]``."""
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", str(name))
+    return [w for w in re.split(r"[^0-9a-z]+", spaced.lower()) if w]
+
+
+def column_key(name: str) -> str:
+    """The name a column is recognised by: its words run together (``sourcedocs``)."""
+    return "".join(_words(name))
+
+
+_KEYS = {name: {column_key(c) for c in cols} for name, cols in FIELDS.items()}
+
+
+def looks_like(column: str) -> str | None:
+    """``"sources"`` or ``"type"`` when a column's name has a word of one (``Doc Name``, ``Kind``)."""
+    words = set(_words(column))
+    for name, cues in _LOOKS.items():
+        if words & cues:
+            return name
+    return None
+
+
+def _type_example(label: str) -> str:
+    low = label.lower()
+    return next((t for cue, t in _CUES if cue in low), "factual")
+
+
+def parse_map(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    """``FIELD=COLUMN`` pairs → {field: column}, and ``ignore`` → [columns]; ValueError names
+    the bad pair."""
+    out: dict[str, Any] = {}
     for pair in pairs:
         name, sep, column = pair.partition("=")
         name = name.strip().lower()
         if not sep or not column.strip():
             raise ValueError(f"--map {pair!r}: expected FIELD=COLUMN, e.g. question=Q")
+        if name == IGNORE:
+            out.setdefault(IGNORE, []).append(column.strip())
+            continue
         if name not in FIELDS:
-            raise ValueError(f"--map {pair!r}: unknown field {name!r} (fields: {', '.join(FIELDS)})")
+            raise ValueError(f"--map {pair!r}: unknown field {name!r} (fields: {', '.join(FIELDS)}; "
+                             f"{IGNORE}=COLUMN keeps a column in meta only)")
         out[name] = column.strip()
     return out
 
@@ -124,10 +182,32 @@ class Catalog:
 
 
 @dataclass
+class Columns:
+    """How one questions file was read: field → its column, and the columns left over."""
+
+    path: Path
+    used: dict[str, str]
+    unused: list[str]
+    labels: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """A type label of the user's own → (query type, questions)."""
+
+    def describe(self) -> str:
+        used = ", ".join(f"{f} ← {c!r}" for f, c in self.used.items())
+        line = f"{self.path}: columns {used}"
+        if self.unused:
+            line += f"; not used (kept in each question's meta): {', '.join(map(repr, self.unused))}"
+        if self.labels:
+            line += "; type labels " + ", ".join(f"{lab!r} → {t} x {n}" for lab, (t, n) in self.labels.items())
+        return line
+
+
+@dataclass
 class Loaded:
     questions: list[Question] = field(default_factory=list)
     dropped: dict[str, list[str]] = field(default_factory=dict)
     """Skipped document id → labels ("FILE: line N") of the questions dropped for it."""
+    columns: list[Columns] = field(default_factory=list)
+    """Per questions file, the mapping it was read with."""
 
 
 # --------------------------------------------------------------------------- reading rows
@@ -179,28 +259,75 @@ def records(path: Path) -> Iterator[_Rec]:
         yield from _Source(path)
 
 
-def _columns(path: Path, first: _Rec, mapping: dict[str, str], per_record: bool = False) -> dict[str, str]:
+def _columns(path: Path, first: _Rec, mapping: dict[str, Any], per_record: bool = False) -> dict[str, str]:
     """field → column name of this file (a CSV header), or of this record (JSON, whose records may
-    differ in their keys), by the mapping or the default names."""
+    differ in their keys), by the mapping or the recognised names (:func:`column_key`)."""
     def error(problem: str) -> LoaderError:
         return first.error(problem) if per_record else LoaderError(path, None, problem)
 
-    by_lower = {str(k).lower(): k for k in first.d}
-    out = {}
-    for name, defaults in FIELDS.items():
+    names = [k for k in first.d]
+    by_lower = {str(k).lower(): k for k in names}
+    by_key: dict[str, Any] = {}
+    for k in names:
+        by_key.setdefault(column_key(str(k)), k)
+    out: dict[str, str] = {}
+    for name in FIELDS:  # named ones first: a recognised name never takes a named column
         if name in mapping:
-            column = by_lower.get(mapping[name].lower())
+            column = by_lower.get(mapping[name].lower(), by_key.get(column_key(mapping[name])))
             if column is None:
-                raise error(f"--map {name}={mapping[name]}: no such column (columns: {', '.join(map(str, first.d))})")
+                raise error(f"--map {name}={mapping[name]}: no such column (columns: {', '.join(map(str, names))})")
             out[name] = column
+    taken = set(out.values()) | {by_lower.get(c.lower(), by_key.get(column_key(c))) for c in mapping.get(IGNORE, [])}
+    for name, keys in _KEYS.items():
+        if name in out:
             continue
-        column = next((by_lower[c] for c in defaults if c in by_lower), None)
+        column = next((by_key[k] for k in (column_key(c) for c in FIELDS[name]) if k in by_key
+                       and by_key[k] not in taken), None)
         if column is not None:
             out[name] = column
+            taken.add(column)
     if "question" not in out:
         raise error(f"no question column (looked for {', '.join(FIELDS['question'])}; columns: "
-                    f"{', '.join(map(str, first.d))}); name it with --map question=COLUMN")
+                    f"{', '.join(map(str, names))}); name it with --map question=COLUMN")
     return out
+
+
+def _unmapped_check(path: Path, cols: dict[str, str], columns: list[str], mapping: dict[str, Any]) -> None:
+    """A file without sources (or types) but with a left-over column that looks like them is refused."""
+    ignored = {column_key(c) for c in mapping.get(IGNORE, [])}
+    left = [c for c in columns if c not in cols.values() and column_key(str(c)) not in ignored]
+    for name in ("sources", "type"):
+        if name in cols:
+            continue
+        like = [c for c in left if looks_like(str(c)) == name]
+        if like:
+            what = "document ids or globs" if name == "sources" else "question types"
+            raise LoaderError(path, None, f"column {like[0]!r} looks like the questions' {name} ({what}) but no "
+                                          f"{name} column is recognised; name it with --map {name}='{like[0]}', or "
+                                          f"keep it in meta only with --map {IGNORE}='{like[0]}'")
+
+
+def _label_check(path: Path, rows: list[tuple[_Rec, dict[str, str]]], type_map: dict[str, str]) -> dict:
+    """The type labels of the user's own (label → (type, count)); labels neither a query type nor
+    in ``type_map`` refuse the file, each listed with its count."""
+    counts: Counter = Counter()
+    column = None
+    for rec, cols in rows:
+        if "type" in cols:
+            raw = _text(rec, cols["type"]).strip()
+            if raw:
+                counts[raw] += 1
+                column = column or cols["type"]
+    unknown = [(lab, n) for lab, n in counts.most_common()
+               if _norm_label(lab) not in type_map and _norm_label(lab) not in TYPE_NAMES]
+    if unknown:
+        shown = ", ".join(f"{lab!r} x {n}" for lab, n in unknown[:12]) + (
+            f" and {len(unknown) - 12} more" if len(unknown) > 12 else "")
+        example = " ".join(f"--type-map '{lab}={_type_example(lab)}'" for lab, _n in unknown[:3])
+        raise LoaderError(path, None, f"column {column!r} holds {len(unknown)} type label(s) that are not query types: "
+                                      f"{shown}; map each to factual, reasoning or summary, e.g. {example}")
+    return {lab: (type_map.get(_norm_label(lab)) or TYPE_NAMES[_norm_label(lab)], n)
+            for lab, n in counts.most_common() if _norm_label(lab) not in TYPE_NAMES}
 
 
 def _text(rec: _Rec, column: str | None) -> str:
@@ -224,7 +351,7 @@ def _sources(rec: _Rec, column: str) -> list[str]:
     if value is None:
         return []
     if isinstance(value, str):
-        return [s.strip() for s in value.split(";") if s.strip()]
+        return [s.strip() for s in re.split(r"[;\n]", value) if s.strip()]
     if isinstance(value, list) and all(isinstance(s, str) for s in value):
         return [s.strip() for s in value if s.strip()]
     raise rec.error(f"column {column!r} must hold document ids or globs (';'-separated or a list of strings)")
@@ -260,6 +387,8 @@ def _hops(rec: _Rec, column: str | None) -> int | None:
 def _qtype(rec: _Rec, column: str | None, type_map: dict[str, str], n_docs: int) -> tuple[str, dict]:
     raw = _text(rec, column).strip()
     if not raw:
+        if not n_docs:
+            return "factual", {"type_from": "default"}
         return ("reasoning" if n_docs >= 2 else "factual"), {"type_from": "sources"}
     label = _norm_label(raw)
     qtype = type_map.get(label) or TYPE_NAMES.get(label)
@@ -279,13 +408,20 @@ def load_questions(paths: list[Path], catalog: Catalog, mapping: dict[str, str] 
     out = Loaded()
     ids = _Ids("question")
     for path in paths:
-        cols: dict[str, str] | None = None
         per_record = path.suffix.lower() not in (".csv", ".tsv")
-        any_row = False
-        for rec in records(path):
-            any_row = True
-            if cols is None or per_record:
-                cols = _columns(path, rec, mapping, per_record)
+        recs = list(records(path))
+        if not recs:
+            raise LoaderError(path, None, "no questions in the file (only a header?)")
+        header = _columns(path, recs[0], mapping) if not per_record else None
+        rows = [(rec, header if header is not None else _columns(path, rec, mapping, True)) for rec in recs]
+        columns = list(dict.fromkeys(k for rec, _c in rows[:1 if header is not None else None] for k in rec.d))
+        used = {f: c for _r, cols in rows for f, c in cols.items()}
+        _unmapped_check(path, used, columns, mapping)
+        labels = _label_check(path, rows, type_map)
+        out.columns.append(Columns(path, {f: str(c) for f, c in sorted(used.items(), key=lambda fc: list(FIELDS)
+                                                                                  .index(fc[0]))},
+                                   [str(c) for c in columns if c not in used.values()], labels))
+        for rec, cols in rows:
             question = _text(rec, cols["question"])
             if not question.strip():
                 raise rec.error(f"the question (column {cols['question']!r}) is empty")
@@ -311,6 +447,10 @@ def load_questions(paths: list[Path], catalog: Catalog, mapping: dict[str, str] 
             docs, lost = [], []
             for pattern in _sources(rec, cols["sources"]) if "sources" in cols else []:
                 found = catalog.match(pattern)
+                if not found and "," in pattern:  # a comma-separated list (a file name may hold a comma)
+                    parts = [catalog.match(p.strip()) for p in pattern.split(",") if p.strip()]
+                    if parts and all(parts):
+                        found = list(dict.fromkeys(d for part in parts for d in part))
                 if not found:
                     skipped = catalog.match_skipped(pattern)
                     if not skipped:
@@ -325,11 +465,9 @@ def load_questions(paths: list[Path], catalog: Catalog, mapping: dict[str, str] 
                 continue
             qtype, type_meta = _qtype(rec, cols.get("type"), type_map, len(docs))
             evidence = _evidence(rec, cols["evidence"]) if "evidence" in cols else []
-            used = {c for c in cols.values()}
-            meta: dict[str, Any] = {**{str(k): v for k, v in rec.d.items() if k not in used and v not in ("", None)},
+            mapped = set(cols.values())
+            meta: dict[str, Any] = {**{str(k): v for k, v in rec.d.items() if k not in mapped and v not in ("", None)},
                                     **type_meta}
             out.questions.append(Question(rid, question.strip(), answer.strip(), qtype, _hops(rec, cols.get("hops")),
                                           docs, evidence, meta, unanswerable))
-        if not any_row:
-            raise LoaderError(path, None, "no questions in the file (only a header?)")
     return out
