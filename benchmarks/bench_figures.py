@@ -11,7 +11,11 @@ Each case is (question, gold, answer, human verdict). The rule only ever lowers 
   with confidence (share of all cases).
 
 Usage: ``PYTHONPATH=. python benchmarks/bench_figures.py [cases.jsonl] [--list]`` (``--list`` names
-every miss). No model is called; it takes under a second.
+every miss and abstention). No model is called; it takes a few seconds.
+
+``--properties N [--seed S]`` measures the rule instead on N drawn quantities rendered by library
+formatters (benchmarks/figure_forms.py: babel, pint, num2words): false-incomplete = equivalent
+renderings lowered, false-correct = changed renderings left correct, per kind of quantity.
 """
 
 from __future__ import annotations
@@ -69,7 +73,52 @@ def groups(rows: list[dict]) -> dict[str, list[dict]]:
     return out
 
 
+def properties(n: int, seed: int = 0) -> dict[str, dict[str, int]]:
+    """Counts per kind over ``n`` draws of benchmarks/figure_forms.py: same (renderings), lowered,
+    differs (renderings), kept, abstained; and the misses."""
+    import random
+
+    from benchmarks.figure_forms import draw
+
+    rnd, out = random.Random(seed), {}
+    for _ in range(n):
+        pair = draw(rnd)
+        c = out.setdefault(pair.kind, {"draws": 0, "same": 0, "lowered": 0, "differs": 0, "kept": 0, "abstained": 0,
+                                       "misses": []})
+        c["draws"] += 1
+        for answers, lowered_is_miss in ((pair.same, True), (pair.differs, False)):
+            for answer in answers:
+                res = judge_figures("correct", pair.question, pair.gold, answer)
+                c["same" if lowered_is_miss else "differs"] += 1
+                c["abstained"] += bool(res.review)
+                if lowered_is_miss and res.label != "correct":
+                    c["lowered"] += 1
+                    c["misses"].append(("lowered", pair.gold, answer))
+                elif not lowered_is_miss and res.label == "correct":
+                    c["kept"] += 1
+                    c["misses"].append(("kept", pair.gold, answer))
+    return out
+
+
+def _print_properties(n: int, seed: int, show: bool) -> None:
+    counts = properties(n, seed)
+    total = {k: sum(c[k] for c in counts.values()) for k in ("draws", "same", "lowered", "differs", "kept", "abstained")}
+    print(f"{'kind':<22} {'draws':>6} {'false-incomplete':>24} {'false-correct':>22} {'abstained':>10}")
+    for kind, c in sorted(counts.items()) + [("all", total)]:
+        print(f"{kind:<22} {c['draws']:>6} {c['lowered']:>6} / {c['same']:<6} {100 * c['lowered'] / max(1, c['same']):5.2f} %"
+              f" {c['kept']:>6} / {c['differs']:<6} {100 * c['kept'] / max(1, c['differs']):5.2f} % {c['abstained']:>10}")
+    if show:
+        for c in counts.values():
+            for miss in c["misses"]:
+                print(*miss, sep=" | ")
+
+
 def main(argv: list[str]) -> int:
+    if "--properties" in argv:
+        n = int(argv[argv.index("--properties") + 1])
+        seed = int(argv[argv.index("--seed") + 1]) if "--seed" in argv else 0
+        _print_properties(n, seed, "--list" in argv)
+        return 0
     paths = [a for a in argv if not a.startswith("--")]
     rows = load(Path(paths[0]) if paths else CASES)
     print(f"{'cases':<22} {'N':>4} {'false-incomplete':>22} {'false-correct':>20} {'abstained':>18}")

@@ -183,6 +183,10 @@ def normalise(text: str) -> str:
     text = _WORD_FRACTION.sub(frac, text)
     text = _DOZEN.sub(lambda m: f"{12 * (_small(m.group(1)) or 1):g}", text)
     text = _DIGIT_SCALE.sub(lambda m: f"{m.group(1)} SCALE{m.group(2).lower()}", text)  # "8.3 million" stays
+    # text2num splits "one thousand, two hundred" at the comma num2words and many writers put there
+    text = re.sub(r"\b(thousand|million|billion),\s+(?=(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|"
+                  r"twelve|[a-z]+teen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|a hundred)\b)", r"\1 ", text,
+                  flags=re.I)
     try:
         text = alpha2digit(text, "en")
     except Exception:  # noqa: BLE001 — a text the parser cannot read keeps its digits as written

@@ -76,7 +76,7 @@ def _close(gv: float, gp: float, av: float, ap: float, hedged: bool, ref: float 
     """``ref``: what the relative :data:`ROUNDING` is a share of (the value itself, or for a
     temperature the number as written: 0.5 % of 311 K is not a rounding of 38.5 °C)."""
     ref = abs(gv) if ref is None else abs(ref)
-    tol = 1e-9 * max(1.0, abs(gv))
+    tol = 1e-9 * max(abs(gv), gp)  # relative: base units make tiny magnitudes (50 µg is 5e-8 kg)
     diff = abs(gv - av)
     if diff <= tol:
         return True

@@ -88,7 +88,7 @@ def _dim_key(ureg, units) -> str:
         return "ratio"
     dim = ureg.get_dimensionality(units)
     if not dim:  # mg/kg, mL/L: keep what is divided by what ("[mass]/[mass]"), not a bare number
-        return " ".join(f"{ureg.get_dimensionality(name)}^{power:g}" for name, power in sorted(names.items()))
+        return " ".join(sorted(f"{ureg.get_dimensionality(name)}^{power:g}" for name, power in names.items()))
     if str(dim) == "[temperature]":
         return "temperature"
     return str(dim)
