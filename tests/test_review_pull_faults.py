@@ -223,17 +223,20 @@ def test_label_of_a_run_not_in_the_store_is_skipped_with_a_warning(kind, tmp_pat
         eng.dispose_all()
 
 
-def test_trace_with_a_non_integer_run_tag_is_skipped_and_the_rest_pulled(tmp_path, monkeypatch, capsys, request):
-    url, engine, client, found = _reviewed("duckdb", tmp_path, monkeypatch, capsys, request)
+@pytest.mark.parametrize("kind,tag", [("duckdb", "run-7b"), ("duckdb", "1" * 40), ("postgresql", "1" * 40),
+                                      ("duckdb", "-3"), ("duckdb", str(2**31))])
+def test_trace_with_a_run_tag_that_is_no_store_id_is_skipped_and_the_rest_pulled(kind, tag, tmp_path, monkeypatch,
+                                                                                   capsys, request):
+    url, engine, client, found = _reviewed(kind, tmp_path, monkeypatch, capsys, request)
     try:
         bad_run, bad = sorted(found.items())[1]
-        client.set_trace_tag(bad.info.trace_id, traces.TAG_RUN, "run-7b")
+        client.set_trace_tag(bad.info.trace_id, traces.TAG_RUN, tag)
         assert _pull(url) == 0
         out, err = capsys.readouterr()
-        assert err.splitlines() == [f"warning: trace {bad.info.trace_id}: tag {traces.TAG_RUN} 'run-7b' is not an "
-                                    f"integer; trace skipped"]
+        assert err.splitlines() == [f"warning: trace {bad.info.trace_id}: tag {traces.TAG_RUN} {tag!r} is not a "
+                                    f"store id (an integer 1..{2**31 - 1}); trace skipped"]
         assert "review pull: 3 human labels from experiment" in out
-        assert "; 1 traces skipped (run/query tag missing or not an integer)" in out
+        assert "; 1 traces skipped (run/query tag missing or not a store id)" in out
         assert _stored(engine) == {t.info.trace_id: (run_id, "ann", "incorrect")
                                    for run_id, t in found.items() if run_id != bad_run}
         # a later review start of the same sample is not thrown by it either

@@ -177,7 +177,7 @@ def review_pull(ctx: Ctx, corpus, experiment, timeout) -> None:
                + ("" if exp_id else f" (no such experiment at {uri}: 'review start' logs it)")
                + (f"; {pulled.not_labels} feedbacks skipped (value not a label)" if pulled.not_labels else "")
                + (f"; {len(unknown)} labels skipped (run or query not in this store)" if unknown else "")
-               + (f"; {len(pulled.bad_traces)} traces skipped (run/query tag missing or not an integer)"
+               + (f"; {len(pulled.bad_traces)} traces skipped (run/query tag missing or not a store id)"
                   if pulled.bad_traces else ""))
     strata = reading.human_agreement(engine, corpus)
     if strata:

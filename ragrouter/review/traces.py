@@ -71,12 +71,18 @@ def find_experiment(tracking_uri: str, name: str) -> str | None:
     return exp.experiment_id if exp is not None else None
 
 
+# The store's ids are INTEGER columns (32-bit on DuckDB and PostgreSQL): a tag beyond them names
+# no row and would overflow the query that looks it up.
+ID_MAX = 2**31 - 1
+
+
 def _int_tag(tags: dict, key: str) -> int | None:
-    """The tag as an integer, None when it is missing or not one."""
+    """The tag as a store id (an integer 1..ID_MAX), None when it is missing or not one."""
     try:
-        return int(str(tags[key]).strip())
+        value = int(str(tags[key]).strip())
     except (KeyError, ValueError):
         return None
+    return value if 1 <= value <= ID_MAX else None
 
 
 def _traces(tracking_uri: str, exp_id: str, spans: bool = False) -> list:
@@ -237,10 +243,10 @@ class Pulled:
 
 
 def _bad_tag(trace_id: str, kind: str, tags: dict) -> str | None:
-    """The warning for a trace whose run / query id tag is missing or not an integer, else None."""
+    """The warning for a trace whose run / query id tag is missing or not a store id, else None."""
     for key in ((TAG_RUN, TAG_QUERY) if kind == "run" else (TAG_QUERY,)):
         if _int_tag(tags, key) is None:
-            value = f"{tags[key]!r} is not an integer" if key in tags else "is missing"
+            value = f"{tags[key]!r} is not a store id (an integer 1..{ID_MAX})" if key in tags else "is missing"
             return f"warning: trace {trace_id}: tag {key} {value}; trace skipped"
     return None
 
