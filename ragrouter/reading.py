@@ -32,12 +32,13 @@ def corpus_id(engine: Engine, corpus: str) -> int:
 
 def corpus_indicators(engine: Engine, corpus: str) -> list[float] | None:
     """The six router indicators of ``corpus`` in ``routers.dataset.INDICATORS`` order (an
-    undefined one is 0, as in training), or None when the metrics stage has not run."""
+    undefined one is 0, as in training: a corpus whose graph is empty has no LCC ratio, density
+    or clustering), or None when the metrics stage has not run (no metric of the corpus at all)."""
     from ragrouter.routers.dataset import INDICATORS
 
     with engine.connect() as conn:
         prof = conn.execute(text("SELECT * FROM v_corpus_profile WHERE corpus = :n"), {"n": corpus}).mappings().first()
-    if prof is None or prof.get("lcc_ratio") is None:
+    if prof is None or all(prof.get(c) is None for c in ("nodes", "hubness")):
         return None
     return [float(prof[INDICATOR_COLUMNS[k]]) if prof[INDICATOR_COLUMNS[k]] is not None else 0.0 for k in INDICATORS]
 

@@ -156,3 +156,32 @@ def test_ask_encodes_the_question_with_the_routers_encoder(tmp_path, monkeypatch
     assert one.chosen.encoder == two.chosen.encoder == "remote-embed"
     assert one.chosen.run_id == res["run_id"].item()
     assert one.probabilities != two.probabilities
+
+
+def test_a_corpus_whose_graph_is_empty_has_indicators_and_one_without_metrics_has_none(tmp_path):
+    """The metrics stage on a corpus with no triples stores 0 nodes and no LCC ratio, density or
+    clustering: its indicators read (the undefined ones 0, as in training) instead of 'no
+    indicators yet: run the metrics stage', advice that led nowhere; a corpus the stage never
+    measured still has none."""
+    from ragrouter import reading
+    from ragrouter.corpus.indicators import structural_indicators
+    from ragrouter.graph.kg import KnowledgeGraph
+
+    _, engine = make_store(tmp_path / "g.duckdb", seed=3)
+    measured = dict(structural_indicators(KnowledgeGraph.from_triples([])))
+    measured.update({"intrinsic_dim": 7.5, "hubness": 0.4, "dist_mean": 0.6, "dist_std": 0.1, "dist_min": 0.2,
+                     "dist_max": 0.9})
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO corpora (name) VALUES ('empty-graph'), ('unmeasured')"))
+        cid = conn.execute(text("SELECT id FROM corpora WHERE name = 'empty-graph'")).scalar_one()
+        for metric, value in measured.items():
+            conn.execute(text("INSERT INTO corpus_metrics (corpus_id, metric, variant, value) VALUES (:c, :m, 'x', :v)"),
+                         {"c": cid, "m": metric, "v": value if value == value else None})  # NaN stored as NULL
+    values = reading.corpus_indicators(engine, "empty-graph")
+    assert values is not None and len(values) == 6
+    from ragrouter.routers.dataset import INDICATORS
+
+    got = dict(zip(INDICATORS, values))
+    assert got["lcc_ratio"] == 0.0 and got["density"] == 0.0 and got["clustering"] == 0.0
+    assert got["hubness"] == 0.4 and got["intrinsic_dim"] == 7.5
+    assert reading.corpus_indicators(engine, "unmeasured") is None
