@@ -199,3 +199,115 @@ def test_for_budget_proposes_a_slice_and_makes_it_on_request(tmp_path):
     assert "no slice of 'filing' fits in 0.25 h: the smallest that keeps a question (--chunks 11, 1 question)" \
         in tiny.output
 
+
+
+def _library_store(tmp_path: Path, db: str) -> Path:
+    """Six documents of one size in stored order: the first carries 2 questions, the fourth 13,
+    the third 3 summaries, the fifth and sixth together 4 reasoning questions (each names
+    both), the second none; the fake endpoint's stated time prior."""
+    folder = tmp_path / "lib"
+    folder.mkdir()
+    names = ["d1-first", "d2-none", "d3-summary", "d4-rich", "d5-pair", "d6-pair"]
+    for k, name in enumerate(names):
+        (folder / f"{name}.txt").write_text(_filing_text(15).replace("segment", f"seg{k}x"))
+    rows = [("first", 2, "factual", "d1-first.txt"), ("rich", 13, "factual", "d4-rich.txt"),
+            ("sum", 3, "summary", "d3-summary.txt"), ("pair", 4, "reasoning", "d5-pair.txt;d6-pair.txt")]
+    with open(folder / "questions.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["id", "question", "answer", "type", "sources"])
+        for stem, n, qtype, sources in rows:
+            for j in range(n):
+                w.writerow([f"{stem}{j}", f"What does {stem} say about item {j}?", "x", qtype, sources])
+    gen = {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "fake-model", "concurrency": 1}
+    cfg = _config(tmp_path, backends={"fake": gen, "fake-embed": {**gen, "model": "fake-embed"}},
+                  roles={"generators": ["fake"], "extractor": "fake", "judge": "fake", "query_generator": "fake",
+                         "embedder": "fake-embed"},
+                  paradigms={"enabled": ["llm_only", "naive"]},
+                  dry_run={"timing": {"priors": {"openai": {"overhead_s": 2.0, "prompt_tps": 1000,
+                                                            "gen_tps": 50, "parallel": 1}}}})
+    out = _cli(["--db", db, "--create", "--config", str(cfg), "ingest", "--corpus", "lib", "--format", "files",
+                ".", "questions.csv"], cwd=folder)
+    assert out.exit_code == 0, out.output
+    return cfg
+
+
+def test_for_budget_picks_the_question_rich_documents_and_says_what_they_decide(tmp_path):
+    db = f"duckdb:///{tmp_path / 's.duckdb'}"
+    cfg = _library_store(tmp_path, db)
+    before = _counts(db)
+    base = ["--db", db, "--config", str(cfg), "corpus", "slice", "lib"]
+    out = _cli(base + ["lib-half", "--for-budget", "0.5"])
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    head = next(ln for ln in lines if ln.startswith("within 0.5 h on 'lib': "))
+    # the first three documents in stored order keep 5 questions; the pick keeps the rich one first
+    assert "3 documents (18 chunks) chosen by the questions they carry per hour of build" in head, out.output
+    assert "→ 18 questions (factual 15, reasoning 0, summary 3)" in head
+    docs_line = next(ln for ln in lines if ln.startswith("documents: "))
+    assert docs_line.startswith("documents: d4-rich.txt (13 questions, build ") and "d2-none" not in docs_line
+    assert ("what it can decide (run --until-decided, 2 paradigms, plan's power 0.8, stated rates): a smoke test, "
+            "not a decision (factual 15, summary 3; the rule needs about 30 questions of a type for even a "
+            "50-point gap)") in lines
+    cmd = next(ln for ln in lines if ln.startswith("make it with: "))
+    assert cmd.endswith("corpus slice lib lib-half --doc d1-first.txt --doc d3-summary.txt --doc d4-rich.txt")
+    assert _counts(db) == before
+    # an hour: the two documents of the reasoning questions come in together, and the slice keeps them
+    hour = _cli(base + ["lib-hour", "--for-budget", "1", "--make"])
+    assert hour.exit_code == 0, hour.output
+    assert "d5-pair.txt + d6-pair.txt (4 questions, build " in hour.output
+    assert "kept 22 of 22 questions (factual 15, reasoning 4, summary 3)" in hour.output, hour.output
+    engine = create_engine(db)
+    try:
+        with engine.connect() as conn:
+            pairs = conn.execute(text("SELECT COUNT(*) FROM queries q JOIN corpora c ON c.id = q.corpus_id "
+                                      "WHERE c.name = 'lib-hour' AND q.qtype = 'reasoning'")).scalar()
+    finally:
+        engine.dispose()
+    assert pairs == 4
+    # nothing fits this config: the budget that would, and the profile that fits
+    tiny = _cli(base + ["lib-t", "--for-budget", "0.2"])
+    assert tiny.exit_code == 2, tiny.output
+    line = tiny.output.strip()
+    assert "\n" not in line and line.startswith("Error: no slice of 'lib' fits in 0.2 h: the smallest that keeps a "
+                                                "question (")
+    assert "--for-budget 0.3 fits it; with profile: local in your config it fits: " in line, line
+
+
+def test_slice_names_and_budgets_are_checked(tmp_path):
+    db = f"duckdb:///{tmp_path / 's.duckdb'}"
+    cfg = _library_store(tmp_path, db)
+    base = ["--db", db, "--config", str(cfg), "corpus", "slice", "lib"]
+    before = _counts(db)
+    for hours in ("nan", "inf", "-1", "0", "half"):
+        out = _cli(base + ["lib-x", "--for-budget", hours])
+        assert out.exit_code == 2 and out.output.strip() == (
+            f"Error: --for-budget {hours}: the hours must be a positive number, e.g. --for-budget 0.5"), out.output
+    for name, needle in (("", "a corpus name cannot be blank"), (" x", "no leading or trailing spaces")):
+        out = _cli(base + [name, "--docs", "2"])
+        assert out.exit_code == 2 and needle in out.output and len(out.output.strip().splitlines()) == 1, out.output
+    assert _counts(db) == before
+    made = _cli(base + ["lib-2", "--doc", "d4-rich.txt", "--doc", "d1-first.txt"])
+    assert made.exit_code == 0 and "kept 15 of 22 questions" in made.output, made.output
+    again = _cli(base + ["lib-2", "--doc", "d1-first.txt", "--doc", "d4-rich.txt"])
+    assert again.exit_code == 0 and "(0 new)" in again.output  # the same slice: nothing changes
+    middle = _counts(db)
+    other = _cli(base + ["lib-2", "--docs", "3"])
+    assert other.exit_code == 2 and ("corpus 'lib-2' holds another slice of 'lib' (2 documents, 15 questions; this "
+                                     "one: 3 and 5): a slice is never merged into it") in other.output, other.output
+    own = _cli(["--db", db, "--config", str(cfg), "corpus", "slice", "lib-2", "lib", "--docs", "1"])
+    assert own.exit_code == 2 and "corpus 'lib' is a corpus of its own (not a slice of 'lib-2')" in own.output
+    unknown = _cli(base + ["lib-3", "--doc", "nope.txt"])
+    assert unknown.exit_code == 2 and "--doc 'nope.txt': no such document in the corpus" in unknown.output
+    assert _counts(db) == middle
+
+
+def test_the_pick_balances_types_and_keeps_questions_over_several_documents():
+    from ragrouter.decisions.slicepick import best_pick
+
+    need = [frozenset([0])] * 2 + [frozenset([1])] * 13 + [frozenset([2, 3])] * 3 + [frozenset([3])]
+    qtypes = ["factual"] * 15 + ["reasoning"] * 3 + ["summary"]
+    pick = best_pick([600, 600, 300, 300], need, qtypes, 30, 100, 1800, [5, 5, 3, 3], 3)
+    # the pair (3 reasoning + 1 summary) first, then the rich document capped at 8, not the first
+    assert pick.bundles == [([2, 3], 4), ([1], 13)] and pick.cap == 8
+    assert pick.counts == {"reasoning": 3, "summary": 1, "factual": 8}
+    assert best_pick([600] * 4, need, qtypes, 30, 100, 500, [5] * 4, 3) is None

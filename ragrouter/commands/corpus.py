@@ -1,19 +1,22 @@
 """`cli.py corpus slice`: a named corpus made from part of a stored one.
 
-A slice keeps the first ``--docs N`` documents, the documents of the first ``--chunks N``
-chunks, or the first ``--tokens N`` tokens of the documents (the last document cut, as the
-chunk stage would cut it), and exactly the questions whose evidence — documents, chunks or
-sentences, as the question records it — lies inside the slice (:mod:`ragrouter.corpus.slicing`).
-It says how many questions it kept per type and why it left the others out, and refuses a
-slice that keeps none (one line, exit 2, nothing made). ``--for-budget HOURS`` proposes the
-largest slice the configured backends finish within HOURS (:mod:`ragrouter.decisions.budget`)
-and prints the command that makes it; ``--make`` makes it.
+A slice keeps the first ``--docs N`` documents, the documents named by ``--doc``, the documents
+of the first ``--chunks N`` chunks, or the first ``--tokens N`` tokens of the documents (the
+last document cut, as the chunk stage would cut it), and exactly the questions whose evidence —
+documents, chunks or sentences, as the question records it — lies inside the slice
+(:mod:`ragrouter.corpus.slicing`). It says how many questions it kept per type and why it left
+the others out, and refuses a slice that keeps none (one line, exit 2, nothing made), and a
+name that holds another corpus or slice. ``--for-budget HOURS`` proposes the slice the
+configured backends finish within HOURS that decides the most (:mod:`ragrouter.decisions.budget`),
+says what it can decide and prints the command that makes it; ``--make`` makes it.
 
 :func:`slice_dataset` works on a :class:`~ragrouter.ingest.records.Dataset`; the demo slices
 the medical files with it (``ragrouter.demo``).
 """
 
 from __future__ import annotations
+
+import math
 
 import click
 from sqlalchemy import text
@@ -91,23 +94,48 @@ def _refusal(source: str, ds: Dataset, part: Dataset, docs, chunks, tokens_, win
     return line
 
 
+def _existing_differs(conn, new: str, source: str, part: Dataset) -> str | None:
+    """Why corpus ``new`` in the store is not this very slice (None: absent, or the same slice,
+    which a second run leaves as it is)."""
+    from ragrouter.ingest import store as ingest_store
+
+    cid = ingest_store.corpus_id(conn, new)
+    if cid is None:
+        return None
+    meta = json_value(conn.execute(text("SELECT meta FROM corpora WHERE id = :c"), {"c": cid}).scalar(), {}) or {}
+    if (meta.get("sources") if isinstance(meta, dict) else None) != [f"slice of {source}"]:
+        return "is a corpus of its own (not a slice of '" + source + "')"
+    docs = set(conn.execute(text("SELECT external_id FROM documents WHERE corpus_id = :c"), {"c": cid}).scalars())
+    qs = set(conn.execute(text("SELECT external_id FROM queries WHERE corpus_id = :c AND origin = 'imported'"),
+                          {"c": cid}).scalars())
+    if docs != {d.external_id for d in part.documents} or qs != {q.external_id for q in part.questions}:
+        return (f"holds another slice of '{source}' ({len(docs)} documents, {len(qs)} questions; this one: "
+                f"{len(part.documents)} and {len(part.questions)})")
+    return None
+
+
 def make_slice(ctx: Ctx, source: str, new: str, ds: Dataset, fmt: str, *, docs=None, chunks=None, tokens=None,
-               per_type=None, seed=None, evidence_overlap: float = 0.75) -> Dataset:
+               per_type=None, seed=None, evidence_overlap: float = 0.75, doc_ids=None) -> Dataset:
     """Slice ``ds`` (stored corpus ``source``) and write it as corpus ``new``; refuses (exit 2,
-    nothing written) a slice that keeps none of the source's questions unless asked for none."""
+    nothing written) a slice that keeps none of the source's questions unless asked for none,
+    and a name the store holds for another corpus or another slice (never merged into it)."""
     from ragrouter.db.engine import write_lock
     from ragrouter.ingest import store as ingest_store
 
     window, overlap = int(ctx.config.get("chunking.window")), int(ctx.config.get("chunking.overlap"))
     try:
         part = slice_dataset(ds, docs=docs, chunks=chunks, tokens=tokens, per_type=per_type, seed=seed,
-                             window=window, overlap_tokens=overlap, evidence_overlap=evidence_overlap)
+                             window=window, overlap_tokens=overlap, evidence_overlap=evidence_overlap,
+                             doc_ids=doc_ids)
     except ValueError as exc:
         fail(str(exc))
     if not part.questions and ds.questions and per_type != 0:
         fail(_refusal(source, ds, part, docs, chunks, tokens, window, overlap, evidence_overlap))
     engine = ctx.engine()
     with write_lock(engine), engine.begin() as conn:
+        why = _existing_differs(conn, new, source, part)
+        if why is not None:
+            fail(f"corpus '{new}' {why}: a slice is never merged into it; choose another name")
         rep = ingest_store.write_dataset(conn, new, fmt, part, [f"slice of {source}"])
     click.echo(f"corpus {new}: {rep.documents_total} documents ({rep.documents_new} new), "
                f"{rep.questions_total} questions ({rep.questions_new} new) from '{source}'")
@@ -122,6 +150,8 @@ def make_slice(ctx: Ctx, source: str, new: str, ds: Dataset, fmt: str, *, docs=N
 @click.argument("source")
 @click.argument("new")
 @click.option("--docs", type=int, help="Keep the first N documents (a random N with --seed).")
+@click.option("--doc", "doc_ids", multiple=True, metavar="ID", help="Keep this document, whole (repeatable; what "
+              "--for-budget proposes).")
 @click.option("--chunks", type=int, help="Keep the documents of the first N chunks (the last one cut).")
 @click.option("--tokens", type=int, help="Keep the first N tokens of the documents (the last one cut).")
 @click.option("--queries-per-type", "per_type", type=int, help="At most K questions per query type (0: none, "
@@ -129,15 +159,16 @@ def make_slice(ctx: Ctx, source: str, new: str, ds: Dataset, fmt: str, *, docs=N
 @click.option("--seed", type=int, help="Sample documents (--docs) and questions at random, reproducibly.")
 @click.option("--evidence-overlap", type=float, default=0.75, show_default=True,
               help="Share of an evidence sentence's content words that must lie in one chunk of the slice.")
-@click.option("--for-budget", "for_budget", type=click.FloatRange(min=0, min_open=True), metavar="HOURS",
-              help="Propose the largest slice (documents × questions per type) that the configured backends "
-                   "finish within HOURS (every stage, as `run --dry-run` times them) and print the command "
-                   "that makes it; nothing is made without --make.")
+@click.option("--for-budget", "for_budget", type=str, metavar="HOURS",
+              help="Propose the slice that the configured backends finish within HOURS (every stage, as `run "
+                   "--dry-run` times them) and that decides the most: whole documents chosen by the questions "
+                   "they carry per hour of build, the types balanced; it says what the slice can decide and "
+                   "prints the command that makes it; nothing is made without --make.")
 @click.option("--make", "make_it", is_flag=True, help="With --for-budget: make the proposed slice.")
 @pass_ctx
-def slice_command(ctx: Ctx, source: str, new: str, docs: int | None, chunks: int | None, tokens: int | None,
-                  per_type: int | None, seed: int | None, evidence_overlap: float, for_budget: float | None,
-                  make_it: bool) -> None:
+def slice_command(ctx: Ctx, source: str, new: str, docs: int | None, doc_ids: tuple[str, ...], chunks: int | None,
+                  tokens: int | None, per_type: int | None, seed: int | None, evidence_overlap: float,
+                  for_budget: str | None, make_it: bool) -> None:
     """Make corpus NEW from part of stored corpus SOURCE: documents, and exactly the questions
     whose evidence (documents, chunks or sentences) lies inside the slice.
 
@@ -145,7 +176,11 @@ def slice_command(ctx: Ctx, source: str, new: str, docs: int | None, chunks: int
     outside the slice, only a document that the slice cuts, no evidence recorded, over
     --queries-per-type), and refuses a slice that keeps no question (exit 2, nothing made),
     naming the smallest slice that keeps one. Running it again with the same arguments changes
-    nothing. The slice's stages (chunk, extract, embed, …) run on NEW like on any ingested
+    nothing; a NEW that names another corpus or another slice is refused, never merged into.
+    --for-budget says what the slice can decide: per type, the smallest gap between the best
+    paradigm and the rest that `run --until-decided` finds with plan's power, or "a smoke
+    test, not a decision"; when nothing fits, the budget that would, and whether profile:
+    local or configs/demo.yaml fits. The slice's stages (chunk, extract, embed, …) run on NEW like on any ingested
     corpus; `run --limit N` by contrast only caps the pending units one command processes.
 
     \b
@@ -155,34 +190,80 @@ def slice_command(ctx: Ctx, source: str, new: str, docs: int | None, chunks: int
       python cli.py corpus slice cuad cuad-2h --for-budget 2          # propose
       python cli.py corpus slice cuad cuad-2h --for-budget 2 --make   # and make it
     """
+    from ragrouter.commands.ingest import corpus_name_problem
     from ragrouter.db import migrate
 
+    problem = corpus_name_problem(new)
+    if problem:
+        fail(f"NEW {new!r}: {problem}")
     if source == new:
         fail(f"the slice needs a new name (got '{new}' for both)")
     if make_it and for_budget is None:
         fail("--make goes with --for-budget")
-    if for_budget is not None and (docs, chunks, tokens, per_type, seed) != (None,) * 5:
-        fail("--for-budget chooses --docs/--chunks and --queries-per-type itself (in stored order): "
-             "leave out --docs, --chunks, --tokens, --queries-per-type and --seed")
+    hours = None
+    if for_budget is not None:
+        try:
+            hours = float(for_budget)
+        except ValueError:
+            hours = math.nan
+        if not math.isfinite(hours) or hours <= 0:
+            fail(f"--for-budget {for_budget}: the hours must be a positive number, e.g. --for-budget 0.5")
+    if for_budget is not None and ((docs, chunks, tokens, per_type, seed) != (None,) * 5 or doc_ids):
+        fail("--for-budget chooses the documents (or chunks) and --queries-per-type itself: leave out --docs, "
+             "--doc, --chunks, --tokens, --queries-per-type and --seed")
     engine = ctx.engine()
     migrate.ensure_current(engine)
     with engine.connect() as conn:
         ds, fmt = stored_dataset(conn, source)
-    if for_budget is None:
+    if hours is None:
         make_slice(ctx, source, new, ds, fmt, docs=docs, chunks=chunks, tokens=tokens, per_type=per_type, seed=seed,
-                   evidence_overlap=evidence_overlap)
+                   evidence_overlap=evidence_overlap, doc_ids=list(doc_ids) or None)
         return
     from ragrouter.decisions.budget import BudgetError, propose
 
     try:
-        prop = propose(ctx.config, engine, source, ds, for_budget, evidence_overlap=evidence_overlap,
+        prop = propose(ctx.config, engine, source, ds, hours, evidence_overlap=evidence_overlap,
                        echo=lambda line: click.echo(line, err=True))
     except BudgetError as exc:
-        fail(str(exc))
+        fail(str(exc) + _other_configs(ctx, engine, source, ds, hours, evidence_overlap, exc))
     for line in prop.lines(source, new, _global_options(ctx), evidence_overlap):
         click.echo(line)
     if make_it:
         make_slice(ctx, source, new, ds, fmt, **prop.slice_args(), evidence_overlap=evidence_overlap)
+
+
+def _other_configs(ctx: Ctx, engine, source: str, ds: Dataset, hours: float, evidence_overlap: float,
+                   exc) -> str:
+    """When this config fits no slice: what ``profile: local`` and the demo's config would
+    propose (or their smallest slice's time), as the rest of the one refusal line."""
+    import os
+
+    from ragrouter.config import DEFAULT_CONFIG, Config, ConfigError
+    from ragrouter.decisions.budget import BudgetError, hms, propose
+
+    if getattr(exc, "smallest_s", None) is None:
+        return ""
+    others = []
+    if ctx.config.get("profile", None) != "local":
+        others.append(("profile: local in your config", "--config of your own with profile: local",
+                       lambda: Config.load(ctx.config_path, env={**os.environ, "RAGROUTER__profile": "local"})))
+    demo = DEFAULT_CONFIG.parent / "demo.yaml"
+    if demo.is_file() and (not ctx.config_path or os.path.abspath(ctx.config_path) != os.path.abspath(demo)):
+        shown = os.path.relpath(demo) if not os.path.relpath(demo).startswith("..") else str(demo)
+        others.append((f"--config {shown}", "", lambda: Config.load(demo)))
+    said = []
+    for name, _hint, load in others:
+        try:
+            cfg = load()
+            prop = propose(cfg, engine, source, ds, hours, evidence_overlap=evidence_overlap)
+        except BudgetError as other:
+            if getattr(other, "smallest_s", None) is not None:
+                said.append(f"with {name} the smallest takes {hms(other.smallest_s)}")
+            continue
+        except (ConfigError, ValueError):
+            continue
+        said.append(f"with {name} it fits: {prop.lines(source, 'NEW')[0].split(': ', 1)[1]}")
+    return "; " + "; ".join(said) if said else ""
 
 
 def _global_options(ctx: Ctx) -> str:

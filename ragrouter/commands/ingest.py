@@ -88,16 +88,9 @@ def ingest_command(ctx: Ctx, corpus: str, fmt: str, update: bool, verbatim_quest
       python cli.py ingest --corpus mine --format jsonl docs.jsonl questions.jsonl
       python cli.py ingest --corpus reports --format files reports/ questions.csv
     """
-    if not corpus.strip():
-        fail(f"--corpus {corpus!r}: a corpus name cannot be blank")
-    if corpus != corpus.strip() or any(not ch.isprintable() for ch in corpus):
-        fail(f"--corpus {corpus!r}: a corpus name has no leading or trailing spaces and no control characters")
-    if len(corpus) > 200:
-        fail(f"--corpus: the name is {len(corpus)} characters long; the store holds at most 200")
-    try:
-        corpus.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        fail(f"--corpus: the name holds an unpaired surrogate at character {exc.start} (not valid Unicode)")
+    problem = corpus_name_problem(corpus)
+    if problem:
+        fail(f"--corpus {corpus!r}: {problem}" if len(corpus) <= 200 else f"--corpus: {problem}")
     notes: list[str] = []  # said once the store took the rest, so a refused ingest says one line
     if fmt == "files":
         dataset, notes = _read_files(ctx, corpus, list(paths), column_map, type_map, dry_run)
@@ -148,6 +141,21 @@ def ingest_command(ctx: Ctx, corpus: str, fmt: str, update: bool, verbatim_quest
                f"{rep.questions_new} new questions ({rep.questions_total} in files)" + changed
                + (f", {marked} of them marked unanswerable" if marked else "")
                + (f", dropped {rep.dropped}" if rep.dropped else ""))
+
+
+def corpus_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a corpus (None: it can)."""
+    if not name.strip():
+        return "a corpus name cannot be blank"
+    if name != name.strip() or any(not ch.isprintable() for ch in name):
+        return "a corpus name has no leading or trailing spaces and no control characters"
+    if len(name) > 200:
+        return f"the name is {len(name)} characters long; the store holds at most 200"
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"the name holds an unpaired surrogate at character {exc.start} (not valid Unicode)"
+    return None
 
 
 def _check_dataset_path(path: Path, fmt: str) -> None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import random
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ragrouter.ingest.records import QTYPES, Dataset, Document, Question
 
@@ -89,13 +89,21 @@ class _Kept:
     tokens: dict[str, int | None]
 
 
-def _cut_documents(ds: Dataset, docs, chunks, tokens_, rng, window, overlap_tokens) -> _Kept:
+def _cut_documents(ds: Dataset, docs, chunks, tokens_, rng, window, overlap_tokens, doc_ids=None) -> _Kept:
     from ragrouter.corpus.chunking import chunk_text, combine
     from ragrouter.llm import tokens
 
     kept: list[Document] = []
     renamed: dict[str, str] = {}
     kept_tokens: dict[str, int | None] = {}
+    if doc_ids is not None:
+        wanted = set(doc_ids)
+        for d in ds.documents:
+            if d.external_id in wanted:
+                kept.append(d)
+                renamed[d.external_id] = d.external_id
+                kept_tokens[d.external_id] = None
+        return _Kept(kept, renamed, kept_tokens)
     if docs is not None:
         pool = list(ds.documents)
         if rng is not None:
@@ -163,21 +171,29 @@ def _why_not(q: Question, kept: _Kept, chunk_words: dict[str, list[set[str]]], a
 
 def slice_dataset(ds: Dataset, *, docs: int | None = None, chunks: int | None = None, tokens: int | None = None,
                   per_type: int | None = None, seed: int | None = None, window: int = 512, overlap_tokens: int = 100,
-                  evidence_overlap: float = 0.75) -> Dataset:
+                  evidence_overlap: float = 0.75, doc_ids: list[str] | None = None) -> Dataset:
     """The slice of ``ds`` (see the module doc). Exactly one of ``docs`` / ``chunks`` /
-    ``tokens``. ``dropped``: reason (:data:`REASONS`) → questions left out for it."""
+    ``tokens`` / ``doc_ids`` (these documents, whole, in stored order). ``dropped``: reason
+    (:data:`REASONS`) → questions left out for it."""
     from ragrouter.corpus.chunking import chunk_text
 
-    given = [(n, v) for n, v in (("docs", docs), ("chunks", chunks), ("tokens", tokens)) if v is not None]
+    given = [(n, v) for n, v in (("docs", docs), ("chunks", chunks), ("tokens", tokens), ("doc", doc_ids))
+             if v is not None]
     if len(given) != 1:
-        raise ValueError("give exactly one of --docs N or --chunks N (or --tokens N)")
+        raise ValueError("give exactly one of --docs N, --chunks N, --tokens N or --doc ID (repeatable)")
     name, n = given[0]
-    if n < 1:
+    if name == "doc":
+        known = {d.external_id for d in ds.documents}
+        missing = [d for d in doc_ids if d not in known]
+        if missing or not doc_ids:
+            raise ValueError(f"--doc {missing[0]!r}: no such document in the corpus" if missing
+                             else "--doc: name at least one document")
+    elif n < 1:
         raise ValueError(f"--{name} must be at least 1 (got {n})")
     if per_type is not None and per_type < 0:  # 0: the documents without their questions
         raise ValueError(f"--queries-per-type must be at least 0 (got {per_type})")
     rng = random.Random(seed) if seed is not None else None  # one generator: documents, then questions
-    kept = _cut_documents(ds, docs, chunks, tokens, rng, window, overlap_tokens)
+    kept = _cut_documents(ds, docs, chunks, tokens, rng, window, overlap_tokens, doc_ids)
     chunk_words = {d.external_id: [_words(c.text) for c in chunk_text(d.title, d.text, window, overlap_tokens)]
                    for d in kept.documents}
     all_words = [w for ws in chunk_words.values() for w in ws]
@@ -223,6 +239,11 @@ class Requirements:
     need_chunks: list[int | None]
     chunk_texts: list[str]
     """Every chunk's text in stored order (what extraction of a prefix sends)."""
+    need_sets: list[frozenset[int] | None] = field(default_factory=list)
+    """Per question, the documents (stored positions) a slice of whole documents must keep for
+    it: its supporting documents and those holding its evidence (None: none keeps it)."""
+    chunk_doc: list[int] = field(default_factory=list)
+    """Per chunk, the stored position of its document."""
 
     def kept(self, *, docs: int | None = None, chunks: int | None = None) -> dict[str, int]:
         """Questions per type that the prefix keeps (before any per-type cap)."""
@@ -259,6 +280,7 @@ def requirements(ds: Dataset, window: int = 512, overlap_tokens: int = 100,
     total_before = first  # chunks before document i
     need_docs: list[int | None] = []
     need_chunks: list[int | None] = []
+    need_sets: list[frozenset[int] | None] = []
 
     def earliest(sent: set[str], among: list[int] | None) -> int | None:
         """Global position of the first chunk (of the documents ``among``) holding the sentence."""
@@ -275,6 +297,7 @@ def requirements(ds: Dataset, window: int = 512, overlap_tokens: int = 100,
         if any(s is None for s in sup):
             need_docs.append(None)
             need_chunks.append(None)
+            need_sets.append(None)
             continue
         last_sup = max(sup) + 1 if sup else 0
         starts_sup = max((total_before[s] + 1 for s in sup), default=0)  # a cut document is kept too
@@ -283,21 +306,26 @@ def requirements(ds: Dataset, window: int = 512, overlap_tokens: int = 100,
             if not sents:
                 need_docs.append(None)
                 need_chunks.append(None)
+                need_sets.append(None)
                 continue
             pos = [earliest(s, sup or None) for s in sents]
             if any(p is None for p in pos):
                 need_docs.append(None)
                 need_chunks.append(None)
+                need_sets.append(None)
                 continue
             need_docs.append(max([last_sup] + [owner[p] + 1 for p in pos]))
             need_chunks.append(max([starts_sup] + [p + 1 for p in pos]))
+            need_sets.append(frozenset(sup) | frozenset(owner[p] for p in pos))
         elif spans:
             idx = [doc_index.get(d) for d, _a, _b in spans]
             if any(i is None for i in idx):
                 need_docs.append(None)
                 need_chunks.append(None)
+                need_sets.append(None)
                 continue
             need_docs.append(max(i + 1 for i in idx))
+            need_sets.append(frozenset(sup) | frozenset(idx))
             pos = []
             for i, (_d, _a, end) in zip(idx, spans):
                 k = next((j for j, e in enumerate(spans_of[i]) if e >= int(end)), doc_chunks[i] - 1)
@@ -306,7 +334,9 @@ def requirements(ds: Dataset, window: int = 512, overlap_tokens: int = 100,
         elif sup:
             need_docs.append(last_sup)
             need_chunks.append(max(total_before[s] + doc_chunks[s] for s in sup))
+            need_sets.append(frozenset(sup))
         else:
             need_docs.append(None)
             need_chunks.append(None)
-    return Requirements(doc_chunks, [q.qtype for q in ds.questions], need_docs, need_chunks, texts)
+            need_sets.append(None)
+    return Requirements(doc_chunks, [q.qtype for q in ds.questions], need_docs, need_chunks, texts, need_sets, owner)

@@ -14,10 +14,14 @@ model, else this machine's probe, else the config's priors) on the dry run's est
   ``SAMPLE_PER_TYPE`` stored questions per type: their dry run, else this store's billed calls)
   and the score stage's runs; plus the fixed costs (model loads, stage starts) once.
 
-The proposal maximises the questions kept, then the documents (whole documents where they
-keep as many questions as a cut one, else chunks): the largest ``--docs D --queries-per-type K`` (``--chunks C`` …) whose expected wall
-time is within the budget, never under :func:`min_chunks` chunks (the corpus indicators the
-routers read need them). The slice it names is then cut for real and its own figures printed.
+The proposal is the slice that decides the most within the budget: whole documents picked by
+the questions they carry per hour of build, the types balanced and a question over several
+documents kept when all of them are (:mod:`ragrouter.decisions.slicepick`), or the first
+chunks of a long document where that keeps more; never under :func:`min_chunks` chunks (the
+corpus indicators the routers read need them). The slice it names is then cut for real, shrunk
+(questions per type, then the last documents picked) until its exact figures fit, and what it
+can decide is said per type (:func:`ragrouter.decisions.plan.detectable_gap`). When no slice
+fits, :class:`BudgetError` says the budget that fits the smallest slice that keeps a question.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import math
+import shlex
 from dataclasses import dataclass, field
 
 from ragrouter.stages.base import Estimate, Scope, Unit
@@ -42,7 +47,12 @@ def min_chunks() -> int:
 
 
 class BudgetError(ValueError):
-    """No slice fits the budget, or the corpus cannot be costed."""
+    """No slice fits the budget, or the corpus cannot be costed. ``smallest_s``: the expected
+    seconds of the smallest slice that keeps a question, where one was costed."""
+
+    def __init__(self, message: str, smallest_s: float | None = None):
+        super().__init__(message)
+        self.smallest_s = smallest_s
 
 
 def hms(seconds: float) -> str:
@@ -51,29 +61,8 @@ def hms(seconds: float) -> str:
 
 
 @dataclass
-class Costs:
-    """Seconds (and US $, None where unpriced) of a slice as a function of its chunks and questions."""
-
-    build: list[tuple[float, float | None]]
-    """Per prefix of ``i + 1`` chunks: (build seconds, build US $)."""
-    question_s: float
-    question_usd: float | None
-    fixed_s: float
-    basis: str
-
-    def seconds(self, chunks: int, questions: int) -> float:
-        return self.build[chunks - 1][0] + self.fixed_s + questions * self.question_s
-
-    def usd(self, chunks: int, questions: int) -> float | None:
-        b = self.build[chunks - 1][1]
-        if b is None and self.question_usd is None:
-            return None
-        return (b or 0.0) + questions * (self.question_usd or 0.0)
-
-
-@dataclass
 class Proposal:
-    mode: str                       # "docs" or "chunks"
+    mode: str                       # "doc" (these documents, whole) or "chunks" (the first n chunks)
     n: int                          # documents or chunks
     per_type: int | None            # None: every question the slice keeps
     chunks: int
@@ -85,33 +74,77 @@ class Proposal:
     hours: float
     whole: dict = field(default_factory=dict)
     basis: str = ""
+    doc_ids: list[str] = field(default_factory=list)
+    """mode "doc": the documents kept, in stored order."""
+    doc_notes: list[tuple[list[str], int, float]] = field(default_factory=list)
+    """(documents added together, the questions they completed, their build seconds), in the
+    order they were picked."""
+    decides: list[tuple[str, int, float | None]] = field(default_factory=list)
+    """(type, questions, the smallest gap the rule finds on them; None: a smoke test)."""
+    paradigms: int = 0
+    power: float = 0.8
+    smoke_needs: int | None = None
+    """Questions of one type the rule needs for even a 50-point gap (said beside a smoke test)."""
 
     def slice_args(self) -> dict:
+        if self.mode == "doc":
+            return {"doc_ids": list(self.doc_ids), "per_type": self.per_type}
         return {self.mode: self.n, "per_type": self.per_type}
 
     def command(self, source: str, new: str, global_opts: str = "", evidence_overlap: float = 0.75) -> str:
-        cmd = f"python cli.py{global_opts} corpus slice {source} {new} --{self.mode} {self.n}"
+        if self.mode == "doc":
+            picked = " ".join(f"--doc {shlex.quote(d)}" for d in self.doc_ids)
+            cmd = f"python cli.py{global_opts} corpus slice {shlex.quote(source)} {shlex.quote(new)} {picked}"
+        else:
+            cmd = f"python cli.py{global_opts} corpus slice {shlex.quote(source)} {shlex.quote(new)} --{self.mode} {self.n}"
         if self.per_type is not None:
             cmd += f" --queries-per-type {self.per_type}"
         if evidence_overlap != 0.75:
             cmd += f" --evidence-overlap {evidence_overlap:g}"
         return cmd
 
+    def decision_line(self) -> str:
+        """What the slice can decide, per type: the smallest gap the rule finds, or a smoke test."""
+        present = [(t, n, g) for t, n, g in self.decides if n]
+        head = (f"what it can decide (run --until-decided, {self.paradigms} paradigms, plan's power "
+                f"{self.power:g}, stated rates):")
+        if not present or all(g is None for _t, _n, g in present):
+            need = (f"; the rule needs about {self.smoke_needs} questions of a type for even a 50-point gap"
+                    if self.smoke_needs else "")
+            shown = ", ".join(f"{t} {n}" for t, n, _g in present) or "no questions"
+            return f"{head} a smoke test, not a decision ({shown}{need})"
+        parts = [f"{t} {n} → a gap of {round(g * 100)} points or more between the best paradigm and the rest"
+                 if g is not None else f"{t} {n} → a smoke test, not a decision" for t, n, g in present]
+        return f"{head} " + "; ".join(parts)
+
     def lines(self, source: str, new: str, global_opts: str = "", evidence_overlap: float = 0.75) -> list[str]:
-        what = (f"{self.n} document{'s' if self.n != 1 else ''} ({self.chunks} chunks)" if self.mode == "docs"
-                else f"the first {self.n} chunks")
+        if self.mode == "doc":
+            what = (f"{self.n} document{'s' if self.n != 1 else ''} ({self.chunks} chunks) chosen by the questions "
+                    "they carry per hour of build")
+        else:
+            what = f"the first {self.n} chunks"
         per = "every question it keeps" if self.per_type is None else f"at most {self.per_type} questions per type"
         usd = "" if self.usd is None else f", US $ {self.usd:.2f}"
         kept = ", ".join(f"{t} {n}" for t, n in self.kept.items())
         w = self.whole
-        return [
+        out = [
             f"within {self.hours:g} h on '{source}': {what}, {per} → "
             f"{sum(self.kept.values())} questions ({kept}); expected {hms(self.seconds)} "
             f"(build {hms(self.build_s)}, questions {hms(self.questions_s)}){usd}",
+        ]
+        if self.doc_notes:
+            shown = ", ".join(f"{' + '.join(d)} ({q} question{'s' if q != 1 else ''}, build {hms(b)})"
+                              for d, q, b in self.doc_notes[:8])
+            more = f", and {len(self.doc_notes) - 8} more" if len(self.doc_notes) > 8 else ""
+            out.append(f"documents: {shown}{more}")
+        if self.decides:
+            out.append(self.decision_line())
+        out += [
             f"make it with: {self.command(source, new, global_opts, evidence_overlap)}",
             f"(the whole corpus: {w.get('docs')} document{'s' if w.get('docs') != 1 else ''}, {w.get('chunks')} chunks, {w.get('questions')} questions: "
             f"expected {hms(w.get('seconds', 0.0))}; time basis: {self.basis})",
         ]
+        return out
 
 
 def estimating_services(config, engine, command: str):
@@ -124,8 +157,44 @@ def estimating_services(config, engine, command: str):
     return services
 
 
-def _prefix_estimates(services, req, doc_prefix: list[int]) -> list[list[Estimate]]:
-    """Per chunk prefix (1 … all chunks): the dry-run rows of its build."""
+@dataclass
+class _Build:
+    """Each chunk's extraction estimate and tokens; the dry-run rows of the build of any chunks."""
+
+    extract: list[Estimate]
+    tokens: list[int]
+    rate: float
+    batch: int
+    model_x: str
+    model_e: str
+
+    def extract_row(self, chunk_ids) -> Estimate:
+        acc = Estimate(stage="extract", model=self.model_x)
+        for k in chunk_ids:
+            e = self.extract[k]
+            acc.calls += e.calls
+            acc.cached_calls += e.cached_calls
+            acc.prompt_tokens += e.prompt_tokens
+            acc.completion_tokens += e.completion_tokens
+            acc.completion_cap += e.completion_cap
+            acc.basis = e.basis or acc.basis
+        return acc
+
+    def embed_row(self, chunk_ids) -> Estimate:
+        n = len(chunk_ids)
+        entities = round(self.rate * n)
+        return Estimate(stage="embed", model=self.model_e, calls=-(-n // self.batch) + -(-entities // self.batch),
+                        prompt_tokens=sum(self.tokens[k] for k in chunk_ids) + 4 * entities)
+
+    def rows(self, chunk_ids, docs: int) -> list[Estimate]:
+        chunk_ids = list(chunk_ids)
+        return [Estimate(stage="chunk", model="-", units=docs), self.extract_row(chunk_ids), self.embed_row(chunk_ids),
+                Estimate(stage="metrics", model="-", units=1)]
+
+
+def _build(services, req) -> _Build:
+    """The extraction requests of every chunk (free where the ledger holds them), estimated as
+    the dry run estimates them."""
     from ragrouter.corpus import storeio
     from ragrouter.llm import tokens
     from ragrouter.stages import registry
@@ -133,16 +202,13 @@ def _prefix_estimates(services, req, doc_prefix: list[int]) -> list[list[Estimat
 
     cfg = services.config
     extract = registry.all_stages()["extract"]
-    model_x = storeio.model_key(cfg, "extractor")
-    model_e = storeio.model_key(cfg, "embedder")
     exp = expectations(services)
     rate, _ = exp.entities_per_chunk(storeio.extractor_key(cfg))
-    batch = int(cfg.backend(cfg.role("embedder")).get("batch_size", 32))
-    acc = Estimate(stage="extract", model=model_x)
-    chunk_tokens = 0
-    out = []
+    out = _Build([], [], rate, int(cfg.backend(cfg.role("embedder")).get("batch_size", 32)),
+                 storeio.model_key(cfg, "extractor"), storeio.model_key(cfg, "embedder"))
     with active(exp):
         for i, text_ in enumerate(req.chunk_texts):
+            acc = Estimate(stage="extract", model=out.model_x)
             for e in extract.estimate(None, [Unit(f"chunk:{i}", {"text": text_})], services):
                 acc.calls += e.calls
                 acc.cached_calls += e.cached_calls
@@ -150,15 +216,26 @@ def _prefix_estimates(services, req, doc_prefix: list[int]) -> list[list[Estimat
                 acc.completion_tokens += e.completion_tokens
                 acc.completion_cap += e.completion_cap
                 acc.basis = e.basis or acc.basis
-            chunk_tokens += tokens.count(text_)
-            n = i + 1
-            entities = round(rate * n)
-            embed = Estimate(stage="embed", model=model_e, calls=-(-n // batch) + -(-entities // batch),
-                             prompt_tokens=chunk_tokens + 4 * entities)
-            docs = min(len(doc_prefix), bisect.bisect_left(doc_prefix, n) + 1)  # the documents n chunks touch
-            out.append([Estimate(stage="chunk", model="-", units=docs), dataclasses.replace(acc), embed,
-                        Estimate(stage="metrics", model="-", units=1)])
+            out.extract.append(acc)
+            out.tokens.append(tokens.count(text_))
     return out
+
+
+def _doc_seconds(config, services, build: _Build, spans: list[range]) -> tuple[list[float], float]:
+    """(build seconds each document adds, the build's fixed seconds): one dry run whose rows are
+    each document's extraction and embedding, after a one-call row of each model that takes its
+    load (and the chunk and metrics stages, timed once)."""
+    from ragrouter.stages.timing import wall_estimates
+
+    rows = [Estimate(stage="chunk", model="-", units=len(spans)), Estimate(stage="extract", model=build.model_x, calls=1)]
+    rows += [build.extract_row(span) for span in spans]
+    rows.append(Estimate(stage="embed", model=build.model_e, calls=1))
+    rows += [build.embed_row(span) for span in spans]
+    rows.append(Estimate(stage="metrics", model="-", units=1))
+    secs = [float(r["expected_wall_s"]) for r in wall_estimates(config, rows, services)["stages"]]
+    n = len(spans)
+    per_doc = [secs[2 + i] + secs[3 + n + i] for i in range(n)]
+    return per_doc, secs[0] + secs[1] + secs[2 + n] + secs[-1]
 
 
 def _sample_queries(services, source: str) -> list[int]:
@@ -230,9 +307,11 @@ def _fit(kept: dict[str, int], n_max: int) -> tuple[int | None, int] | None:
 
 
 def propose(config, engine, source: str, ds, hours: float, evidence_overlap: float = 0.75, echo=None) -> Proposal:
-    """The largest slice of stored corpus ``source`` (its :class:`Dataset` ``ds``) that the
-    configured backends are expected to finish within ``hours`` (see the module doc)."""
+    """The slice of stored corpus ``source`` (its :class:`Dataset` ``ds``) that the configured
+    backends are expected to finish within ``hours`` and that decides the most (see the module
+    doc); :class:`BudgetError` when none fits."""
     from ragrouter.corpus.slicing import requirements, slice_dataset
+    from ragrouter.decisions.slicepick import best_pick, value
     from ragrouter.stages.timing import wall_estimates
 
     window, overlap = int(config.get("chunking.window")), int(config.get("chunking.overlap"))
@@ -243,79 +322,161 @@ def propose(config, engine, source: str, ds, hours: float, evidence_overlap: flo
     for n in req.doc_chunks:
         acc += n
         doc_prefix.append(acc)  # chunks of the first i + 1 documents
+    spans = [range(end - n, end) for end, n in zip(doc_prefix, req.doc_chunks)]
     services = estimating_services(config, engine, "corpus slice --for-budget")
     try:
         per_q, usd_q, fixed_s, basis = question_costs(services, source)
-        rows = _prefix_estimates(services, req, doc_prefix)
-        build: dict[int, tuple[float, float | None]] = {}
+        build = _build(services, req)
+        cache: dict = {}
 
-        def build_of(c: int) -> tuple[float, float | None]:
-            if c not in build:
-                w = wall_estimates(config, rows[c - 1], services)
-                build[c] = (float(w["expected_wall_s"]), w["usd"])
-            return build[c]
+        def build_of(key, chunk_ids, docs: int) -> tuple[float, float | None]:
+            if key not in cache:
+                w = wall_estimates(config, build.rows(chunk_ids, docs), services)
+                cache[key] = (float(w["expected_wall_s"]), w["usd"])
+            return cache[key]
+
+        def prefix(c: int) -> tuple[float, float | None]:
+            docs = min(len(doc_prefix), bisect.bisect_left(doc_prefix, c) + 1)  # the documents c chunks touch
+            return build_of(("chunks", c), range(c), docs)
+
+        def docset(ids) -> tuple[float, float | None]:
+            ids = sorted(ids)
+            return build_of(("docs", tuple(ids)), [k for i in ids for k in spans[i]], len(ids))
 
         budget_s = hours * 3600.0
         total_chunks = len(req.chunk_texts)
-
         floor = min(min_chunks(), total_chunks)
+        n_docs = len(doc_prefix)
 
-        def search(mode: str) -> Proposal | None:
-            best = None
-            points = _candidates(len(doc_prefix)) if mode == "docs" else _candidates(total_chunks)
-            for p in points:
-                chunks = doc_prefix[p - 1] if mode == "docs" else p
-                if chunks < floor:
-                    continue
-                b_s, b_usd = build_of(chunks)
-                room = budget_s - b_s - fixed_s
-                n_max = int(math.floor(room / per_q)) if per_q > 0 else (1 << 30) if room >= 0 else -1
-                kept = req.kept(docs=p) if mode == "docs" else req.kept(chunks=p)
-                fit = _fit(kept, n_max)
-                if fit is None:
-                    continue
-                k, n = fit
-                if best is None or (n, p) > (sum(best.kept.values()), best.n):
-                    got = {t: (v if k is None else min(k, v)) for t, v in kept.items()}
-                    usd = None if b_usd is None and usd_q is None else (b_usd or 0.0) + n * (usd_q or 0.0)
-                    best = Proposal(mode, p, k, chunks, got, b_s + fixed_s + n * per_q, b_s, fixed_s + n * per_q,
-                                    usd, hours, basis=basis)
-            return best
+        def usd_of(b_usd, n: int):
+            return None if b_usd is None and usd_q is None else (b_usd or 0.0) + n * (usd_q or 0.0)
 
-        by_docs = search("docs") if len(doc_prefix) > 1 else None
-        by_chunks = search("chunks")  # whole documents where they keep as many questions
+        by_chunks = None  # the first chunks in stored order: a long document cut
+        for c in _candidates(total_chunks):
+            if c < floor:
+                continue
+            b_s, b_usd = prefix(c)
+            room = budget_s - b_s - fixed_s
+            n_max = int(math.floor(room / per_q)) if per_q > 0 else (1 << 30) if room >= 0 else -1
+            fit = _fit(req.kept(chunks=c), n_max)
+            if fit is None:
+                continue
+            k, n = fit
+            got = {t: (v if k is None else min(k, v)) for t, v in req.kept(chunks=c).items()}
+            if by_chunks is None or (value(got), n, c) > (value(by_chunks.kept), sum(by_chunks.kept.values()),
+                                                          by_chunks.n):
+                by_chunks = Proposal("chunks", c, k, c, got, b_s + fixed_s + n * per_q, b_s, fixed_s + n * per_q,
+                                     usd_of(b_usd, n), hours, basis=basis)
+        by_docs = None
+        doc_s: list[float] = []
+        build_fixed = 0.0
+        if n_docs > 1:  # whole documents, picked by the questions they carry per hour of build
+            doc_s, build_fixed = _doc_seconds(config, services, build, spans)
+            pick = best_pick(doc_s, req.need_sets, req.qtypes, per_q, fixed_s + build_fixed, budget_s,
+                             req.doc_chunks, floor)
+            if pick is not None:
+                b_s, b_usd = docset(pick.docs)
+                n = sum(pick.counts.values())
+                ids = [ds.documents[i].external_id for i in sorted(pick.docs)]
+                by_docs = Proposal("doc", len(ids), pick.cap, sum(req.doc_chunks[i] for i in pick.docs),
+                                   {t: pick.counts.get(t, 0) for t in req.kept(docs=n_docs)},
+                                   b_s + fixed_s + n * per_q, b_s, fixed_s + n * per_q, usd_of(b_usd, n), hours,
+                                   basis=basis, doc_ids=ids,
+                                   doc_notes=[([ds.documents[i].external_id for i in docs], n_q,
+                                                sum(doc_s[i] for i in docs)) for docs, n_q in pick.bundles])
         best = by_docs
-        if by_chunks is not None and (best is None or sum(by_chunks.kept.values()) > sum(best.kept.values())):
+        if by_chunks is not None and (best is None or (value(by_chunks.kept), sum(by_chunks.kept.values()))
+                                      > (value(best.kept), sum(best.kept.values()))):
             best = by_chunks
-        whole_b, _ = build_of(total_chunks)
-        whole = {"docs": len(doc_prefix), "chunks": total_chunks, "questions": len(ds.questions),
+        whole_b, _ = prefix(total_chunks)
+        whole = {"docs": n_docs, "chunks": total_chunks, "questions": len(ds.questions),
                  "seconds": whole_b + fixed_s + len(ds.questions) * per_q}
         if best is None:
-            small = min((max(n, floor) for n in req.need_chunks if n is not None), default=None)
-            if small is None:
-                raise BudgetError(f"no slice of '{source}' keeps a question (none records evidence that a slice "
-                                  "can hold): slice it by --docs yourself")
-            s, _ = build_of(small)
-            raise BudgetError(f"no slice of '{source}' fits in {hours:g} h: the smallest that keeps a question "
-                              f"(--chunks {small}, 1 question) is expected to take {hms(s + fixed_s + per_q)} "
-                              f"(time basis: {basis}); raise the budget, or use faster backends")
-        # the slice itself: the figures of what the command will make
-        while True:
-            part = slice_dataset(ds, **best.slice_args(), window=window, overlap_tokens=overlap,
-                                 evidence_overlap=evidence_overlap)
-            n = len(part.questions)
-            seconds = build_of(min(best.chunks, total_chunks))[0] + fixed_s + n * per_q
-            if seconds <= budget_s or not best.per_type or best.per_type <= 1:
-                break
-            best.per_type -= 1
-        best.kept = part.qtype_counts()
-        best.seconds, best.questions_s = seconds, fixed_s + n * per_q
-        b_usd = build_of(best.chunks)[1]
-        best.usd = None if b_usd is None and usd_q is None else (b_usd or 0.0) + n * (usd_q or 0.0)
+            raise _none_fits(source, hours, basis, req, floor, fixed_s + per_q, prefix, docset, doc_s, build_fixed)
+        _trim(best, ds, req, budget_s, fixed_s, per_q, prefix, docset, usd_of, window, overlap, evidence_overlap,
+              slice_dataset)
         best.whole = whole
+        _decides(best, config)
         return best
     finally:
         services.finish()
+
+
+def _none_fits(source, hours, basis, req, floor, one_q_s, prefix, docset, doc_s, build_fixed) -> BudgetError:
+    """No slice fits: the smallest that keeps a question, its expected time, as a BudgetError."""
+    options = []
+    small = min((max(n, floor) for n in req.need_chunks if n is not None), default=None)
+    if small is not None:
+        options.append((prefix(small)[0] + one_q_s, f"--chunks {small}"))
+    if doc_s:
+        by_cost = sorted(range(len(doc_s)), key=lambda i: doc_s[i])
+
+        def grown(g: frozenset[int]) -> frozenset[int]:  # up to the chunks the indicators need
+            out = set(g)
+            for i in by_cost:
+                if sum(req.doc_chunks[j] for j in out) >= floor:
+                    break
+                out.add(i)
+            return frozenset(out)
+
+        sets = {grown(n) for n in req.need_sets if n}
+        if sets:
+            cheapest = min(sets, key=lambda g: (sum(doc_s[i] for i in g), sorted(g)))
+            options.append((docset(cheapest)[0] + one_q_s, f"{len(cheapest)} document{'s' if len(cheapest) > 1 else ''}"))
+    if not options:
+        return BudgetError(f"no slice of '{source}' keeps a question (none records evidence that a slice can hold): "
+                           "slice it by --docs yourself")
+    seconds, what = min(options)
+    need_h = math.ceil(seconds / 360.0) / 10  # the budget that fits, in tenths of an hour
+    return BudgetError(f"no slice of '{source}' fits in {hours:g} h: the smallest that keeps a question ({what}, "
+                       f"1 question) is expected to take {hms(seconds)} (time basis: {basis}); --for-budget "
+                       f"{need_h:g} fits it", smallest_s=seconds)
+
+
+def _trim(best: Proposal, ds, req, budget_s, fixed_s, per_q, prefix, docset, usd_of, window, overlap,
+          evidence_overlap, slice_dataset) -> None:
+    """Cut the proposal for real and shrink it (questions per type, then the last document
+    picked) until its exact figures are within the budget."""
+    index = {d.external_id: i for i, d in enumerate(ds.documents)}
+    cap0 = best.per_type
+    while True:
+        part = slice_dataset(ds, **best.slice_args(), window=window, overlap_tokens=overlap,
+                             evidence_overlap=evidence_overlap)
+        n = len(part.questions)
+        if best.mode == "doc":
+            best.chunks = sum(req.doc_chunks[index[d]] for d in best.doc_ids)
+            b_s, b_usd = docset([index[d] for d in best.doc_ids])
+        else:
+            b_s, b_usd = prefix(best.chunks)
+        seconds = b_s + fixed_s + n * per_q
+        counts = part.qtype_counts()
+        if seconds <= budget_s:
+            break
+        if best.per_type is None and max(counts.values()) > 1:
+            best.per_type = max(counts.values()) - 1
+        elif best.per_type is not None and best.per_type > 1:
+            best.per_type -= 1
+        elif best.mode == "doc" and len(best.doc_ids) > 1:
+            gone = set(best.doc_notes.pop()[0])
+            best.doc_ids = [d for d in best.doc_ids if d not in gone]
+            best.n, best.per_type = len(best.doc_ids), cap0
+        else:
+            break
+    best.kept, best.build_s = counts, b_s
+    best.seconds, best.questions_s = seconds, fixed_s + n * per_q
+    best.usd = usd_of(b_usd, n)
+
+
+def _decides(best: Proposal, config) -> None:
+    """What the slice can decide per type (:func:`ragrouter.decisions.plan.detectable_gap`)."""
+    from ragrouter.decisions.plan import detectable_gap, questions_for_gap
+
+    k = len(list(config.get("paradigms.enabled")))
+    best.paradigms = k
+    best.power = float(config.get("decisions.plan_power", 0.8))
+    best.decides = [(t, n, detectable_gap(config, n, k) if n else None) for t, n in best.kept.items()]
+    if all(g is None for _t, _n, g in best.decides):
+        best.smoke_needs = questions_for_gap(config, 0.5, k)
 
 
 # ------------------------------------------------------------------------ run --budget-*

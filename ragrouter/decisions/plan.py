@@ -27,9 +27,11 @@ import dataclasses
 
 from sqlalchemy import text
 
-from ragrouter.decisions.simulate import mcnemar_exact_n, size_rule
+from ragrouter.decisions.simulate import mcnemar_exact_n, rho_for_discordance, rule_at, size_rule
 
 MIN_PILOT = 10
+GAPS = tuple(round(0.05 * k, 2) for k in range(1, 11))
+"""The gaps :func:`detectable_gap` tries: 5 to 50 points."""
 
 
 def mcnemar_n(delta: float, psi: float, alpha: float = 0.05, power: float = 0.8) -> int:
@@ -133,6 +135,49 @@ def truth(pilot_rates: dict, paradigms: list[str], gap: float, rate: float, use_
         others[0] = best - gap  # the runner-up at the gap
         return [best] + [max(0.0, r) for r in others]
     return [rate] + [max(0.0, rate - gap)] * (len(paradigms) - 1)
+
+
+def detectable_gap(cfg, n: int, n_paradigms: int) -> float | None:
+    """The smallest gap (of :data:`GAPS`) between the best paradigm and the others that the rule
+    of ``run --until-decided`` finds with ``decisions.plan_power`` on ``n`` questions of one
+    type, at plan's stated truth (the best at ``decisions.plan_rate``, every other paradigm at
+    the gap, ``decisions.plan_discordance``); None: not even 50 points — a smoke test, not a
+    decision."""
+    from ragrouter.decisions.sequential import Settings
+
+    if n <= 0 or n_paradigms < 2:
+        return None
+    settings = Settings.from_config(cfg)
+    sec = dict(cfg.section("decisions"))
+    power, psi = float(sec.get("plan_power", 0.8)), float(sec.get("plan_discordance", 0.3))
+    rate, reps = float(sec.get("plan_rate", 0.5)), int(sec.get("plan_reps", 400))
+    for gap in GAPS:
+        if gap > rate:
+            break
+        rates = truth({}, ["p"] * n_paradigms, gap, rate, False)
+        rho = rho_for_discordance(rates[0], rates[1], psi)
+        if rule_at(rates, rho, n, settings, reps, settings.seed)["power"] >= power:
+            return gap
+    return None
+
+
+def questions_for_gap(cfg, gap: float, n_paradigms: int, n_max: int = 300) -> int | None:
+    """The fewest questions of one type (in steps of ``decisions.batch``) on which the rule finds
+    ``gap`` with ``decisions.plan_power`` at plan's stated truth (None: more than ``n_max``)."""
+    from ragrouter.decisions.sequential import Settings
+
+    settings = Settings.from_config(cfg)
+    sec = dict(cfg.section("decisions"))
+    power, psi = float(sec.get("plan_power", 0.8)), float(sec.get("plan_discordance", 0.3))
+    rate, reps = float(sec.get("plan_rate", 0.5)), int(sec.get("plan_reps", 400))
+    if gap > rate or n_paradigms < 2:
+        return None
+    rates = truth({}, ["p"] * n_paradigms, gap, rate, False)
+    rho = rho_for_discordance(rates[0], rates[1], psi)
+    for n in range(settings.batch, n_max + 1, settings.batch):
+        if rule_at(rates, rho, n, settings, reps, settings.seed)["power"] >= power:
+            return n
+    return None
 
 
 def _cost(size: dict, per: dict, k: int) -> dict:
