@@ -31,8 +31,10 @@ def plan_command(ctx: Ctx, corpus, gap, epsilon, paradigms, models, as_json) -> 
     the stated decisions.plan_rate and plan_discordance (said in the basis column). Beside it:
     the exact McNemar test's N (the report's fixed-N test, every paradigm on all N queries).
     Costs: the rule's mean paradigm runs × one run's cost, plus fixed costs (model loads,
-    stage starts) once. A cell over decisions.plan_max_hours gets options (larger ε, fewer
-    paradigms, a remote backend, a faster judge) with their N and time.
+    stage starts, and the corpus's pending build — extraction when a planned paradigm reads
+    the graph) once. When the fixed-N test needs fewer runs than the rule, it says so. A cell
+    over decisions.plan_max_hours gets options (larger ε, fewer paradigms, a remote chat
+    backend, a faster judge) with their N and time.
 
     \b
     Examples:
@@ -72,9 +74,20 @@ def plan_command(ctx: Ctx, corpus, gap, epsilon, paradigms, models, as_json) -> 
                     money(r["usd"]), "-" if r["wall_s"] is None else _hms(r["wall_s"]),
                     "-" if fx["n"] is None else str(fx["n"]), "-" if fx["wall_s"] is None else _hms(fx["wall_s"]),
                     f"rates {r['rates']}, ψ {r['discordance']:.2f} {r['discordance_basis']}; cost {r['cost_basis']} "
-                    f"(fixed {_hms(r['fixed_s'])} once)"))
+                    f"(fixed {_hms(r['fixed_s'])} once"
+                    + (f", of it the corpus build {_hms(r['build_s'])}: {', '.join(r['build_stages'])}"
+                       if r["build_stages"] else "") + ")"))
     click.echo(render_rows(cols, out, "table"))
     for r in rows:
+        fx = r["fixed_design"]
+        if r["fixed_cheaper"]:
+            rule = ("the rule reaches no N" if r["n_needed"] is None
+                    else f"the rule's N {r['n_needed']}, {r['mean_runs']:.0f} runs expected")
+            click.echo(f"{r['corpus']}/{r['qtype']}/{r['generator']}: at a {r['gap'] * 100:g}-point gap the fixed-N "
+                       f"test is cheaper: N {fx['n']}, every paradigm on each ({fx['runs']} runs, wall "
+                       f"{_hms(fx['wall_s'])}) against {rule}; run every paradigm on {fx['n']} questions of this "
+                       f"type (a plain run on a slice with --queries-per-type {fx['n']}) and read the report's exact "
+                       "McNemar test")
         if r["n_needed"] is None:
             click.echo(f"{r['corpus']}/{r['qtype']}/{r['generator']}: even {r['power_at_max'] * 100:.0f} % "
                        f"by 3,000 queries: no N reaches the power")
@@ -86,4 +99,6 @@ def plan_command(ctx: Ctx, corpus, gap, epsilon, paradigms, models, as_json) -> 
                            f"mean runs {'-' if o['mean_runs'] is None else round(o['mean_runs'])}, "
                            f"wall {'-' if o['wall_s'] is None else _hms(o['wall_s'])}, US $ {money(o['usd'])}")
     click.echo("(N: the queries a cell needs for the rule to make a correct claim with decisions.plan_power; it stops "
-               "earlier when it can: mean runs. The fixed-N test runs every paradigm on all its N queries.)")
+               "earlier when it can: mean runs. The fixed-N test runs every paradigm on all its N queries. Both "
+               "walls include the corpus's pending build once — chunk, embed, metrics, and extraction when a "
+               "planned paradigm reads the graph — in every cell of that corpus.)")

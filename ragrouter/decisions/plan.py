@@ -205,6 +205,39 @@ def _swap_seconds(services, config, per: dict, stages: tuple, model: str) -> tup
     return per_s, fixed
 
 
+def chat_backend(cfg, name: str, backend: dict) -> bool:
+    """Whether a backend can answer and judge: not the embedder role's, not a local encoder, and
+    neither named nor modelled as an embedding model (``text-embedding-3-small``)."""
+    if backend.get("kind") == "local-encoder" or name == str(cfg.role("embedder")):
+        return False
+    return "embed" not in f"{name} {backend.get('model', '')}".lower()
+
+
+def needs_graph(cfg, paradigm: str) -> bool:
+    """Whether ``paradigm`` reads the knowledge graph (so its corpus needs extraction)."""
+    if paradigm in ("graph", "hybrid"):
+        return True
+    return paradigm.startswith("iterative") and str(cfg.get("paradigms.iterative.base_retriever", "graph")) in (
+        "graph", "hybrid")
+
+
+def build_cost(services, cfg, corpus: str, paradigms: list[str]) -> dict:
+    """The corpus's pending build before its questions are answered — chunk, embed, metrics,
+    and extraction when a planned paradigm reads the graph — as the dry run estimates and times
+    it: seconds, US $, and which stages have work."""
+    from ragrouter.stages import registry
+    from ragrouter.stages.base import Scope
+    from ragrouter.stages.runner import dry_run
+    from ragrouter.stages.timing import wall_estimates
+
+    stages = registry.all_stages()
+    names = ["chunk"] + (["extract"] if any(needs_graph(cfg, p) for p in paradigms) else []) + ["embed", "metrics"]
+    ests = dry_run([stages[n] for n in names if n in stages], services, Scope(corpus=corpus, config=cfg))
+    timed = wall_estimates(cfg, ests, services)
+    busy = [r["stage"] for r in timed["stages"] if r["expected_wall_s"] > 0 and (r["calls"] or r["units"])]
+    return {"wall_s": float(timed["expected_wall_s"]), "usd": timed["usd"], "stages": list(dict.fromkeys(busy))}
+
+
 def options(services, cfg, settings, rates, psi, power, per: dict, paradigms: list[str], pilot_rates: dict,
             reps: int) -> list[dict]:
     """What would make an unaffordable cell affordable, each with its N and time."""
@@ -232,6 +265,8 @@ def options(services, cfg, settings, rates, psi, power, per: dict, paradigms: li
     for name, b in backends.items():
         if not isinstance(b, dict) or b.get("kind") in LOCAL_KINDS or not b.get("price_per_million"):
             continue
+        if not chat_backend(cfg, name, b):
+            continue
         model = str(b.get("model"))
         per_s, _ = _swap_seconds(services, cfg, per, ("answer", "judge"), model)
         usd = 0.0
@@ -242,7 +277,7 @@ def options(services, cfg, settings, rates, psi, power, per: dict, paradigms: li
                     "n": base["n"], "mean_runs": runs, "usd": None if runs is None else usd * runs,
                     "wall_s": None if runs is None else per_s * runs, "worst_wall_s": None})
     for name, b in backends.items():
-        if not isinstance(b, dict) or b.get("kind") != "local" or name == judge_backend:
+        if not isinstance(b, dict) or b.get("kind") != "local" or name == judge_backend or not chat_backend(cfg, name, b):
             continue
         model = str(b.get("model"))
         per_s, fixed = _swap_seconds(services, cfg, per, ("judge",), model)
@@ -282,7 +317,11 @@ def plan(services, scope, gap: float | None = None, epsilon: float | None = None
         cells = cells_of(conn, scope, settings)
         pilots = [pilot(conn, c.corpus_id, c.qtype, c.generator, judge) for c in cells]
     out = []
+    builds: dict[str, dict] = {}
     for cell, p in zip(cells, pilots):
+        if cell.corpus not in builds:
+            builds[cell.corpus] = build_cost(services, cfg, cell.corpus, paradigms)
+        build = builds[cell.corpus]
         use_pilot = p["discordance"] is not None and p["n_pairs"] >= MIN_PILOT
         if use_pilot:
             psi, basis = p["discordance"], f"pilot: {p['leader']} vs {p['runner_up']} on {p['n_pairs']} queries"
@@ -293,11 +332,17 @@ def plan(services, scope, gap: float | None = None, epsilon: float | None = None
         size = size_rule(rates, psi, settings, power, reps=reps, seed=settings.seed)
         per = cost_profile(services, scope, cell.queries, paradigms)
         k = len(paradigms)
+        per = {**per, "fixed_s": per["fixed_s"] + build["wall_s"]}  # the build first, once
         rule = _cost(size, per, k)
+        if rule["usd"] is not None and build["usd"]:
+            rule["usd"] += build["usd"]
         fixed_n = size["fixed_exact_n"]
         fixed = {"n": fixed_n, "runs": None if fixed_n is None else fixed_n * k,
-                 "usd": None if fixed_n is None or per["usd"] is None else per["usd"] * fixed_n * k,
+                 "usd": None if fixed_n is None or per["usd"] is None else per["usd"] * fixed_n * k
+                 + (build["usd"] or 0.0),
                  "wall_s": None if fixed_n is None else per["fixed_s"] + per["wall_s"] * fixed_n * k}
+        cheaper = fixed_n is not None and (size["n"] is None or (rule["mean_runs"] is not None
+                                                                 and fixed_n * k < rule["mean_runs"]))
         affordable = size["n"] is not None and size["n"] <= len(cell.queries) and \
             (rule["wall_s"] or 0.0) <= max_h * 3600
         row = {"corpus": cell.corpus, "qtype": cell.qtype, "generator": cell.generator,
@@ -311,7 +356,9 @@ def plan(services, scope, gap: float | None = None, epsilon: float | None = None
                "tokens": None if rule["mean_runs"] is None else per["tokens"] * rule["mean_runs"],
                "usd": rule["usd"], "wall_s": rule["wall_s"], "worst_wall_s": rule["worst_wall_s"],
                "fixed_s": per["fixed_s"], "per_run_s": per["wall_s"], "fixed_design": fixed,
-               "cost_basis": per["basis"], "affordable": affordable, "options": []}
+               "cost_basis": per["basis"], "affordable": affordable, "options": [],
+               "build_s": build["wall_s"], "build_usd": build["usd"], "build_stages": build["stages"],
+               "fixed_cheaper": cheaper}
         if not affordable:
             row["options"] = options(services, cfg, settings, rates, psi, power, per, paradigms, p["rates"], reps)
         out.append(row)
