@@ -68,7 +68,7 @@ def ingest_command(ctx: Ctx, corpus: str, fmt: str, update: bool, verbatim_quest
     Format files: documents as you have them, and a questions file.
       PATHS: .txt .md .html .pdf .docx files, folders (read recursively) and quoted glob
       patterns; a .csv/.tsv/.jsonl/.json file named among them holds the questions.
-      Document id: the path from the current folder (e.g. reports/AAPL-Q1.pdf); title: the
+      Document id: the path from the current folder (e.g. filings/AAPL-Q1.pdf); title: the
       file's metadata title or first heading, else its name. A file that cannot be read (a
       damaged or encrypted PDF, a scan without text) is named in one warning line and skipped;
       the rest load (exit 0). If no document could be read, nothing is stored (exit 2).
@@ -86,7 +86,7 @@ def ingest_command(ctx: Ctx, corpus: str, fmt: str, update: bool, verbatim_quest
       python cli.py ingest --corpus medical --format graphrag-bench \\
         ../shared/data/medical/medical.json ../shared/data/medical/medical_questions.json
       python cli.py ingest --corpus mine --format jsonl docs.jsonl questions.jsonl
-      python cli.py ingest --corpus reports --format files reports/ questions.csv
+      python cli.py ingest --corpus filings --format files filings/ questions.csv
     """
     problem = corpus_name_problem(corpus)
     if problem:
