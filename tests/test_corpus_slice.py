@@ -311,3 +311,18 @@ def test_the_pick_balances_types_and_keeps_questions_over_several_documents():
     assert pick.bundles == [([2, 3], 4), ([1], 13)] and pick.cap == 8
     assert pick.counts == {"reasoning": 3, "summary": 1, "factual": 8}
     assert best_pick([600] * 4, need, qtypes, 30, 100, 500, [5] * 4, 3) is None
+
+
+def test_a_proposal_under_the_indicators_chunks_says_so(tmp_path):
+    db = f"duckdb:///{tmp_path / 's.duckdb'}"
+    cfg = _library_store(tmp_path, db)
+    from ragrouter.corpus.indicators import HUBNESS_K
+
+    out = _cli(["--db", db, "--config", str(cfg), "corpus", "slice", "lib", "lib-r", "--doc", "d4-rich.txt"])
+    assert out.exit_code == 0, out.output
+    small = _cli(["--db", db, "--config", str(cfg), "corpus", "slice", "lib-r", "lib-r2", "--for-budget", "2"])
+    assert small.exit_code == 0, small.output
+    assert (f"note: 6 chunks in all: the corpus indicators the routers read need at least {HUBNESS_K + 1} (the "
+            "metrics stage fails on fewer); add documents to the corpus") in small.output.splitlines(), small.output
+    big = _cli(["--db", db, "--config", str(cfg), "corpus", "slice", "lib", "lib-b", "--for-budget", "2"])
+    assert big.exit_code == 0 and "note: " not in big.output, big.output

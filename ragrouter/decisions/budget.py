@@ -85,6 +85,8 @@ class Proposal:
     power: float = 0.8
     smoke_needs: int | None = None
     """Questions of one type the rule needs for even a 50-point gap (said beside a smoke test)."""
+    min_chunks: int = 0
+    """The chunks the corpus indicators need (:func:`min_chunks`): a smaller slice is said."""
 
     def slice_args(self) -> dict:
         if self.mode == "doc":
@@ -139,6 +141,10 @@ class Proposal:
             out.append(f"documents: {shown}{more}")
         if self.decides:
             out.append(self.decision_line())
+        if self.chunks < self.min_chunks:
+            out.append(f"note: {self.chunks} chunk{'s' if self.chunks != 1 else ''} in all: the corpus indicators the "
+                       f"routers read need at least {self.min_chunks} (the metrics stage fails on fewer); add "
+                       "documents to the corpus")
         out += [
             f"make it with: {self.command(source, new, global_opts, evidence_overlap)}",
             f"(the whole corpus: {w.get('docs')} document{'s' if w.get('docs') != 1 else ''}, {w.get('chunks')} chunks, {w.get('questions')} questions: "
@@ -396,6 +402,7 @@ def propose(config, engine, source: str, ds, hours: float, evidence_overlap: flo
         _trim(best, ds, req, budget_s, fixed_s, per_q, prefix, docset, usd_of, window, overlap, evidence_overlap,
               slice_dataset)
         best.whole = whole
+        best.min_chunks = min_chunks()
         _decides(best, config)
         return best
     finally:
