@@ -34,7 +34,7 @@ from ragrouter.commands.run import run_command  # noqa: E402
 from ragrouter.commands.serve import serve_command  # noqa: E402
 from ragrouter.commands.sql import sql_command  # noqa: E402
 from ragrouter.commands.status import status_command  # noqa: E402
-from ragrouter import __version__  # noqa: E402
+from ragrouter import __version__, console  # noqa: E402
 from ragrouter.db.engine import DEFAULT_URL  # noqa: E402
 from ragrouter.llm.errors import BackendError, GatewayError  # noqa: E402
 
@@ -96,6 +96,11 @@ cli.add_command(status_command)
 def main(argv: list[str] | None = None, prog_name: str = "cli.py") -> int:
     """Run the CLI; user errors become one line on stderr and exit status 2, an unexpected
     error one line and status 1 (RAGROUTER_DEBUG=1 prints its traceback)."""
+    with console.invoked_as(console.CLONE_COMMAND if prog_name == "cli.py" else prog_name):
+        return _main(argv, prog_name)
+
+
+def _main(argv: list[str] | None, prog_name: str) -> int:
     try:
         cli.main(args=argv, prog_name=prog_name, standalone_mode=False)
     except click.exceptions.Exit as exc:

@@ -85,6 +85,11 @@ def library_warnings(command: str, echo: Callable[[str], None] | None = None) ->
             warnings.showwarning = old_show
             for lg, handlers, propagate in saved:
                 lg.handlers, lg.propagate = handlers, propagate
+            mlflow_log = logging.getLogger("mlflow")
+            if mlflow_log.getEffectiveLevel() < logging.WARNING:
+                # MLflow's INFO lines at interpreter exit (its trace queue's "Flushing …") come after
+                # the command has said what it did: they are not the console's
+                mlflow_log.setLevel(logging.WARNING)
             for k, v in saved_env.items():
                 if v is None:
                     os.environ.pop(k, None)
@@ -102,3 +107,39 @@ def bar(total: int, desc: str, enabled: bool = True, unit: str = "run"):
     from tqdm import tqdm
 
     return tqdm(total=total, desc=desc, unit=unit, disable=not enabled, leave=False, dynamic_ncols=True)
+
+
+# How the docs, help texts and hints name the command: the clone's entry point. A user who
+# installed the package runs `ragrouter` (the console script) and reads that name instead.
+CLONE_COMMAND = "python cli.py"
+
+
+class _Renaming:
+    """A text stream that writes :data:`CLONE_COMMAND` as the name the user invoked."""
+
+    def __init__(self, stream, name: str):
+        self._stream, self._name = stream, name
+
+    def write(self, text: str) -> int:
+        self._stream.write(text.replace(CLONE_COMMAND, self._name) if isinstance(text, str) else text)
+        return len(text)
+
+    def __getattr__(self, attr):
+        return getattr(self._stream, attr)
+
+
+@contextlib.contextmanager
+def invoked_as(name: str) -> Iterator[None]:
+    """For the duration, every line on stdout and stderr — help texts, hints, errors — names the
+    command as the user invoked it (``ragrouter``) where it says ``python cli.py``."""
+    import sys
+
+    if name == CLONE_COMMAND:
+        yield
+        return
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Renaming(sys.stdout, name), _Renaming(sys.stderr, name)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved

@@ -125,3 +125,42 @@ def test_locked_duckdb_file_gives_one_line_with_pid(tmp_path):
         holder.wait()
     time.sleep(0.2)
     assert run_cli("status", env=env).returncode == 0
+
+
+def _all_command_paths():
+    from ragrouter.cli import cli
+
+    def walk(cmd, path):
+        yield path
+        for name, sub in sorted(getattr(cmd, "commands", {}).items()):
+            yield from walk(sub, path + [name])
+
+    return list(walk(cli, []))
+
+
+def test_the_installed_command_names_itself_in_every_help_and_hint(tmp_path, capsys):
+    """Run as the `ragrouter` console script (prog name 'ragrouter'), no --help page and no error
+    hint says `python cli.py` (42 help lines did): each names the command the user invoked; run
+    from the clone they keep `python cli.py`."""
+    from ragrouter.cli import main
+
+    paths = _all_command_paths()
+    assert len(paths) > 30
+    for path in paths:
+        assert main([*path, "--help"], prog_name="ragrouter") == 0, path
+        out, err = capsys.readouterr()
+        assert "python cli.py" not in out + err, (path, out)
+        assert f"Usage: ragrouter {' '.join(path)}".rstrip() in out, (path, out[:200])
+    assert main(["run", "--help"]) == 0 and "python cli.py run" in capsys.readouterr().out
+    # the console script itself, and an error hint (a corpus that does not exist)
+    script = tmp_path / "ragrouter"
+    script.write_text(f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(REPO)!r})\n"
+                      "from ragrouter.cli import entry\nentry()\n")
+    script.chmod(0o755)
+    env = {**os.environ, "RAGROUTER_DB": f"duckdb:///{tmp_path / 's.duckdb'}"}
+    assert subprocess.run([str(script), "db", "upgrade"], env=env, cwd=tmp_path, timeout=120).returncode == 0
+    out = subprocess.run([str(script), "ask", "--corpus", "nope", "why?"], env=env, cwd=tmp_path, timeout=120,
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and "python cli.py" not in out.stderr and "ragrouter " in out.stderr, out.stderr
+    clone = run_cli("ask", "--corpus", "nope", "why?", env={"RAGROUTER_DB": env["RAGROUTER_DB"]})
+    assert clone.returncode == 2 and "python cli.py" in clone.stderr, clone.stderr

@@ -127,7 +127,7 @@ def review_start(ctx: Ctx, corpus, n, what, seed, judge, experiment, timeout, pr
                    f"(drawn first; tagged {traces.TAG_CHANGES})")
     click.echo("next: python cli.py mlflow-ui, open the experiment's Traces tab, and on each trace "
                f"record your label as feedback '{traces.RUN_LABEL if kind == 'run' else traces.QUERY_LABEL}' "
-               "(README, \"Reviewing the judge\"); then python cli.py review pull")
+               "(docs/how-to/review.md); then python cli.py review pull")
 
 
 @review_group.command("pull")
@@ -185,7 +185,7 @@ def review_pull(ctx: Ctx, corpus, experiment, timeout) -> None:
         click.echo("\n".join(figures.confusion_lines(strata[0][2])))
     elif not any(h.kind == "query" for h in found):
         click.echo("no reviewed runs yet" + (f" in corpus {corpus}" if corpus else "")
-                   + ": record labels in the MLflow UI first (README, \"Reviewing the judge\")")
+                   + ": record labels in the MLflow UI first (docs/how-to/review.md)")
     queries = [h for h in found if h.kind == "query"]
     if queries:
         both = sum(h.label == "accepted" and h.judge_label == "accepted" for h in queries)
