@@ -87,7 +87,8 @@ def plan_command(ctx: Ctx, corpus, gap, epsilon, paradigms, models, as_json) -> 
                        f"test is cheaper: N {fx['n']}, every paradigm on each ({fx['runs']} runs, wall "
                        f"{_hms(fx['wall_s'])}) against {rule}; run every paradigm on {fx['n']} questions of this "
                        f"type (a plain run on a slice with --queries-per-type {fx['n']}) and read the report's exact "
-                       "McNemar test")
+                       "McNemar test" + (f"; the cell has {r['queries_in_cell']}" if fx["n"] > r["queries_in_cell"]
+                                         else ""))
         if r["n_needed"] is None:
             click.echo(f"{r['corpus']}/{r['qtype']}/{r['generator']}: even {r['power_at_max'] * 100:.0f} % "
                        f"by 3,000 queries: no N reaches the power")

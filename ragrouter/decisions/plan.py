@@ -275,7 +275,8 @@ def options(services, cfg, settings, rates, psi, power, per: dict, paradigms: li
         runs = base["mean_runs"] if base.get("n") else None
         out.append({"option": f"remote backend {name} ({model}) for answer and judge, at its stated price",
                     "n": base["n"], "mean_runs": runs, "usd": None if runs is None else usd * runs,
-                    "wall_s": None if runs is None else per_s * runs, "worst_wall_s": None})
+                    "wall_s": None if runs is None else per.get("build_s", 0.0) + per_s * runs,
+                    "worst_wall_s": None})
     for name, b in backends.items():
         if not isinstance(b, dict) or b.get("kind") != "local" or name == judge_backend or not chat_backend(cfg, name, b):
             continue
@@ -332,7 +333,7 @@ def plan(services, scope, gap: float | None = None, epsilon: float | None = None
         size = size_rule(rates, psi, settings, power, reps=reps, seed=settings.seed)
         per = cost_profile(services, scope, cell.queries, paradigms)
         k = len(paradigms)
-        per = {**per, "fixed_s": per["fixed_s"] + build["wall_s"]}  # the build first, once
+        per = {**per, "fixed_s": per["fixed_s"] + build["wall_s"], "build_s": build["wall_s"]}  # the build first, once
         rule = _cost(size, per, k)
         if rule["usd"] is not None and build["usd"]:
             rule["usd"] += build["usd"]
