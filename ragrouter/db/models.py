@@ -390,6 +390,9 @@ class Judgment(Base):
     raw_label: Mapped[str | None] = mapped_column(String(20), doc="The judge model's own verdict; differs from label when the evidence gate (judge.gate) overruled it.")
     refusal: Mapped[bool | None] = mapped_column(
         Boolean, doc="True when the answer is a refusal (judge.rule_verdict; labelled without a call); NULL before 0009.")
+    review: Mapped[str | None] = mapped_column(
+        Text, doc="Why a rule left the verdict to a person's review (the figures rule abstained: a figure it could not "
+                  "compare with confidence); NULL when none did, and before 0012.")
 
 
 class AnswerScore(Base):

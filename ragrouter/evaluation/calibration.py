@@ -310,25 +310,25 @@ class CalibrationStage(Stage):
         p = unit.payload
         rule = jd.rule_verdict(p["answer"], bool(p.get("unanswerable")))
         if rule is not None and p.get("unanswerable"):
-            return [(i, rule.label, rule.reason, None, None, rule.refusal) for i in range(self.samples)]
+            return [(i, rule.label, rule.reason, None, None, rule.refusal, None) for i in range(self.samples)]
         out = []
         for i in range(self.samples):
             res = services.gateway.chat(self.backend, jd.messages(p["question"], p["gold"], p["answer"]),
                                         **self._kwargs(services.config, i))
             raw, reason = jd.parse_label(res.data)
             if rule is not None:
-                out.append((i, rule.label, reason, res.call_id, raw, rule.refusal))
+                out.append((i, rule.label, reason, res.call_id, raw, rule.refusal, None))
                 continue
-            label = jd.apply_gate(self.gate, raw, p["question"], p["gold"], p["answer"],
-                                  lambda: gate_f1(services, p["answer"], p["gold"]))
-            out.append((i, label, reason, res.call_id, raw, False))
+            gated = jd.gate_outcome(self.gate, raw, p["question"], p["gold"], p["answer"],
+                                    lambda: gate_f1(services, p["answer"], p["gold"]))
+            out.append((i, gated.label, reason, res.call_id, raw, False, gated.review))
         return out
 
     def write(self, conn, unit, result):
         rows = [{"run_id": unit.payload["run_id"], "judge": self.judge, "sample_index": i, "label": label,
                  "reason": reason, "is_calibration": True, "llm_call_id": call_id, "raw_label": raw,
-                 "refusal": refusal}
-                for i, label, reason, call_id, raw, refusal in result]
+                 "refusal": refusal, "review": review}
+                for i, label, reason, call_id, raw, refusal, review in result]
         conn.execute(insert(models.Judgment).values(rows).on_conflict_do_nothing(
             index_elements=["run_id", "judge", "sample_index"]))
 

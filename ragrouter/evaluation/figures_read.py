@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+import threading
 
 from text_to_num import alpha2digit
 
@@ -197,12 +198,18 @@ def normalise(text: str) -> str:
 
 # --------------------------------------------------------------------------- dates and times (dateparser)
 
-@functools.lru_cache(maxsize=2)
-def _date_parser(order: str):
-    from dateparser.date import DateDataParser  # deferred with pint (see units.py): ~0.1 s on first use
+_LOCAL = threading.local()
 
-    return DateDataParser(languages=["en"], settings={"DATE_ORDER": order, "PREFER_DAY_OF_MONTH": "first",
-                                                      "RETURN_TIME_AS_PERIOD": True})
+
+def _date_parser(order: str):
+    """dateparser's parser for one date order, one per thread (the judge stage reads on several)."""
+    parsers = _LOCAL.__dict__.setdefault("parsers", {})
+    if order not in parsers:
+        from dateparser.date import DateDataParser  # deferred with pint (see units.py): ~0.1 s on first use
+
+        parsers[order] = DateDataParser(languages=["en"], settings={
+            "DATE_ORDER": order, "PREFER_DAY_OF_MONTH": "first", "RETURN_TIME_AS_PERIOD": True})
+    return parsers[order]
 
 
 @functools.lru_cache(maxsize=4096)

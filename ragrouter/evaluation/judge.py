@@ -21,7 +21,8 @@ import dataclasses
 import re
 from typing import Callable
 
-from ragrouter.evaluation.precision import apply_figures
+from ragrouter.evaluation.precision import judge_figures
+from ragrouter.evaluation.restatement import restates
 from ragrouter.evaluation.words import content_words
 
 PROMPT_VERSION = "judge-v4"  # v2: reason capped at one short sentence (a cut reply is unusable);
@@ -162,7 +163,11 @@ def rule_verdict(answer: str, unanswerable: bool = False) -> RuleVerdict | None:
 class Gate:
     """The rules over the model's verdict. The figures rule (``judge.figures``, on by default;
     :mod:`ragrouter.evaluation.precision`): a "correct" verdict becomes "incomplete" when the
-    answer lacks a figure of the gold at the gold's precision ("5 PM" for "5:30 PM").
+    answer lacks a figure of the gold at the gold's precision ("5 PM" for "5:30 PM"); where it
+    cannot compare a figure with confidence it leaves the verdict and marks the judgment for a
+    person's review. With it (the same setting) the restatement check
+    (:mod:`ragrouter.evaluation.restatement`): an answer that only restates the question and
+    shares nothing with the gold cannot be "correct" (it becomes "incomplete").
 
     The evidence gate (``judge.gate``): a "correct" verdict stands only when the answer
     shares a content word with the gold answer that the question does not already give, or
@@ -225,18 +230,38 @@ def shares_evidence(question: str, gold: str, answer: str) -> bool:
     return bool(content_words(answer) & evidence_words(question, gold))
 
 
+@dataclasses.dataclass(frozen=True)
+class Gated:
+    """A verdict after the rules: its label, and why a person should review it (the figures rule
+    abstained), else None."""
+
+    label: str
+    review: str | None = None
+
+
+def gate_outcome(gate: Gate, label: str, question: str, gold: str, answer: str,
+                 semantic_f1: Callable[[], float] | float | None = None) -> Gated:
+    """The verdict after the rules of ``gate`` (see :class:`Gate`), with the figures rule's
+    reason for a review when it abstained."""
+    review = None
+    if gate.figures:
+        if label == "correct" and restates(question, gold, answer):
+            return Gated("incomplete")
+        out = judge_figures(label, question, gold, answer)
+        label, review = out.label, out.review
+    if not gate.enabled or label != "correct" or shares_evidence(question, gold, answer):
+        return Gated(label, review)
+    f1 = semantic_f1() if callable(semantic_f1) else semantic_f1
+    if f1 is not None and float(f1) >= gate.min_semantic_f1:
+        return Gated(label, review)
+    return Gated("incorrect")
+
+
 def apply_gate(gate: Gate, label: str, question: str, gold: str, answer: str,
                semantic_f1: Callable[[], float] | float | None = None) -> str:
     """The gated label of a verdict. ``semantic_f1`` (a value or a zero-argument function,
     called only when needed) is the answer's semantic F1 against the gold."""
-    if gate.figures:
-        label = apply_figures(label, question, gold, answer)
-    if not gate.enabled or label != "correct" or shares_evidence(question, gold, answer):
-        return label
-    f1 = semantic_f1() if callable(semantic_f1) else semantic_f1
-    if f1 is not None and float(f1) >= gate.min_semantic_f1:
-        return label
-    return "incorrect"
+    return gate_outcome(gate, label, question, gold, answer, semantic_f1).label
 
 
 def majority(labels: list[str]) -> tuple[str, float]:

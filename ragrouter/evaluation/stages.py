@@ -95,23 +95,24 @@ class JudgeStage(Stage):
         p = unit.payload
         rule = jd.rule_verdict(p["answer"], bool(p.get("unanswerable")))
         if rule is not None:  # a refusal, or any answer to a question marked unanswerable: no call
-            return [(i, rule.label, rule.reason, None, None, rule.refusal) for i in range(p["k"])]
+            return [(i, rule.label, rule.reason, None, None, rule.refusal, None) for i in range(p["k"])]
         gate = jd.gate_from_config(services.config)
         out = []
         for i in range(p["k"]):
             res = services.gateway.chat("judge", jd.messages(p["question"], p["gold"], p["answer"]),
                                         **self._kwargs(services.config, i))
             raw, reason = jd.parse_label(res.data)
-            label = jd.apply_gate(gate, raw, p["question"], p["gold"], p["answer"],
-                                  lambda: gate_f1(services, p["answer"], p["gold"]))
-            out.append((i, label, reason, res.call_id, raw, False))
+            gated = jd.gate_outcome(gate, raw, p["question"], p["gold"], p["answer"],
+                                    lambda: gate_f1(services, p["answer"], p["gold"]))
+            out.append((i, gated.label, reason, res.call_id, raw, False, gated.review))  # review: the rule abstained
         return out
 
     def write(self, conn, unit, result):
         p = unit.payload
         rows = [{"run_id": p["run_id"], "judge": p["judge"], "sample_index": i, "label": label, "reason": reason,
-                 "is_calibration": False, "llm_call_id": call_id, "raw_label": raw, "refusal": refusal}
-                for i, label, reason, call_id, raw, refusal in result]
+                 "is_calibration": False, "llm_call_id": call_id, "raw_label": raw, "refusal": refusal,
+                 "review": review}
+                for i, label, reason, call_id, raw, refusal, review in result]
         conn.execute(insert(models.Judgment).values(rows).on_conflict_do_nothing(
             index_elements=["run_id", "judge", "sample_index"]))
 

@@ -124,6 +124,7 @@ def judge_trust(engine: Engine, judge: str | None) -> dict:
     if judge is None:
         return out
     out["human"] = human_trust(engine, judge)
+    out["review"] = review_counts(engine, judge)
     try:
         df = frame(engine)
     except ViewMissing:
@@ -173,6 +174,32 @@ def human_trust(engine: Engine, judge: str) -> dict | None:
             "false_correct": a.false_correct}
 
 
+def review_counts(engine: Engine, judge: str) -> tuple[int, int] | None:
+    """(judged runs a rule left to a person's review — the figures rule abstained —, judged runs)
+    of ``judge``; None for a store before ``judgments.review`` (0012)."""
+    from sqlalchemy.exc import DBAPIError
+
+    from ragrouter.report.data import read_sql
+
+    try:
+        df = read_sql(engine, "SELECT COUNT(DISTINCT run_id) AS n, COUNT(DISTINCT CASE WHEN review IS NOT NULL "
+                              "THEN run_id END) AS marked FROM judgments WHERE judge = :j AND NOT is_calibration",
+                      {"j": judge})
+    except DBAPIError:
+        return None
+    return int(df["marked"].iloc[0] or 0), int(df["n"].iloc[0] or 0)
+
+
+def review_line(judge: str, counts: tuple[int, int] | None) -> str:
+    """The judge line's count of abstentions: runs whose verdict a rule left to a person."""
+    if not counts or not counts[1]:
+        return ""
+    marked, n = counts
+    return (f"> Judge `{judge}`: the figures rule abstained on {marked} of {n} judged runs "
+            f"({100 * marked / n:.1f} %): a figure it could not compare with confidence; their verdicts are the "
+            "model's, marked for a person's review (`python cli.py review start`).")
+
+
 def human_line(judge: str, human: dict | None) -> str:
     """The line under the calibration line: how the judge agrees with a person's labels, which
     outrank the constructed cases, or that nobody reviewed it."""
@@ -202,9 +229,12 @@ def trust_line(trust: dict) -> str:
     judge = trust.get("judge")
     if judge is None:
         return "> Judge: none (nothing judged yet)."
+    line = _calibration_line(trust)
     if "human" in trust:
-        return _calibration_line(trust) + "\n>\n" + human_line(judge, trust["human"])
-    return _calibration_line(trust)
+        line += "\n>\n" + human_line(judge, trust["human"])
+    if review_line(judge, trust.get("review")):
+        line += "\n>\n" + review_line(judge, trust.get("review"))
+    return line
 
 
 def _calibration_line(trust: dict) -> str:

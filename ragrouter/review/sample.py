@@ -62,7 +62,8 @@ def judged_runs(engine: Engine, corpus: str | None, judge: str | None) -> tuple[
     sql = ("SELECT r.id AS run_id, q.id AS query_id, c.name AS corpus, r.paradigm, r.generator, q.qtype, "
            "COALESCE(q.unanswerable, FALSE) AS unanswerable, q.question, q.answer AS gold_answer, r.answer, "
            "r.retrieved_chunk_ids, r.context_tokens, r.ret_in_tokens, r.ret_out_tokens, r.gen_in_tokens, "
-           "r.gen_out_tokens, j.label AS judge_label "
+           "r.gen_out_tokens, j.label AS judge_label, EXISTS (SELECT 1 FROM judgments m WHERE m.run_id = r.id "
+           "AND m.judge = j.judge AND m.review IS NOT NULL) AS needs_review "
            "FROM v_judgment j JOIN v_run_latest l ON l.run_id = j.run_id JOIN paradigm_runs r ON r.id = j.run_id "
            "JOIN queries q ON q.id = r.query_id JOIN corpora c ON c.id = q.corpus_id "
            "WHERE j.judge = :j AND q.status = 'accepted'" + (" AND c.name = :c" if corpus else "") +
@@ -73,6 +74,7 @@ def judged_runs(engine: Engine, corpus: str | None, judge: str | None) -> tuple[
         raise SampleError(f"no runs of accepted questions judged by {judge}" + (f" in corpus {corpus!r}" if corpus else ""))
     for r in rows:
         r["unanswerable"] = bool(r["unanswerable"])
+        r["needs_review"] = bool(r["needs_review"])  # a rule left its verdict to a person (judgments.review)
         r["id_key"] = int(r["run_id"])
     return judge, rows
 
@@ -98,10 +100,12 @@ def attach_details(engine: Engine, judge: str, items: list[dict]) -> None:
 
 def sample_runs(engine: Engine, corpus: str | None, n: int, seed: int, judge: str | None = None,
                 prefer_changing: bool = False) -> tuple[str, list[dict]]:
-    """(judge, ``n`` judged runs stratified by paradigm, query type and verdict). With
-    ``prefer_changing`` the runs whose flip (correct <-> not correct) would change their query's
-    oracle label (``ragrouter.review.changing``) are drawn first, stratified the same way, and
-    the rest of the sample from the others; each item says ``changes_oracle``."""
+    """(judge, ``n`` judged runs stratified by paradigm, query type and verdict). The runs whose
+    verdict a rule left to a person (``judgments.review``: the figures rule abstained) are drawn
+    first, each item says ``needs_review``. With ``prefer_changing`` the runs whose flip (correct
+    <-> not correct) would change their query's oracle label (``ragrouter.review.changing``) are
+    drawn next, stratified the same way, and the rest of the sample from the others; each item
+    says ``changes_oracle``."""
     judge, rows = judged_runs(engine, corpus, judge)
     key = lambda r: (r["paradigm"], r["qtype"] + ("/unanswerable" if r["unanswerable"] else ""),  # noqa: E731
                      r["judge_label"])
@@ -112,9 +116,14 @@ def sample_runs(engine: Engine, corpus: str | None, n: int, seed: int, judge: st
         changing = oracle_changing_runs(engine, judge)
     for r in rows:
         r["changes_oracle"] = int(r["run_id"]) in changing
-    first = [r for r in rows if r["changes_oracle"]]
-    picked = stratified(first, key, n, seed)
-    picked += stratified([r for r in rows if not r["changes_oracle"]], key, n - len(picked), seed)
+    # the runs a rule left to a person (the figures rule abstained) come first, then those whose
+    # flip changes an oracle label, then the rest
+    marked = [r for r in rows if r["needs_review"]]
+    picked = stratified(marked, key, n, seed)
+    first = [r for r in rows if r["changes_oracle"] and not r["needs_review"]]
+    picked += stratified(first, key, n - len(picked), seed)
+    picked += stratified([r for r in rows if not r["changes_oracle"] and not r["needs_review"]], key, n - len(picked),
+                         seed)
     attach_details(engine, judge, picked)
     return judge, picked
 
