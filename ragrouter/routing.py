@@ -24,6 +24,7 @@ from ragrouter.db import models
 from ragrouter.db.engine import write_lock
 from ragrouter.db.values import json_value
 from ragrouter.paths import REPO_ROOT
+from ragrouter.routers.dataset import CANNOT_ANSWER, DEFAULT_PARADIGMS, paradigms_of
 from ragrouter.routers.features import ONEHOT
 
 
@@ -169,6 +170,24 @@ def describe_dropped(df: pd.DataFrame) -> str:
     return f" (of {df.attrs.get('judged', len(df))} judged queries, left out: {parts})"
 
 
+def describe_coverage(df: pd.DataFrame) -> str:
+    """One line on what the labels cover: the paradigms the routers choose among, how often
+    each is the oracle's label, and — when that is not the paper's five — that such routers are
+    not comparable to the paper's (nor to routers trained over other paradigms)."""
+    paradigms = paradigms_of(df)
+    counts = df["label"].value_counts() if "label" in df.columns else pd.Series(dtype=int)
+    labels = ", ".join(f"{p} {int(counts.get(p, 0))}" for p in [*paradigms, CANNOT_ANSWER] if p in counts or
+                       p in paradigms)
+    line = (f"routers: the labels cover {len(paradigms)} paradigm{'s' if len(paradigms) != 1 else ''} "
+            f"({labels} of {len(df)} queries)")
+    missing = [p for p in DEFAULT_PARADIGMS if p not in paradigms]
+    if missing:
+        line += (f"; {', '.join(missing)} {'was' if len(missing) == 1 else 'were'} not run on these queries, so "
+                 f"these routers choose among {len(paradigms)} of the paper's {len(DEFAULT_PARADIGMS)} paradigms "
+                 "and are not comparable to the paper's routers")
+    return line
+
+
 def n_splits_for(df: pd.DataFrame, wanted: int) -> int:
     """``wanted`` folds, fewer when the dataset is too small: stratified folds need the
     largest class to have at least one row per fold."""
@@ -196,6 +215,7 @@ def train(engine: Engine, config, df: pd.DataFrame, routers: Sequence[str], feat
             + describe_dropped(df))
         return None
     judge = judge if judge is not None else (df.attrs.get("judge") if dataset == "store" else None)
+    log(describe_coverage(df))
     names = encoder_names(config, encoders)
     if not any(ROUTERS[r].uses_text_encoder for r in routers if r in ROUTERS):
         names = [ONEHOT]  # no router reads the query text: nothing to embed

@@ -81,3 +81,27 @@ def test_routers_train_names_what_it_left_out(store, duck_url, tmp_path):
         _stage(store, cfg, "score")
     df = routing.store_dataset(store, cfg)
     assert len(df) == 6 and df.attrs["dropped"] == {} and routing.describe_dropped(df) == ""
+    # routers trained on it say which paradigms the labels cover, and that two of the paper's five
+    # make routers not comparable to the paper's
+    line = routing.describe_coverage(df)
+    counts = df["label"].value_counts()
+    assert line.startswith(f"routers: the labels cover 2 paradigms (llm_only {int(counts.get('llm_only', 0))}, "
+                           f"naive {int(counts.get('naive', 0))}"), line
+    assert f"of 6 queries); graph, hybrid, iterative were not run on these queries, so these routers choose " \
+           "among 2 of the paper's 5 paradigms and are not comparable to the paper's routers" in line, line
+    logged = []
+    cfg.data["routers"]["mlflow_uri"] = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    routing.train(store, cfg, df, ["best_fixed"], ["q"], log=logged.append, encoders=[routing.ONEHOT])
+    assert logged[0] == line
+
+
+def test_coverage_of_the_papers_five_paradigms_says_no_caveat():
+    from ragrouter.routers.dataset import synthetic_dataset
+
+    df = synthetic_dataset(40, seed=1)
+    line = routing.describe_coverage(df)
+    assert line.startswith("routers: the labels cover 5 paradigms (llm_only ") and "not comparable" not in line
+    assert line.endswith("of 40 queries)")
+    counts = df["label"].value_counts()
+    for p, n in counts.items():
+        assert f"{p} {n}" in line
