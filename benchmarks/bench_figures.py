@@ -65,8 +65,9 @@ def measure(rows: list[dict]) -> dict:
 def groups(rows: list[dict]) -> dict[str, list[dict]]:
     out = {split: [r for r in rows if r["split"] == split] for split in ("dev", "test", "heldout")
            if any(r["split"] == split for r in rows)}
-    for batch in sorted({r.get("batch") for r in rows if r["split"] == "test" and r.get("batch")}, key=str):
-        out[f"test, batch {batch}"] = [r for r in rows if r["split"] == "test" and r.get("batch") == batch]
+    for split in ("test", "heldout"):
+        for batch in sorted({r.get("batch") for r in rows if r["split"] == split and r.get("batch")}, key=str):
+            out[f"{split}, batch {batch}"] = [r for r in rows if r["split"] == split and r.get("batch") == batch]
     out["all"] = rows
     for domain in sorted({r["domain"] for r in rows}):
         out[f"all, {domain}"] = [r for r in rows if r["domain"] == domain]

@@ -90,6 +90,23 @@ def test_a_correct_verdict_needs_the_golds_figures(gold, answer, label):
     ("Which quarter?", "Q2 FY2023", "the second quarter of fiscal 2023", "correct"),
     ("Which quarter?", "Q2 FY23", "the 2nd quarter of fiscal year 2023", "correct"),
     ("Which quarter?", "Q2 FY2023", "Q2 FY2022", "incomplete"), ("Which quarter?", "Q2 FY2023", "Q3 FY2023", "incomplete"),
+    ("Which quarter?", "Q4 FY2021", "the fourth fiscal quarter of 2021", "correct"),
+    ("When?", "20:35", "twenty-five to nine in the evening", "correct"), ("When?", "20:35", "8:25 pm", "incomplete"),
+    ("When?", "0230Z", "2:30 pm UTC", "incomplete"),                     # a 24-hour time with its zero is a morning one
+    ("How often?", "every 8 hours", "three times daily", "correct"), ("How often?", "every 8 hours", "b.i.d.", "incomplete"),
+    ("What dose?", "250 mg twice a day", "250 mg every 12 hours", "correct"),
+    ("When?", "30 June 2026", "by the end of June 2026", "correct"), ("When?", "29 June 2026", "the end of June 2026", "incomplete"),
+    ("What price?", "$3.40", "three dollars and forty cents", "correct"),
+    ("How long?", "90 minutes", "an hour and a half", "correct"),
+    # a conversion to another scale rounds: two significant digits and a rounding of the gold
+    ("What was the result (in thousands)?", "(27,180)", "A loss of about $27.2 million.", "correct"),
+    ("What was the result (in thousands)?", "(27,180)", "A loss of about $27 million.", "correct"),
+    ("What was the result (in thousands)?", "(27,180)", "A loss of about $30 million.", "incomplete"),
+    ("What was the result (in thousands)?", "(27,180)", "A loss of $28.1 million.", "incomplete"),
+    ("How much did the margin change?", "-40 bp", "It narrowed by 0.4 percentage points.", "correct"),
+    ("How much did the margin change?", "-40 bp", "It widened by 0.4 percentage points.", "incomplete"),
+    ("When?", "07:00", "at seven in the morning", "correct"), ("When?", "19:00", "at seven in the morning", "incomplete"),
+    ("When?", "April 2019", "2019-04", "correct"), ("Which years?", "2009 to 2010", "2009-10", "correct"),
 ])
 def test_conversions_and_forms_of_analysts_clinicians_and_investigators(question, gold, answer, label):
     assert apply_figures("correct", question, gold, answer) == label

@@ -27,6 +27,7 @@ the rule can abstain instead of guessing.
 
 from __future__ import annotations
 
+import calendar
 import dataclasses
 import functools
 import re
@@ -48,6 +49,7 @@ class Num:
     unit: str | None = None  # pint's unit expression as written ("knot"), to tell a conversion
     negative: bool = False  # written negative: "(1,234)", "-5", "−5"
     unread: bool = False  # followed by a word that looks like a unit pint cannot read ("145 KIAS")
+    scale: float = 1.0  # the scale it was written at ("$1.2 billion": 1e9; a table "in thousands": 1e3)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,6 +154,10 @@ _AND_A_HALF = re.compile(r"\b([a-z]+|\d+)\s+and\s+a\s+half\b", re.I)
 _DOZEN = re.compile(r"\b(a|one|two|three|four|five|six|\d+)\s+dozens?\b", re.I)
 _DIGIT_SCALE = re.compile(r"(\d)\s*(thousand|million|billion|trillion)\b", re.I)
 _ORD = re.compile(r"(?<![\d\w])(?<!per )(?<!a )(?<!one )(?<!each )(?<!every )(first|second)\b(?!s)", re.I)
+_SPOKEN_MONEY = re.compile(r"\b([a-z]+(?:-[a-z]+)?|\d+)\s+(?:us\s+)?dollars?\s+and\s+([a-z]+(?:-[a-z]+)?|\d{1,2})\s+cents?\b",
+                           re.I)
+_UNIT_AND_A_HALF = re.compile(r"\b(?:a|an|1)\s+([a-z]+)\s+and\s+a\s+half\b", re.I)  # "a year and a half"
+_SMALL_BEFORE_UNIT = re.compile(r"\b(one|two)(\s)(?=\S)", re.I)  # "one milligram": text2num keeps "one" as a word
 _ORD_QUARTER = re.compile(r"\b(first|second|third|fourth)(?=\s+(?:fiscal\s+)?quarter)", re.I)
 
 
@@ -165,12 +171,21 @@ def _small(word: str) -> float | None:
     return float(conv) if conv.isdigit() else None
 
 
+def _spoken_money(m: re.Match) -> str:
+    dollars, cents = _small(m.group(1)), _small(m.group(2))
+    if dollars is None or cents is None or cents >= 100:
+        return m.group(0)
+    return f"${dollars:g}.{int(cents):02d}"
+
+
 def normalise(text: str) -> str:
     """Dashes, spaces, fractions and number words made uniform before the figures are read."""
     text = (text or "").replace("\u2013", "-").replace("\u2014", "-").replace("\u2212", "-")
     text = re.sub(r"[\u00a0\u2009\u202f]", " ", text)
     text = _ORD_QUARTER.sub(lambda m: {"first": "1st", "second": "2nd", "third": "3rd", "fourth": "4th"}[m.group(1).lower()],
                             text)
+    text = _UNIT_AND_A_HALF.sub(lambda m: f"1.5 {m.group(1)}" if un.parse(m.group(1)) else m.group(0), text)
+    text = _SPOKEN_MONEY.sub(_spoken_money, text)  # "two dollars and fifteen cents" is $2.15
     text = _AND_A_HALF.sub(lambda m: f"{_small(m.group(1)) + 0.5:g}" if _small(m.group(1)) is not None else m.group(0),
                            text)
 
@@ -192,7 +207,10 @@ def normalise(text: str) -> str:
         text = alpha2digit(text, "en")
     except Exception:  # noqa: BLE001 — a text the parser cannot read keeps its digits as written
         pass
+
     text = re.sub(r"SCALE([a-z]+)", r"\1", text)
+    text = _SMALL_BEFORE_UNIT.sub(lambda m: (str(int(_small(m.group(1)))) + m.group(2))
+                                  if un.read_after(m.string[m.end():]) else m.group(0), text)
     return _ORD.sub(lambda m: "1st" if m.group(1).lower() == "first" else "2nd", text)
 
 
@@ -232,12 +250,14 @@ def _date_reading(span: str, has_year: bool, order: str = "DMY") -> tuple | None
 # --------------------------------------------------------------------------- the passes
 
 _NAME = re.compile(r"\b([A-Z][A-Za-z]*(?:[A-Z][A-Za-z]*)?)(?:\s|-)(\d+(?:\.\d+)*)\b(?![.,]\d)(?!\s*%)")
-_FY = r"(?:fy|fiscal(?:\s+year)?)\s*'?(\d{4}|\d{2})"
+_FY_WORD = r"(?:fy|fiscal(?:\s+year)?)"
+_FY = _FY_WORD + r"\s*'?(\d{4}|\d{2})"
 _QUARTER = re.compile(
     r"\bQ([1-4])\s*(?:of\s+)?" + _FY + r"\b"                                        # Q3 FY2024
     r"|\b" + _FY + r"\s*Q([1-4])\b"                                                  # FY24 Q3
     r"|\bfiscal\s+(?:Q([1-4])|([1-4])(?:st|nd|rd|th)\s+quarter)(?:\s+(?:of\s+)?(\d{4}))?"  # fiscal Q3 2024
-    r"|\b([1-4])(?:st|nd|rd|th)\s+quarter(?:\s+of)?\s+" + _FY + r"\b"                # 3rd quarter of fiscal 2024
+    r"|\b([1-4])(?:st|nd|rd|th)\s+(?:fiscal\s+quarter(?:\s+of)?\s+(?:" + _FY_WORD
+    + r"\s*)?|quarter(?:\s+of)?\s+" + _FY_WORD + r"\s*)'?(\d{4}|\d{2})\b"  # 3rd (fiscal) quarter of fiscal 2024
     r"|\bQ([1-4])(?:\s*'?(\d{4}|\d{2}))?\b"                                         # Q3 2024, Q3 '24
     r"|\b([1-4])Q\s*'?(\d{4}|\d{2})\b"                                              # 3Q24
     r"|\b([1-4])(?:st|nd|rd|th) quarter(?: of)?(?:\s*(\d{4}))?", re.I)              # 3rd quarter of 2024
@@ -250,10 +270,13 @@ _CLOCK = re.compile(r"(?<![\d.:])(\d{1,2}):(\d{2})(?::(\d{2}))?(?:\s*" + _AMPM +
 _MIL_CLOCK = re.compile(r"(?<![\d.:,$€£])([01]\d|2[0-3])([0-5]\d)\s*(Z|UTC|GMT|Zulu|L|LT|local(?:\s+time)?|hours|hrs)\b", re.I)
 _DOT_CLOCK = re.compile(r"(?<![\d.:,])(\d{1,2})\.(\d{2})\s*" + _AMPM + _PART + _ZONE, re.I)
 _SPACE_CLOCK = re.compile(r"(?<![\d.:,])(\d{1,2}) (\d{2})\s*" + _AMPM + _ZONE, re.I)
-_HOUR = re.compile(r"(?<![\d.:,])(\d{1,2})\s*(?:" + _AMPM + r"|o'clock" + r")" + _PART + _ZONE, re.I)
-_WORD_CLOCK = re.compile(r"\b(half|(?:a\s+)?quarter)\s+(past|to)\s+(\d{1,2})" + r"(?:\s*" + _AMPM + r")?" + _PART, re.I)
+_HOUR = re.compile(r"(?<![\d.:,])(\d{1,2})\s*(?:" + _AMPM + r"|o'clock" + r")" + _PART + _ZONE
+                   + r"|(?<![\d.:,])(\d{1,2})()\s+in the (morning|afternoon|evening)()", re.I)  # "six in the morning"
+_WORD_CLOCK = re.compile(r"\b(half|(?:a\s+)?quarter|[1-5]?\d)(?:\s+minutes?)?\s+(past|after|to|before)\s+(\d{1,2})(?![\d:]|[.,]\d)"
+                         r"(?:\s*" + _AMPM + r")?" + _PART, re.I)
 _NOON = re.compile(r"\b(noon|midday|midnight)\b", re.I)
 _ISO = re.compile(r"(?<![\d/.-])(\d{4})-(\d{1,2})-(\d{1,2})(?![\d/-])")
+_ISO_MONTH = re.compile(r"(?<![\d/.-])(\d{4})-(0[1-9]|1[0-2])(?![\d/-])")  # ISO 8601 year and month: "2018-03"
 _NUMERIC_DATE = re.compile(r"(?<![\d/.-])(\d{1,2})([/.-])(\d{1,2})\2(\d{4})(?![\d/-]|\.\d)")
 _DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
 _DAY_MONTH = re.compile(r"\b(?:the\s+)?" + _DAY + r"\s+(?:of\s+)?(" + _MON + r")(?![a-z])(?:,?\s+(\d{4})(?![\d,]))?", re.I)
@@ -262,6 +285,11 @@ _MONTH_DAY = re.compile(r"\b(" + _MON + r")(?![a-z])\s+(?:the\s+)?" + _DAY + r"\
 _MONTH_YEAR = re.compile(r"\b(" + _MON + r")(?![a-z]),?\s+(?:of\s+)?(\d{4})\b", re.I)
 _MONTH_ALONE = re.compile(r"\b(" + "|".join(m for m in _MONTHS if m != "may") + r"|(?<=\bof\s)may|(?<=\bin\s)may)\b",
                           re.I)
+# a dosing frequency as the interval it means ("twice daily" is every 12 hours); "daily" alone is no figure
+_FREQUENCY = re.compile(r"\b(?:(once|twice|thrice|one|two|\d)(?:\s+times)?\s+(?:a|per|each|every)\s+day|(once|twice|thrice|one|two|\d)"
+                        r"(?:\s+times)?\s+daily|(b\.?i\.?d|t\.?i\.?d|q\.?i\.?d|q\.?d)\.?|q(\d{1,2})h)\b", re.I)
+_TIMES = {"once": 1, "twice": 2, "thrice": 3, "bid": 2, "tid": 3, "qid": 4, "qd": 1}
+_END_OF_MONTH = re.compile(r"\b(?:the\s+)?(?:very\s+)?end\s+of\s+(" + _MON + r")(?![a-z]),?\s+(?:of\s+)?(\d{4})\b", re.I)
 _CENTURY = re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)\s+century\b", re.I)
 _DECADE = re.compile(r"(?<![\d,.])(?:(\d{2})|')(\d)0'?s\b", re.I)
 _COMPOUND = re.compile(r"(?<![\d.,])(\d+)\s*(h|hrs?|hours?)\s*(?:and\s+)?(\d+)\s*(min|mins|minutes?)"
@@ -281,7 +309,9 @@ _TABLE_SCALE = re.compile(r"\bin\s+(thousands|millions|billions)(?:\s+of\s+(us\s
 _TABLE_FACTOR = {"thousands": 1e3, "millions": 1e6, "billions": 1e9, "'000": 1e3, "'000s": 1e3, "000": 1e3,
                  "000s": 1e3}
 _NEGATIVE_CUE = re.compile(r"\b(?:loss(?:es)?|lost|lose|deficit|negative|shortfall|outflow|decline[ds]?|decrease[ds]?|"
-                           r"fell|fall|drop(?:ped|s)?|down|minus|write-?downs?|impairment)\b", re.I)
+                           r"fell|fall(?:en|s)?|drop(?:ped|s)?|down|minus|write-?downs?|impairment|narrow(?:ed|s)?|"
+                           r"contract(?:ed|s)?|shr[aiu]nk|reduc(?:ed|tion)|cut|compress(?:ed|ion)|slipp?(?:ed)?|"
+                           r"eased|lower(?:ed)?|worse(?:ned)?|deteriorat(?:ed|ion))\b", re.I)
 
 
 def table_scale(text: str) -> tuple[float, str | None] | None:
@@ -350,7 +380,8 @@ def _clock(hour: int, minute: int, half: str | None, part: str | None, second: i
 
 def _read_clock(m, text):
     h, mi, sec = int(m.group(1)), int(m.group(2)), m.group(3)
-    c = _clock(h, mi, m.group(4), m.group(5), int(sec) if sec else None, m.group(6))
+    half = m.group(4) or ("am" if m.group(1).startswith("0") and h else None)  # "03:47": a 24-hour morning time
+    c = _clock(h, mi, half, m.group(5), int(sec) if sec else None, m.group(6))
     if c is None:
         return None
     if sec and not m.group(4):  # "2:01:09" is a clock time or a duration
@@ -360,15 +391,18 @@ def _read_clock(m, text):
 
 def _read_mil_clock(m, text):
     zone = m.group(3)
-    c = _clock(int(m.group(1)), int(m.group(2)), None, None, None,
+    hour = int(m.group(1))
+    c = _clock(hour, int(m.group(2)), "am" if hour < 12 else None, None, None,  # a 24-hour reading: "0347Z" is 3:47 am
                None if zone.lower() in ("hours", "hrs") else zone)
     return (c,) if c else None
 
 
 def _read_word_clock(m, text):
     kind, how, hour = m.group(1).lower(), m.group(2).lower(), int(m.group(3))
-    minute = 30 if kind == "half" else 15
-    if how == "to":
+    minute = 30 if kind == "half" else 15 if "quarter" in kind else int(kind)
+    if not 0 < minute < 60 or hour > 12:
+        return None
+    if how in ("to", "before"):
         hour, minute = hour - 1, 60 - minute
     c = _clock(hour, minute, m.group(4), m.group(5))
     return (c,) if c else None
@@ -385,6 +419,9 @@ def _read_clock_dot(m, text):
 
 
 def _read_hour(m, text):
+    if m.group(5):  # "6 in the morning"
+        c = _clock(int(m.group(5)), 0, None, m.group(7))
+        return (c,) if c and int(m.group(5)) <= 12 else None
     c = _clock(int(m.group(1)), 0, m.group(2), m.group(3), zone=m.group(4))
     return (c,) if c else None
 
@@ -396,6 +433,12 @@ def _dates(*readings) -> tuple | None:
 
 def _read_iso(m, text):
     return _dates(_date_reading(m.group(0), True, "YMD"))
+
+
+def _read_iso_month(m, text):
+    if int(m.group(2)) > int(m.group(1)[2:]):  # "2010-11" is more often the years 2010 to 2011
+        return None
+    return (Date(frozenset([(int(m.group(1)), int(m.group(2)), None)])),)
 
 
 def _read_numeric_date(m, text):
@@ -421,6 +464,23 @@ def _month(name: str) -> int:
 
 def _read_month(m, text):
     return (Date(frozenset([(None, _month(m.group(1)), None)])),)
+
+
+def _read_frequency(m, text):
+    if m.group(4):
+        hours = float(m.group(4))
+    else:
+        word = (m.group(1) or m.group(2) or m.group(3)).lower().replace(".", "")
+        times = _TIMES.get(word) or int(_small(word) or 0)
+        if not times:
+            return None
+        hours = 24.0 / times
+    return (Num(hours * 3600.0, 3600.0, "[time]", unit="hour"),)
+
+
+def _read_end_of_month(m, text):
+    year, month = int(m.group(2)), _month(m.group(1))
+    return (Date(frozenset([(year, month, calendar.monthrange(year, month)[1])])),)
 
 
 def _read_century(m, text):
@@ -506,23 +566,28 @@ class _Written:
     negative: bool = False
     unread: bool = False
     metre_or_million: bool = False
+    grouped: bool = False  # written with a thousands separator ("2,310": not a year)
 
     def figure(self, table=None) -> tuple:
         v, p = self.value, self.prec
         kw = dict(hedged=self.hedged, negative=self.negative)
         if self.metre_or_million:  # "1.2m": metres unless money is said
             return (Num(v * 1e6, p * 1e6, raw=v * 1e6, **kw), _with_unit(v, p, un.parse("m"), raw=v, **kw))
-        if self.scale:
-            v, p = v * self.scale, p * self.scale
+        scale = self.scale
+        year = (not self.currency and not self.grouped and not self.negative and self.value == int(self.value)
+                and 1000 <= self.value <= 2999)
+        if not scale and table and not self.unread and self.unit is None and not self.subunit and not year:
+            scale = table[0]  # "(2,310)" or "$(1,234)" in a table "in thousands" (a year stays a year)
+        if scale:
+            v, p = v * scale, p * scale
+            kw["scale"] = scale
         if self.subunit:
             return (Num(v * self.subunit, p * self.subunit, "money", raw=v, **kw),)
-        if self.currency:
-            return (Num(v, p, "money", raw=v, currency=self.currency, **kw),)
+        currency = self.currency or (table[1] if table and scale == table[0] and not self.scale else None)
+        if currency:
+            return (Num(v, p, "money", raw=v, currency=currency, **kw),)
         if self.unit is not None:
             return (_with_unit(v, p, self.unit, raw=v, **kw),)
-        if table and not self.scale and not self.unread:  # "(2,310)" in a table "in thousands of USD"
-            factor, cur = table
-            return (Num(v * factor, p * factor, "money" if cur else None, raw=v, currency=cur, **kw),)
         return (Num(v, p, raw=v, unread=self.unread, **kw),)
 
 
@@ -530,7 +595,7 @@ def _written(m, text, orig) -> tuple[_Written, int]:
     """A number match as written, and where it ends (after its unit when pint reads one)."""
     open1, sym1, open2, minus, sym2, number, close, scale, word = m.groups()
     value, prec = _number(number)
-    w = _Written(value, prec, hedged=_hedged(orig, m.start()))
+    w = _Written(value, prec, hedged=_hedged(orig, m.start()), grouped="," in number)
     w.negative = bool(minus) or bool((open1 or open2) and close)
     if minus and re.search(r"[\d\w]\s*$", orig[:m.start(4)]):  # "2019-2021", "3-1": a range, not a sign
         w.negative = bool((open1 or open2) and close)
@@ -605,10 +670,11 @@ def read(text: str, context: str = "") -> list[tuple]:
     text = re.sub(r"(?:^|(?<=[\n;]))\s*\(?\d{1,2}[.)]\s", " ", text)  # list numbering ("1. Surgery") is no figure
     figs: list = []
     for pattern, fn in ((_FLIGHT_LEVEL, _read_flight_level), (_QUARTER, _read_quarter), (_NAME, _names),
-                        (_FISCAL_YEAR, _read_fiscal_year), (_ISO, _read_iso),
+                        (_FISCAL_YEAR, _read_fiscal_year), (_ISO, _read_iso), (_ISO_MONTH, _read_iso_month),
                         (_NUMERIC_DATE, _read_numeric_date), (_MIL_CLOCK, _read_mil_clock), (_CLOCK, _read_clock),
                         (_DOT_CLOCK, _read_clock_dot), (_SPACE_CLOCK, _read_clock_dot), (_WORD_CLOCK, _read_word_clock),
-                        (_HOUR, _read_hour), (_NOON, _read_noon), (_CENTURY, _read_century),
+                        (_HOUR, _read_hour), (_NOON, _read_noon), (_FREQUENCY, _read_frequency),
+                        (_END_OF_MONTH, _read_end_of_month), (_CENTURY, _read_century),
                         (_DAY_MONTH, _read_day_month), (_MONTH_DAY, _read_month_day), (_MONTH_YEAR, _read_month_year),
                         (_MONTH_ALONE, _read_month), (_DECADE, _read_decade), (_COMPOUND, _read_compound),
                         (_RANGE_YEARS, _read_year_range), (_FRAC_TOKEN, _read_fraction), (_SLASH, _read_slash)):

@@ -51,6 +51,9 @@ MAX_GOLD_WORDS = 15
 ROUNDING = 0.005
 """How far (relative) a coarser, unhedged answer may lie from the gold and still state it."""
 
+CONVERTED_DIGITS = 2
+"""Significant digits a figure converted to another unit or scale must keep to state the gold."""
+
 UNSURE = None
 """A comparison that cannot be decided with confidence (the rule abstains)."""
 
@@ -72,9 +75,14 @@ class _Ctx:
     gold_negative: bool     # the gold or the question does
 
 
-def _close(gv: float, gp: float, av: float, ap: float, hedged: bool, ref: float | None = None) -> bool:
+def _close(gv: float, gp: float, av: float, ap: float, hedged: bool, ref: float | None = None,
+           converted: bool = False) -> bool:
     """``ref``: what the relative :data:`ROUNDING` is a share of (the value itself, or for a
-    temperature the number as written: 0.5 % of 311 K is not a rounding of 38.5 °C)."""
+    temperature the number as written: 0.5 % of 311 K is not a rounding of 38.5 °C).
+    ``converted``: the answer wrote the figure in another unit or at another scale, where a
+    figure is rounded, and said so or not ("about 366 m" for "1,200 ft", "$18.5 million" for
+    "18,450" thousand): it states the gold when it rounds to the gold at its own precision and
+    keeps :data:`CONVERTED_DIGITS` significant digits."""
     ref = abs(gv) if ref is None else abs(ref)
     tol = 1e-9 * max(abs(gv), gp)  # relative: base units make tiny magnitudes (50 µg is 5e-8 kg)
     diff = abs(gv - av)
@@ -82,6 +90,8 @@ def _close(gv: float, gp: float, av: float, ap: float, hedged: bool, ref: float 
         return True
     if ap <= gp + tol:  # as precise as the gold or more: it must round to the gold
         return diff <= gp / 2 + tol
+    if converted:
+        return diff <= ap / 2 + tol and abs(av) >= 10 ** (CONVERTED_DIGITS - 1) * ap - tol
     return not hedged and diff <= ap / 2 + tol and diff <= ROUNDING * ref
 
 
@@ -100,15 +110,17 @@ def _sign_agrees(g: Num, a: Num, ctx: _Ctx) -> bool:
 def _num_states(g: Num, a: Num, ctx: _Ctx):
     if not _sign_agrees(g, a, ctx):
         return False
+    # a conversion: another unit of the dimension, or money or a count at another scale ("18,450" thousand)
+    converted = bool(g.unit and a.unit and g.unit != a.unit) or (
+        g.scale != a.scale and {g.dim, a.dim} <= {None, "money"})
     if g.dim and a.dim:
         if g.dim != a.dim or (g.currency and a.currency and g.currency != a.currency):
             return False
-        converted = bool(g.unit and a.unit and g.unit != a.unit)  # a conversion rounds, and may say so
         ref = g.raw if g.dim == "temperature" and g.raw is not None else None
-        return _close(g.value, g.prec, a.value, a.prec, a.hedged and not converted, ref)
+        return _close(g.value, g.prec, a.value, a.prec, a.hedged, ref, converted)
     gv, gp = _as_written(g) if g.dim else (g.value, g.prec)
     av, ap = _as_written(a) if a.dim else (a.value, a.prec)
-    if _close(gv, gp, av, ap, a.hedged):
+    if _close(gv, gp, av, ap, a.hedged, converted=converted):
         return True
     return UNSURE if (g.unread or a.unread) else False
 
