@@ -774,3 +774,44 @@ def test_a_stage_without_model_calls_pays_a_fixed_start_plus_a_share_per_unit(st
     t._loaded.add(model)  # the embed stage's row loaded it
     secs, basis = t.unit_seconds("score", 20)
     assert secs == pytest.approx(1.8 + 20 * per) and basis == "history:56 units,start:prior"
+
+
+def test_a_decided_cell_states_a_lead_that_holds_against_the_leader_and_is_not_capped():
+    """Seeded cell 143 (five paradigms, a Gaussian copula, batches of 10): c was dropped by d, d
+    later by the leader b; b's own bound against c froze at −1.3 points when c left, which the
+    cell printed as 'decided, lead ≥ −1.3'. The lead that holds runs through the paradigm that
+    dropped c: positive, and at most each chain's sum. And a 90-point gap decided after 20 queries is not
+    printed as +25 (where the stakes' range used to stop the bound)."""
+    from ragrouter.decisions.simulate import outcomes
+
+    names = ["a", "b", "c", "d", "e"]
+    rng = np.random.default_rng(143)
+    rates = rng.uniform(0.3, 0.8, 5)
+    x = outcomes(rates, 1, 400, 0.5, rng)[0]
+    looks = [{p: {q: int(x[q, k]) for q in range(b * 10, b * 10 + 10)} for k, p in enumerate(names)}
+             for b in range(40)]
+    cell = sq.evaluate(names, looks, sq.Settings(futility=False))
+    assert cell.state == "decided" and cell.leader == "b" and cell.dropped["c"]["by"] == "d"
+    low = {(p["a"], p["b"]): p["diff_low"] for p in cell.pairs}
+    low.update({(p["b"], p["a"]): -p["diff_high"] for p in cell.pairs})
+    assert low[("b", "c")] < 0 < cell.bound
+    assert cell.bound <= low[("b", "d")] + low[("d", "c")] + 1e-12
+    from ragrouter.report.tables import decision_label
+
+    label = decision_label({"state": "decided", "winner": "b", "n_queries": cell.n_queries, "bound": cell.bound})
+    assert "lead ≥ +0.1 pts" in label, label
+    assert "decided" in decision_label({"state": "decided", "winner": "b", "n_queries": 9, "bound": -0.2}) and \
+        "lead" not in decision_label({"state": "decided", "winner": "b", "n_queries": 9, "bound": -0.2})
+    # a wide gap: far beyond +25 points
+    looks = [{"hi": {q: int(q % 20 != 0) for q in range(b * 10, b * 10 + 10)},
+              "lo": {q: int(q % 20 == 0) for q in range(b * 10, b * 10 + 10)}} for b in range(10)]
+    cell = sq.evaluate(["hi", "lo"], looks, sq.Settings(futility=False))
+    assert cell.state == "decided" and cell.leader == "hi" and cell.bound > 0.3, cell.bound
+    race = sq.Race(2, 1)
+    for look in looks[:cell.n_queries // 10]:  # the looks the cell ran before it stopped
+        n10 = np.array([[[0, sum(look["hi"][q] and not look["lo"][q] for q in look["hi"])],
+                         [sum(look["lo"][q] and not look["hi"][q] for q in look["hi"]), 0]]])
+        race.add(n10, 10, sq.Settings(), keep_history=True)
+    t = sq.log_threshold(2, 0.05)
+    assert sq._log_w_at(race.history, np.full((2, 2), cell.bound - 1e-4))[0, 1] >= t > \
+        sq._log_w_at(race.history, np.full((2, 2), cell.bound + 1e-4))[0, 1]

@@ -228,7 +228,8 @@ def status_command(ctx: Ctx, corpus: str | None, as_json: bool) -> None:
                                        d["stop_reason"] or "going on", d.get("claim") or "-")
                                       for d in data["decisions"]], "table"))
         click.echo("(run --until-decided: the claim column says exactly what holds, each part at the cell's alpha; "
-                   "bound = the leader's smallest lower confidence bound on its lead over another paradigm still run; "
+                   "bound = the leader's smallest lower confidence bound on its lead over another paradigm still run "
+                   "(decided: over every other paradigm, through the paradigm that dropped it); "
                    "the leader of an undecided cell is no decision)")
 
 

@@ -226,13 +226,14 @@ class Race:
 
     def lower_bounds(self, settings: Settings) -> np.ndarray:
         """Sequence 0's lower confidence bound (each at α/K) on δ_jk for every ordered pair:
-        inf {m ≤ 1/λ_max − 1 : W_jk(m) < K/α}, by bisection (W falls as m grows). Needs
-        ``keep_history``; a pair never run together gets −1."""
+        inf {m : W_jk(m) < K/α}, by bisection over m ∈ [−1, 1) (W falls as m grows; above
+        1/λ_max − 1 each stake is cut to what m allows, :func:`_log_w_at`, so a lead is not
+        capped there). Needs ``keep_history``; a pair never run together gets −1."""
         thr = log_threshold(self.K, settings.alpha)
-        top = 1.0 / settings.bet_max - 1.0 - 1e-9
+        top = 1.0 - 1e-9
         lo, hi = np.full((self.K, self.K), -1.0), np.full((self.K, self.K), top)
         at_top = _log_w_at(self.history, hi) >= thr
-        for _ in range(30):
+        for _ in range(40):
             mid = (lo + hi) / 2
             rejected = _log_w_at(self.history, mid) >= thr
             lo = np.where(rejected, mid, lo)
@@ -241,13 +242,36 @@ class Race:
         return np.where(self.n[0] > 0, out, -1.0)
 
 
+# The largest share of wealth a stake may risk on a loss when W(m) is read off for a value m
+# above 1/λ_max − 1: the stake is cut to STAKE_CUT / (1 + m) there (a predictable stake still),
+# so the wealth stays a test martingale for every m < 1 and falls as m grows.
+STAKE_CUT = 0.9
+
+
 def _log_w_at(history, m) -> np.ndarray:
     """log W_jk(m_jk) for a matrix of values m (one per ordered pair)."""
     out = np.zeros_like(m)
     for lam, up, zero, down in history:
+        lam = np.minimum(lam, STAKE_CUT / (1 + m))
         with np.errstate(divide="ignore", invalid="ignore"):
             out += up * np.log1p(lam * (1 - m)) + zero * np.log1p(-lam * m) + down * np.log1p(-lam * (1 + m))
     return out
+
+
+def chained_bounds(lows: np.ndarray, ran: np.ndarray) -> np.ndarray:
+    """The best lower bound on δ_jk that the pair bounds give together: the largest sum of
+    ``lows`` along a chain j → i → … → k of pairs run together (``ran``), at most K − 1 steps.
+    A paradigm dropped by another than the leader was never raced against the leader to the
+    end; its pair bound with the leader stays where it froze (it can be negative), while the
+    chain through the paradigm that dropped it holds whenever the pair bounds do."""
+    K = lows.shape[0]
+    best = np.where(ran, lows, -np.inf)
+    np.fill_diagonal(best, -np.inf)
+    for _ in range(K - 2):
+        via = (best[:, :, None] + np.where(ran, lows, -np.inf)[None, :, :]).max(axis=1)
+        np.fill_diagonal(via, -np.inf)
+        best = np.maximum(best, via)
+    return best
 
 
 @dataclass
@@ -345,7 +369,10 @@ def evaluate(paradigms: list[str], looks: list[dict[str, dict]], settings: Setti
     others = [idx[p] for p in (still if state_name != DECIDED else paradigms) if p != leader]
     bound = None
     if leader is not None and others:
-        vals = [float(lows[idx[leader], k]) for k in others if n[idx[leader], k] > 0]
+        # decided: the leader's lead over every other paradigm, through the paradigm that dropped
+        # it where it was not raced against the leader to the end; otherwise over the survivors
+        held = chained_bounds(lows, n > 0) if state_name == DECIDED else np.where(n > 0, lows, -np.inf)
+        vals = [float(held[idx[leader], k]) for k in others if np.isfinite(held[idx[leader], k])]
         bound = min(vals) if vals else None
     return CellState(state=state_name, leader=leader, active=still, dropped=dropped, n_queries=n_queries,
                      stop_reason=STOP_REASONS.get(code),

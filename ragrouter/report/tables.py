@@ -137,9 +137,9 @@ def decision_label(d: dict) -> str:
     """A ``decision_cells`` row as the Best row says it: a decision only when a claim holds."""
     if d["state"] == "eps_best":
         return f"{d['winner']} or any within {d['margin'] * 100:g} pts of it (ε-best, N={d['n_queries']})"
-    if d["state"] == "decided":
+    if d["state"] == "decided":  # a lead is said only where one is bounded above zero
         return f"{d['winner']} (decided, N={d['n_queries']}, lead ≥ {d['bound'] * 100:+.1f} pts)" \
-            if d.get("bound") is not None else f"{d['winner']} (decided, N={d['n_queries']})"
+            if d.get("bound") is not None and d["bound"] > 0 else f"{d['winner']} (decided, N={d['n_queries']})"
     if d["state"] == "equivalent":
         return f"equivalent within ±{d['margin'] * 100:.0f} pts (N={d['n_queries']})"
     return f"undecided (N={d['n_queries']}; leader {d['winner'] or '-'})"
