@@ -158,6 +158,14 @@ def load_router(config, chosen: TrainedRouter, store: str):
     return _LOADED[key]
 
 
+def router_created(config, chosen: TrainedRouter) -> int:
+    """Unix seconds at which the router's MLflow run started (when the model was made)."""
+    from ragrouter.routers import tracking
+
+    run = tracking.client(routing.tracking_uri(config)).get_run(chosen.run_id)
+    return int((run.info.start_time or 0) // 1000)
+
+
 def _load_router(config, chosen: TrainedRouter, store: str):
     from ragrouter.routers import tracking
 

@@ -420,3 +420,63 @@ def test_sigterm_under_load_answers_every_accepted_connection(served_store):  # 
     assert full == [200] * n, full
     assert all(p is not None and p.startswith(b"HTTP/1.1 200") for p in partial), [p[:40] for p in partial if p]
     assert "stopped (SIGTERM)" in out
+
+
+def _slow_client(port: int, part: bytes, out: list, i: int, started: threading.Event) -> None:
+    """A connection that sends ``part`` of a request and then nothing (slowloris); out[i] = what
+    came back before the server closed it, or the error."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+            s.sendall(part)
+            started.set()
+            data = b""
+            while chunk := s.recv(65536):
+                data += chunk
+        out[i] = data
+    except OSError as exc:
+        out[i] = repr(exc).encode()
+
+
+def test_half_sent_requests_are_closed_after_the_read_timeout_and_sigterm_leaves_no_wal(served_store):  # noqa: F811
+    """300 clients that send half a request's headers, and 20 that send the headers and half the
+    body, then nothing: with --read-timeout 1 each gets a 408 and its connection is closed within
+    seconds (uvicorn alone held them for ever), while a whole request is answered meanwhile.
+    /v1/models says when the router was made; SIGTERM then leaves no WAL beside the DuckDB store
+    and no MLflow INFO line on the console."""
+    started_at = time.time()
+    proc, base, _ = _serve(["serve", "--corpus", "toy", "--port", "0", "--read-timeout", "1"], served_store["env"])
+    port = int(base.rsplit(":", 1)[1].split("/")[0])
+    store = Path(served_store["url"].removeprefix("duckdb:///"))
+    body = json.dumps({"model": "toy", "messages": [{"role": "user", "content": QUESTION}]}).encode()
+    head = (b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+            b"content-length: " + str(len(body)).encode() + b"\r\n\r\n")
+    parts = [head[:30]] * 300 + [head + body[:10]] * 20
+    out: list = [None] * len(parts)
+    try:
+        events = [threading.Event() for _ in parts]
+        threads = [threading.Thread(target=_slow_client, args=(port, p, out, i, events[i]), daemon=True)
+                   for i, p in enumerate(parts)]
+        t0 = time.monotonic()
+        for t in threads:
+            t.start()
+        for e in events:
+            e.wait(30)
+        r = httpx.post(f"{base}/chat/completions", timeout=60, json={"model": "toy", "messages": [
+            {"role": "user", "content": QUESTION}]})
+        assert r.status_code == 200, r.text
+        for t in threads:
+            t.join(timeout=30)
+        took = time.monotonic() - t0
+        assert not any(t.is_alive() for t in threads), "half-sent requests still held open"
+        assert took < 20, took
+        assert all(o is not None and o.startswith(b"HTTP/1.1 408") for o in out), \
+            [(i, (o or b"")[:40]) for i, o in enumerate(out) if not (o or b"").startswith(b"HTTP/1.1 408")][:5]
+        models = httpx.get(f"{base}/models", timeout=30).json()["data"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    # the router was trained by the module's fixture, minutes before this test at most
+    assert started_at - 3600 < models[0]["created"] <= started_at, models[0]["created"]
+    assert not store.with_name(store.name + ".wal").exists()
+    assert " INFO " not in stdout + stderr, stdout + stderr

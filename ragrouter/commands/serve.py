@@ -50,13 +50,16 @@ def is_loopback(host: str) -> bool:
               f"other than loopback. Prefer the variable {KEY_ENV}: a flag shows in the process list.")
 @click.option("--max-body-bytes", type=click.IntRange(min=1024), default=1 << 20, show_default=True,
               help="A larger request body is refused with 413 before it is read.")
+@click.option("--read-timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+              help="Seconds a client has to send a whole request (headers and body) from its first byte; a slower "
+              "one gets 408 and its connection is closed, so half-sent requests cannot hold connections open.")
 @click.option("--debug/--no-debug", envvar=DEBUG_ENV, default=False, show_envvar=True,
               help="A failed request logs its traceback too (default: one line each).")
 @pass_ctx
 def serve_command(ctx: Ctx, corpora: tuple[str, ...], host: str, port: int, router: str | None, run_id: str | None,
                   max_tokens_budget: int | None, cost_share: float | None, cheap: tuple[str, ...],
                   max_question_tokens: int, prefetch_embedding: bool, grace: float, api_key: str | None,
-                  max_body_bytes: int, debug: bool) -> None:
+                  max_body_bytes: int, read_timeout: float, debug: bool) -> None:
     """Serve /v1/models and /v1/chat/completions: each question is routed, answered by the
     chosen paradigm through the gateway, and stored (origin 'serve').
 
@@ -109,7 +112,7 @@ def serve_command(ctx: Ctx, corpora: tuple[str, ...], host: str, port: int, rout
             fail(getattr(exc, "message", str(exc)))
         state.debug = debug
         server = DrainingServer(server_config(create_app(state, max_body=max_body_bytes, api_key=api_key), host,
-                                              port, grace))
+                                              port, grace, read_timeout))
 
         def announce():
             for s in server.servers:
@@ -140,6 +143,11 @@ def serve_command(ctx: Ctx, corpora: tuple[str, ...], host: str, port: int, rout
         if state is not None:
             state.close()  # the batched writes of the last requests are committed
         services.finish()
+        try:
+            with engine.connect() as conn:
+                migrate.checkpoint(conn)  # a DuckDB store's WAL into the file: none is left beside it
+        except Exception as exc:  # noqa: BLE001 - the store keeps its WAL, which DuckDB replays on open
+            click.echo(f"warning: the store's write-ahead log was not written into it at shutdown ({exc})", err=True)
         warnings_ctx.__exit__(None, None, None)
         for sig, handler in previous.items():
             signal.signal(sig, handler)

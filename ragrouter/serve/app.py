@@ -74,6 +74,7 @@ class Served:
     threshold: Threshold | None = None
     index: object = None  # the corpus' retrieval state, loaded once at start
     counts: dict[str, int] = field(default_factory=lambda: {"requests": 0, "expensive_allowed": 0})
+    created: int = 0  # Unix seconds the router's MLflow run was made (/v1/models' "created")
 
     @property
     def model_id(self) -> str:
@@ -356,7 +357,7 @@ def create_app(state: ServeState, *, max_body: int = DEFAULT_MAX_BODY, api_key: 
             if s.threshold is not None:
                 info["cost_share"] = {"share": s.threshold.share, "threshold": s.threshold.json_tau,
                                       "calibrated_share": s.threshold.calibrated_share, **s.counts}
-            data.append({"id": s.model_id, "object": "model", "created": 0, "owned_by": "ragrouter",
+            data.append({"id": s.model_id, "object": "model", "created": s.created, "owned_by": "ragrouter",
                          "ragrouter": info})
         return {"object": "list", "data": data}
 
@@ -444,7 +445,7 @@ def prepare(engine, config, services, corpora: list[str], router: str | None, ru
         cid = reading.corpus_id(engine, corpus)
         with write_lock(engine), engine.connect() as conn:
             index = reading.corpus_index(conn, cid, corpus, config)
-        served[corpus] = Served(corpus, chosen, threshold, index)
+        served[corpus] = Served(corpus, chosen, threshold, index, created=ask_mod.router_created(config, chosen))
     state = ServeState(engine, config, services, served, router, run_id, budget, max_question_tokens)
     if prefetch_embedding and _embeds(services.gateway):
         from concurrent.futures import ThreadPoolExecutor

@@ -22,13 +22,74 @@ import asyncio
 import socket
 
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 REQUEST_WAIT_S = 2.0
+READ_TIMEOUT_S = 10.0  # default of serve --read-timeout
+_TIMEOUT_BODY = b'{"error": {"message": "request not received in time", "type": "invalid_request_error", "code": null}}'
+_TIMED_OUT = (b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
+              b"content-length: " + str(len(_TIMEOUT_BODY)).encode() + b"\r\n\r\n" + _TIMEOUT_BODY)
 
 
-def server_config(app, host: str, port: int, grace: float) -> uvicorn.Config:
+class TimedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a read timeout: a request's headers and body must arrive within
+    ``read_timeout`` seconds of its first byte (of the connection, for the first request), or the
+    connection gets a 408 and is closed. uvicorn alone keeps a half-sent request open for ever, so
+    a few thousand slow clients (slowloris) hold that many connections. A request received whole
+    may take as long as its answer takes; an idle keep-alive connection is uvicorn's to close
+    (``timeout_keep_alive``)."""
+
+    read_timeout = READ_TIMEOUT_S
+
+    def connection_made(self, transport) -> None:  # type: ignore[override]
+        self._read_timer = None
+        super().connection_made(transport)
+        self._arm()
+
+    def _arm(self) -> None:
+        if self._read_timer is not None:
+            self._read_timer.cancel()
+        self._read_timer = self.loop.call_later(self.read_timeout, self._expire)
+
+    def _receiving(self) -> bool:
+        """No request yet, or the next one's bytes arriving, or a body not yet whole."""
+        cycle = self.cycle
+        return cycle is None or cycle.response_complete or cycle.more_body
+
+    def _expire(self) -> None:
+        self._read_timer = None
+        if self.transport is None or self.transport.is_closing() or not self._receiving():
+            return
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete or not cycle.response_started:  # say why
+            self.transport.write(_TIMED_OUT)
+        if cycle is not None and not cycle.response_complete:
+            cycle.disconnected = True  # the app reading the body gets http.disconnect; its reply is dropped
+            cycle.message_event.set()
+        self.transport.close()
+
+    def data_received(self, data: bytes) -> None:
+        if self._read_timer is None and (self.cycle is None or self.cycle.response_complete):
+            self._arm()  # the next request on a kept-alive connection starts its clock
+        super().data_received(data)
+
+    def on_response_complete(self) -> None:
+        if self._read_timer is not None:
+            self._read_timer.cancel()
+            self._read_timer = None
+        super().on_response_complete()
+
+    def connection_lost(self, exc) -> None:
+        if getattr(self, "_read_timer", None) is not None:
+            self._read_timer.cancel()
+            self._read_timer = None
+        super().connection_lost(exc)
+
+
+def server_config(app, host: str, port: int, grace: float, read_timeout: float = READ_TIMEOUT_S) -> uvicorn.Config:
+    protocol = type("TimedH11Protocol", (TimedH11Protocol,), {"read_timeout": float(read_timeout)})
     return uvicorn.Config(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=grace,
-                          access_log=False, http="h11")
+                          access_log=False, http=protocol)
 
 
 def _awaiting_request(conn) -> bool:
