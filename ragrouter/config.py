@@ -42,7 +42,7 @@ class ConfigError(ValueError):
 
 # Backend keys the code reads that no default backend entry shows (one place to add them).
 BACKEND_EXTRA_KEYS = (
-    "api_key_env", "base_url", "batch_size", "n_ctx", "n_parallel", "threads", "n_predict",
+    "api_key_env", "base_url", "batch_size", "n_ctx", "n_parallel", "threads", "poll", "n_predict",
     "structured_output", "strict_schema", "dimensions", "api_key_required", "max_tokens_param",
     "encoding_format", "requests_per_minute", "tokens_per_minute", "price_per_million", "extra_body",
     "headers", "seed", "top_p", "max_completion_tokens", "preset", "n_gpu_layers", "flash_attn",
@@ -99,7 +99,8 @@ def load_yaml(text: str):
 RANGES: dict[str, tuple[float | None, float | None, bool]] = {
     "concurrency": (1, None, True), "retries": (0, None, True), "timeout_s": (0, None, False),
     "batch_size": (1, None, True), "n_ctx": (1, None, True), "n_parallel": (1, None, True),
-    "threads": (1, None, True), "requests_per_minute": (0, None, False), "tokens_per_minute": (0, None, False),
+    "threads": (1, None, True), "poll": (0, 100, True), "requests_per_minute": (0, None, False),
+    "tokens_per_minute": (0, None, False),
     "temperature": (0, 2, True), "eval_temperature": (0, 2, True), "check_temperature": (0, 2, True),
     "top_p": (0, 1, False), "max_tokens": (1, None, True), "check_max_tokens": (1, None, True),
     "max_completion_tokens": (1, None, True), "threads_per_slot": (1, None, True),

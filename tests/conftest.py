@@ -29,6 +29,8 @@ if "RAGROUTER_TIMING_DIR" not in os.environ:
     import tempfile
 
     os.environ["RAGROUTER_TIMING_DIR"] = tempfile.mkdtemp(prefix="ragrouter-timing-")
+# ... nor the other work on the machine (the time model scales local work by it): idle cores
+os.environ.setdefault("RAGROUTER_OTHER_CORES", "0")
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from ragrouter.llm import local_server, tokens, weights
+from ragrouter.llm import cpuload, local_server, tokens, weights
 from ragrouter.llm.local_server import LocalServer, LocalServerError, ensure_server
 from ragrouter.llm.weights import ModelSpec, WeightsError
 
@@ -302,14 +302,38 @@ def test_bad_settings_are_rejected():
         LocalServer("nope")
 
 
-def test_default_threads_leave_a_core_free_and_honour_the_env(monkeypatch):
-    import os
-
+def test_the_env_pins_the_threads_and_bad_values_are_one_line(monkeypatch):
     monkeypatch.delenv(local_server.THREADS_ENV, raising=False)
-    assert local_server.default_threads() == max(1, len(os.sched_getaffinity(0)) - 1)
+    assert local_server.env_threads() is None and LocalServer(MODEL).auto_threads
     monkeypatch.setenv(local_server.THREADS_ENV, "3")
-    assert local_server.default_threads() == 3
-    assert LocalServer(MODEL).threads == 3
+    srv = LocalServer(MODEL)
+    assert local_server.env_threads() == 3 and srv.threads == 3 and not srv.auto_threads and srv.auto_poll
     monkeypatch.setenv(local_server.THREADS_ENV, "zero")
     with pytest.raises(LocalServerError, match="RAGROUTER_LLM_THREADS='zero'"):
-        local_server.default_threads()
+        local_server.env_threads()
+    with pytest.raises(LocalServerError, match="poll=101"):
+        LocalServer(MODEL, poll=101)
+
+
+def test_threads_and_poll_follow_the_free_cpu_at_start_and_at_each_retune(monkeypatch):
+    """Two threads with llama.cpp's polling on idle cores; a busy machine at the next stage
+    start restarts the server with one thread and no polling, unless a call is in flight."""
+    monkeypatch.delenv(local_server.THREADS_ENV, raising=False)
+    monkeypatch.setattr(cpuload, "cpus", lambda: 2)
+    idle, busy = cpuload.Load(2, 0.0, 0.5, groups=0.0), cpuload.Load(2, 1.9, 0.5, groups=2.0)
+    srv = LocalServer(MODEL, n_ctx=256, n_parallel=1)
+    try:
+        srv.start(idle)
+        assert (srv.threads, srv.poll, srv.settings()["automatic"]) == (2, 50, True)
+        assert srv.retune(idle) is None  # the same choice: left running
+        with srv.in_use():
+            assert srv.retune(busy) is None and (srv.threads, srv.poll) == (2, 50)  # not under a call
+        assert srv.retune(busy) == f"{MODEL}: 2 threads, poll 50 → 1 thread, poll 0"
+        assert srv.running and (srv.threads, srv.poll) == (1, 0) and srv.chosen_from == busy
+        reply = srv.client(timeout=60).chat.completions.create(
+            model=srv.model, messages=[{"role": "user", "content": "Say yes."}], max_tokens=4, temperature=0)
+        assert reply.usage.completion_tokens >= 1  # it serves after the restart
+    finally:
+        srv.stop()
+    pinned = LocalServer(MODEL, n_ctx=256, n_parallel=1, threads=1, poll=0)
+    assert not pinned.automatic and pinned.retune(idle) is None

@@ -7,9 +7,14 @@
   made, nothing written) and names ``corpus slice --for-budget``.
 * A plain ``run`` generates no questions for a corpus whose questions were imported; ``--stage
   querygen`` still does.
+* When extraction runs slower than estimated (a user's run took 199 s a call where 38.6 s was
+  expected, and spent its whole budget extracting), it stops at the build's share of the
+  budget, and the decision goes on with the paradigms that do not need the graph, saying so.
 """
 
 from __future__ import annotations
+
+import time
 
 import yaml
 from click.testing import CliRunner
@@ -20,7 +25,8 @@ from ragrouter.config import Config
 from ragrouter.stages.base import Scope
 from tests.fake_openai import FakeOpenAI
 from tests.test_decisions import _store_with_questions, planted
-from tests.test_stages_answer import fake_config, ingest
+from tests.test_stages_answer import ex, fake_config, ingest
+from tests.test_stages_answer import responder as triples_responder
 from tests.test_trust import judging_responder
 
 
@@ -136,3 +142,44 @@ def test_until_decided_without_stages_scores_the_runs_it_made(store, duck_url, t
     scored = _count(engine, "SELECT COUNT(DISTINCT run_id) FROM answer_scores")
     assert runs > 0 and scored == runs, res.output
     assert res.output.index("score:") > res.output.index("corpus"), res.output  # after the decision table
+
+
+def test_a_budget_stops_slow_extraction_and_decides_without_the_graph(store, duck_url, tmp_path):
+    _store_with_questions(store, 10)  # 6 one-chunk documents, 10 factual questions
+    answer = planted(0.8, 0.5, correlated=True)
+    extraction_s = 1.0
+
+    def respond(req):
+        if req["messages"][0]["content"].startswith(ex.SYSTEM):  # extraction: slow, as on a busy CPU
+            time.sleep(extraction_s)
+            return triples_responder(req)
+        return answer(req)
+
+    hours = 0.004  # 14.4 s
+    with FakeOpenAI(responder=respond, embedding_dim=16) as srv:
+        cfg = fake_config(srv)
+        cfg.data["paradigms"]["enabled"] = ["llm_only", "naive", "graph", "hybrid", "iterative"]
+        cfg.data["backends"]["fake-gen"]["concurrency"] = 1  # one extraction at a time
+        # the estimate expects ~10 ms a call, so the build's share is decisions.build_share's
+        cfg.data.setdefault("dry_run", {}).setdefault("timing", {})["priors"] = {
+            "openai": {"overhead_s": 0.01, "prompt_tps": 1000000, "gen_tps": 1000000, "parallel": None}}
+        cfg.data["decisions"]["build_share"] = 0.15  # 2.2 s for the build
+        started = time.monotonic()
+        res = _invoke(duck_url, tmp_path, cfg, ["--corpus", "toy", "--until-decided", "--budget-hours", str(hours),
+                                                "--quiet"])
+        took = time.monotonic() - started
+    assert res.exit_code == 0, res.output
+    from ragrouter.db import engine as eng
+
+    engine = eng.make_engine(duck_url)
+    extracted = _count(engine, "SELECT COUNT(*) FROM chunk_extractions")
+    assert extracted < 6, res.output  # stopped, the rest pending (a later run resumes)
+    line = next(ln for ln in res.output.splitlines() if ln.startswith("extract stopped"))
+    assert line.startswith("extract stopped at the build's share of the budget (2s of 14s): "), line
+    assert f"{extracted} chunk(s) extracted this run, {6 - extracted} left for a later run" in line, line
+    assert line.endswith("decided without graph, hybrid, iterative (they need the whole graph), on llm_only, naive")
+    with engine.connect() as conn:
+        made = {r[0] for r in conn.execute(text("SELECT DISTINCT paradigm FROM paradigm_runs")).all()}
+    assert made == {"llm_only", "naive"}, res.output  # decided on the paradigms that do not need the graph
+    assert _count(engine, "SELECT COUNT(*) FROM decision_cells") == 1
+    assert took <= hours * 3600 + extraction_s + 5.0  # never more than a unit's time over (+ start-up)

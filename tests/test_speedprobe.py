@@ -11,6 +11,7 @@ timeout follows the call's size and the model's speed (ragrouter/llm/speed.py):
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from pathlib import Path
@@ -60,6 +61,9 @@ class _Server:
 
     def __init__(self, hole: BlackHole, model: str) -> None:
         self.base_url, self.model, self.running, self.api_key = hole.base_url, model, True, "k"
+
+    def in_use(self):  # a call in flight (LocalServer counts them)
+        return contextlib.nullcontext(self)
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from sqlalchemy import text
 
 from ragrouter import demo as demo_data
 from ragrouter.commands.common import Ctx, pass_ctx
+from ragrouter.commands.interrupt import Steps, stoppable
 from ragrouter.db import migrate, progress
 from ragrouter.db.engine import write_lock
 from ragrouter.ingest import store as ingest_store
@@ -118,12 +119,19 @@ def demo_command(ctx: Ctx, data_dir: Path | None, out: Path, quiet: bool) -> Non
     chunk → extract → embed → metrics → import questions (balanced over the three types) →
     answer (all paradigms) → judge → score → judge calibration on a few cases whose label is
     known by construction (demo.calibration_sources × 6) → labels (views) → routers → report. Everything
-    is resumable: a second run finds every unit done and makes no model call.
+    is resumable: a second run finds every unit done and makes no model call. Ctrl-C or SIGTERM
+    stops it with one line: what is done, what is pending, the command that resumes.
 
     \b
     Example:
       python cli.py --config configs/demo.yaml demo
     """
+    steps = Steps(["ingest", "estimate", *PIPELINE, "calibrate", "routers", "report"])
+    with stoppable(steps):
+        _demo(ctx, data_dir, out, quiet, steps)
+
+
+def _demo(ctx: Ctx, data_dir: Path | None, out: Path, quiet: bool, steps: Steps) -> None:
     started = time.monotonic()
     config = ctx.config
     d = config.section("demo")
@@ -136,6 +144,7 @@ def demo_command(ctx: Ctx, data_dir: Path | None, out: Path, quiet: bool) -> Non
     for model in _local_models(config):
         weights.install(model)
 
+    steps.start("ingest")
     dataset = demo_data.medical_slice(data_dir or demo_data.default_data_dir(), int(d.get("chunks", 20)),
                                       int(d.get("per_type", 3)), float(d.get("evidence_overlap", 0.8)),
                                       int(config.get("chunking.window")), int(config.get("chunking.overlap")))
@@ -143,6 +152,7 @@ def demo_command(ctx: Ctx, data_dir: Path | None, out: Path, quiet: bool) -> Non
         rep = ingest_store.write_dataset(conn, corpus, "graphrag-bench", dataset, ["medical slice"])
     click.echo(f"corpus {corpus}: {rep.documents_total} document ({rep.documents_new} new), "
                f"{rep.questions_total} questions {dataset.qtype_counts()} ({rep.questions_new} new)")
+    steps.finish("ingest")
 
     services = Services(config, engine)
     scope = Scope(corpus=corpus, config=config)
@@ -152,28 +162,37 @@ def demo_command(ctx: Ctx, data_dir: Path | None, out: Path, quiet: bool) -> Non
         # timed with this machine's measured speed of the local models (once per machine).
         from ragrouter.stages import speedprobe
 
+        steps.start("estimate")
         speedprobe.probe(config, echo=click.echo, missing_only=True,  # status shows the probe's model
                          on_model=lambda model, k, n: progress.update(engine, f"speed probe ({model})", done=k,
                                                                       pending=n, force=True))
         estimates = dry_run([stages[n] for n in PIPELINE], services, scope)
         timed = wall_estimates(config, estimates, services)
+        steps.finish("estimate")
+        if timed["busy"]["line"]:
+            click.echo(timed["busy"]["line"])
         with engine.connect() as conn:
             mark = expect.ledger_mark(conn)
         took = {}
         for name in PIPELINE:
+            steps.start(name)
             r = run_stage(stages[name], services, scope, progress=not quiet)
             took[name] = r.seconds
             click.echo(f"{name:8s} {r.done} done, {r.failed} failed of {r.pending} pending ({r.seconds:.1f}s)")
+            steps.finish(name)
         with engine.connect() as conn:
             _dry_run_report(expect.compare(conn, estimates, mark), out)
         _time_report(timed, took, out)
+        steps.start("calibrate")
         _calibrate_judge(engine, services, config, corpus, int(d.get("calibration_sources", 0)), quiet)
+        steps.finish("calibrate")
         calls = services.gateway.stats() if "gateway" in services.__dict__ else {}
     finally:
         services.finish()
 
     from ragrouter import routing
 
+    steps.start("routers")
     try:
         results = routing.train_from_store(engine, config, routers=list(d.get("routers", [])),
                                         feature_sets=list(d.get("features", ["qc"])), log=click.echo)
@@ -184,10 +203,13 @@ def demo_command(ctx: Ctx, data_dir: Path | None, out: Path, quiet: bool) -> Non
         cols = [c for c in ("router", "features", "routing_accuracy", "macro_f1", "correct_rate", "avg_tokens")
                 if c in results.columns]
         click.echo(results[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    steps.finish("routers")
 
     from ragrouter.report.build import build_report
 
+    steps.start("report")
     report = build_report(engine, out)
+    steps.finish("report")
     with engine.connect() as conn:
         n_runs = conn.execute(text("SELECT COUNT(*) FROM paradigm_runs")).scalar()
     db = ctx.db_url.split("///", 1)[-1] if ctx.db_url.startswith("duckdb") else ctx.db_url

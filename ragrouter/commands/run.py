@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import time
+
 import click
 
 from ragrouter.commands.common import Ctx, FailedUnits, fail, hms as _hms, pass_ctx, register_user_error, render_rows
+from ragrouter.commands.interrupt import Steps, stoppable
 from ragrouter.commands.status import format_skipped
 from ragrouter.db import migrate, outage
 from ragrouter.llm.pricing import PriceError, dry_run_usd_rows
@@ -67,8 +70,11 @@ def _paradigm_names() -> list[str]:
               "expected to bill more); batches stop once they are billed.")
 @click.option("--budget-hours", type=click.FloatRange(min=0), help="With --until-decided: the hours this command may "
               "take, the corpus build included: refused before anything runs when the build alone is expected "
-              "(as --dry-run times it) to take longer, naming `corpus slice --for-budget`; batches stop once "
-              "the time is spent.")
+              "(as --dry-run times it) to take longer, naming `corpus slice --for-budget`. Extraction stops once "
+              "the build's share is spent (decisions.build_share of the budget, or 1.5× the build's estimate if "
+              "more; the rest stays pending for a later run), and the decision then goes on without the paradigms "
+              "that need the whole graph, saying which; no unit starts after the budget is spent, so the command "
+              "ends at most one unit's time late.")
 @click.option("--quiet", is_flag=True, help="No progress bars.")
 @pass_ctx
 def run_command(ctx: Ctx, stages: tuple[str, ...], corpus: str | None, paradigms: tuple[str, ...],
@@ -78,6 +84,8 @@ def run_command(ctx: Ctx, stages: tuple[str, ...], corpus: str | None, paradigms
 
     Without --stage every stage runs, except querygen on a corpus whose questions were
     imported (and none generated): name --stage querygen to generate questions there too.
+    Ctrl-C or SIGTERM stops it with one line: what is done, what is pending, the command that
+    resumes.
 
     \b
     Examples:
@@ -90,8 +98,6 @@ def run_command(ctx: Ctx, stages: tuple[str, ...], corpus: str | None, paradigms
 
 def _run(ctx: Ctx, stages, corpus, paradigms, models, limit, dry, workers, quiet, as_json=False,
          until_decided=False, budget=None, probe=False) -> None:
-    import time
-
     started = time.monotonic()
     available = registry.all_stages()
     names = list(stages) or list(available)
@@ -111,41 +117,133 @@ def _run(ctx: Ctx, stages, corpus, paradigms, models, limit, dry, workers, quiet
     order = list(available)
     unasked = outage.retry(lambda: _unasked(engine, stages, scope), "reading which corpora came with their "
                            "questions", outage.limit_of(config))
-    try:
-        if dry:
+    if dry:
+        try:
             if probe:
                 from ragrouter.stages import speedprobe
 
                 speedprobe.probe(config, echo=lambda line: click.echo(line, err=True))
             _print_dry_run(config, _dry_run(selected, services, scope, unasked, engine), services, as_json)
-            return
-        failed = 0
-        after = []
-        if until_decided:
-            # the stages before answer run first, then the decision (answer and judge), then the
-            # named stages after judge (score) on the runs it made
-            # (without --stage: score too, as the help says — a router needs the runs' semantic F1)
-            after = [s for s in selected if order.index(s.name) > order.index("judge")]
-            selected = [s for s in selected if order.index(s.name) < order.index("answer")]
-            if _limited(budget):
-                _check_build(config, engine, selected, scope, unasked, budget)
-        mark = outage.retry(lambda: _ledger_mark(engine), "reading the ledger", outage.limit_of(config))
-        for stage in selected:
-            failed += _run_one(stage, services, scope, unasked, engine, workers, quiet)
-        if until_decided:
-            left = _budget_left(services, budget, mark, time.monotonic() - started)
-            _decide(services, scope, left, quiet)
-            for stage in after:
-                failed += _run_one(stage, services, scope, unasked, engine, workers, quiet)
-        if "gateway" in services.__dict__:  # a stage used a model: what this run spent
-            st = services.gateway.stats()
-            click.echo(f"model calls: {st.get('http_requests', 0)} HTTP requests, {st.get('cache_hits', 0)} cache "
-                       f"hits, {st.get('billed_tokens', 0)} tokens billed")
-    finally:
-        services.finish()
+        finally:
+            services.finish()
+        return
+    after = []
+    if until_decided:
+        # the stages before answer run first, then the decision (answer and judge), then the
+        # named stages after judge (score) on the runs it made
+        # (without --stage: score too, as the help says — a router needs the runs' semantic F1)
+        after = [s for s in selected if order.index(s.name) > order.index("judge")]
+        selected = [s for s in selected if order.index(s.name) < order.index("answer")]
+    steps = Steps([s.name for s in selected] + (["decision (answer, judge)"] if until_decided else [])
+                  + [s.name for s in after])
+    failed = 0
+    with stoppable(steps):
+        try:
+            end = build_end = None
+            if until_decided and _limited(budget):
+                expected = _check_build(config, engine, selected, scope, unasked, budget)
+                if budget.hours is not None:
+                    end = started + budget.hours * 3600
+                    build_end = started + _build_share(config, budget.hours, expected) * budget.hours * 3600
+            mark = outage.retry(lambda: _ledger_mark(engine), "reading the ledger", outage.limit_of(config))
+            stopped = None
+            for stage in selected:
+                steps.start(stage.name)
+                reports = _run_one(stage, services, scope, unasked, engine, workers, quiet,
+                                   deadline=build_end if stage.name == "extract" else end)
+                failed += sum(r.failed for r in reports)
+                if stage.name == "extract" and any(r.stopped for r in reports):
+                    stopped = reports
+                steps.finish(stage.name)
+            if until_decided:
+                steps.start("decision (answer, judge)")
+                decide = scope
+                if stopped is not None:
+                    decide = _without_graph(config, scope, stopped, build_end - started, budget)
+                left = _budget_left(services, budget, mark, time.monotonic() - started)
+                if decide is not None:
+                    _decide(services, decide, left, quiet)
+                steps.finish("decision (answer, judge)")
+                for stage in after:
+                    steps.start(stage.name)
+                    if end is None or _fits(stage, services, scope, unasked, engine, end):
+                        failed += sum(r.failed for r in _run_one(stage, services, scope, unasked, engine, workers,
+                                                                 quiet, deadline=end))
+                    steps.finish(stage.name)
+            if "gateway" in services.__dict__:  # a stage used a model: what this run spent
+                st = services.gateway.stats()
+                click.echo(f"model calls: {st.get('http_requests', 0)} HTTP requests, {st.get('cache_hits', 0)} "
+                           f"cache hits, {st.get('billed_tokens', 0)} tokens billed")
+        finally:
+            services.finish()
     if failed:
         raise FailedUnits(f"{failed} unit(s) failed and were recorded with their reason (see them with: "
                           "sql \"select stage, unit_key, error from unit_failures\"); run again to retry them")
+
+
+BUILD_SLACK = 1.5  # the build may take this many times its estimate before extraction stops ...
+
+
+def _build_share(config, hours: float, expected_s: float | None) -> float:
+    """The share of ``--budget-hours`` the corpus build may take before extraction stops:
+    ``decisions.build_share``, or :data:`BUILD_SLACK` × the build's estimate if that is more,
+    never more than the whole budget."""
+    share = float(config.get("decisions.build_share", 0.5) or 0.5)
+    if expected_s and hours > 0:
+        share = max(share, BUILD_SLACK * expected_s / (hours * 3600))
+    return min(1.0, share)
+
+
+def _fits(stage, services, scope, unasked, engine, end: float) -> bool:
+    """Whether ``stage`` is expected (as --dry-run times it) to end before ``end``; one line
+    when it is not: it is not started (a stage's start alone, the score stage's scorer, can take
+    longer than the budget has left)."""
+    from ragrouter.stages.timing import wall_estimates
+
+    expected = float(wall_estimates(services.config, _dry_run([stage], services, scope, unasked, engine),
+                                    services)["expected_wall_s"])
+    left = end - time.monotonic()
+    if expected <= left:
+        return True
+    click.echo(f"{stage.name}: not started: expected to take {_hms(expected)}, {_hms(max(0.0, left))} of the budget "
+               f"left (the same command runs it later)")
+    return False
+
+
+def graph_paradigms(config, names) -> list[str]:
+    """The paradigms of ``names`` that read the knowledge graph (GraphRAG, HybridRAG and an
+    IterativeRAG over the graph retriever)."""
+    from ragrouter.paradigms.paradigms import PARADIGMS
+
+    out = []
+    for name in names:
+        params = PARADIGMS[name].config(config).get("params", {}) if name in PARADIGMS else {}
+        if name in ("graph", "hybrid") or params.get("base_retriever") == "graph":
+            out.append(name)
+    return out
+
+
+def _without_graph(config, scope, reports, share_s: float, budget):
+    """Extraction stopped at the build's share of the budget: the decision's scope without the
+    paradigms that need the whole graph (one line says which and why); None when none is left."""
+    from dataclasses import replace
+
+    names = list(scope.paradigms) or list(config.get("paradigms.enabled"))
+    dropped = graph_paradigms(config, names)
+    kept = [p for p in names if p not in dropped]
+    done = sum(r.done for r in reports)
+    left = sum(max(0, r.pending - r.done - r.failed) for r in reports)
+    why = (f"extract stopped at the build's share of the budget ({_hms(share_s)} of {_hms(budget.hours * 3600)}): "
+           f"{done} chunk(s) extracted this run, {left} left for a later run (the same command resumes)")
+    if not dropped:
+        click.echo(f"{why}; no paradigm of this run needs the graph")
+        return scope
+    if not kept:
+        click.echo(f"{why}; every paradigm of this run needs the whole graph ({', '.join(dropped)}): "
+                   "nothing is decided now")
+        return None
+    click.echo(f"{why}; decided without {', '.join(dropped)} (they need the whole graph), on {', '.join(kept)}")
+    return replace(scope, paradigms=kept)
 
 
 def _unasked(engine, named, scope) -> dict[str, list[str]]:
@@ -183,28 +281,29 @@ def _scopes(stage, scope, unasked, engine) -> list:
     return [replace(scope, corpus=n) for n in names if n not in skip]
 
 
-def _run_one(stage, services, scope, unasked, engine, workers, quiet) -> int:
-    """Run ``stage`` on the corpora that asked for it; its failed units."""
+def _run_one(stage, services, scope, unasked, engine, workers, quiet, deadline=None) -> list:
+    """Run ``stage`` on the corpora that asked for it (none started after ``deadline``); its reports."""
     config = services.config
     scopes = _scopes(stage, scope, unasked, engine)
     skip = unasked.get(stage.name, [])
     if skip:
         click.echo(f"{stage.name}: not run on {', '.join(repr(c) for c in skip)} (its questions were imported; "
                    f"--stage {stage.name} generates more)")
-    failed = 0
+    reports = []
     for sub in scopes:
-        rep = run_stage(stage, services, sub, workers=workers, progress=not quiet)
-        failed += rep.failed
+        rep = run_stage(stage, services, sub, workers=workers, progress=not quiet, deadline=deadline)
+        reports.append(rep)
         where = f" ({sub.corpus})" if sub is not scope else ""
         click.echo(f"{stage.name}{where}: {rep.done} done, {rep.failed} failed of {rep.pending} pending "
-                   f"({rep.seconds:.1f}s)")
+                   f"({rep.seconds:.1f}s)" + ("; stopped at the budget's deadline, the rest stays pending"
+                                               if rep.stopped else ""))
         for err in rep.errors[:5]:
             click.echo(f"  failed {err}", err=True)
         skipped = outage.retry(lambda sub=sub: _skipped(engine, stage, sub), f"counting the skipped units of stage "
                                f"{stage.name}", outage.limit_of(config))
         if skipped:
             click.echo(f"  skipped {sum(skipped.values())} unit(s) without a result: {format_skipped(skipped)}")
-    return failed
+    return reports
 
 
 def _dry_run(selected, services, scope, unasked, engine) -> list:
@@ -223,20 +322,28 @@ def _dry_run(selected, services, scope, unasked, engine) -> list:
     return out + (dry_run(group, services, scope) if group else [])
 
 
-def _check_build(config, engine, build, scope, unasked, budget) -> None:
+def _check_build(config, engine, build, scope, unasked, budget) -> float | None:
     """Refuse (one line, exit 2) before anything runs when the build stages alone are expected
-    to exceed the budget. Estimated without a worker run of its own: the store is unchanged."""
+    to exceed the budget; else their expected seconds. Estimated without a worker run of its
+    own: the store is unchanged. Says first when other work slows the estimate down."""
     from ragrouter.decisions.budget import build_over_budget, estimating_services
+    from ragrouter.stages.timing import load_line, wall_estimates
 
     if not build:
-        return
+        return None
     est = estimating_services(config, engine, "run --budget-* (estimate)")
     try:
-        line = build_over_budget(config, est, _dry_run(build, est, scope, unasked, engine), budget, scope.corpus)
+        rows = _dry_run(build, est, scope, unasked, engine)
+        line = build_over_budget(config, est, rows, budget, scope.corpus)
+        expected = None if line else float(wall_estimates(config, rows, est)["expected_wall_s"])
     finally:
         est.finish()
     if line:
         fail(line)
+    busy = load_line()
+    if busy:
+        click.echo(busy)
+    return expected
 
 
 def _limited(budget) -> bool:
@@ -295,6 +402,8 @@ def _print_dry_run(config, estimates, services, as_json: bool) -> None:
     rows = [tuple(r) + (_hms(walls.get((r[0], r[1]), {}).get("expected_wall_s")),
                         walls.get((r[0], r[1]), {}).get("time_basis", "-")) for r in rows]
     click.echo(render_rows(cols, rows, "table"))
+    if timed["busy"]["line"]:
+        click.echo(timed["busy"]["line"])
     click.echo(f"expected wall time: {_hms(timed['expected_wall_s'])} in all"
                + (f"; US $ {timed['usd']:.4f}" if timed.get("usd") is not None else ""))
     for line in timed.get("advice", []):

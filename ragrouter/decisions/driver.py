@@ -205,6 +205,8 @@ def until_decided(services, scope: Scope, budget: Budget, *, progress: bool = Tr
     paradigms = list(scope.paradigms) or list(cfg.get("paradigms.enabled"))
     stages = registry.all_stages()
     started = time.monotonic()
+    # no unit starts once the hours are spent: the command ends at most one unit's time late
+    deadline = None if budget.hours is None else started + budget.hours * 3600
     spent_tokens, spent_usd = 0, 0.0
     with services.db_lock, services.engine.connect() as conn:
         cells = cells_of(conn, scope, settings)
@@ -231,7 +233,7 @@ def until_decided(services, scope: Scope, budget: Budget, *, progress: bool = Tr
                         query_ids=batch)
             before = services.gateway.stats()
             for name in ("answer", "judge"):
-                rep = run_stage(stages[name], services, sub, progress=False)
+                rep = run_stage(stages[name], services, sub, progress=False, deadline=deadline)
                 failed += rep.failed
                 progressed |= rep.done > 0
                 for err in rep.errors[:3]:
@@ -245,9 +247,10 @@ def until_decided(services, scope: Scope, budget: Budget, *, progress: bool = Tr
                 echo(f"{cell.corpus}/{cell.qtype}/{cell.generator}: batch of {len(batch)} queries × "
                      f"{len(active)} paradigms ({tokens} tokens); before it: {st.state}, leader {st.leader}, "
                      f"N = {st.n_queries}")
-        if not progressed:
+        if not progressed and not (deadline is not None and time.monotonic() >= deadline):
             # this worker finished no unit: either every unit failed (stop rather than loop), or
-            # another worker ran the batches meanwhile (the store moved on: look again)
+            # another worker ran the batches meanwhile (the store moved on: look again); past the
+            # deadline no unit started, and the next look stops the cells for the budget
             moved = False
             for cell in todo:
                 with services.db_lock, services.engine.begin() as conn:

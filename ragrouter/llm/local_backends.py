@@ -22,7 +22,9 @@ class LocalBackend(OpenAIBackend):
 
     Context settings: ``n_ctx`` is the *total* context shared by ``n_parallel`` slots (as in
     ``configs/default.yaml``), so each request gets ``n_ctx // n_parallel`` tokens; set
-    ``n_ctx_per_slot`` instead to give it directly. ``threads`` and ``n_predict`` are passed on.
+    ``n_ctx_per_slot`` instead to give it directly. ``threads``, ``poll`` and ``n_predict`` are
+    passed on; ``threads`` or ``poll`` absent (or null) is chosen from the CPU other work leaves
+    free when the server starts and at each stage start (:mod:`ragrouter.llm.cpuload`).
     The server's own random API key is used (and redacted like any other key).
 
     ``timeout_s`` null (or absent) scales each call's timeout with the call's size and the
@@ -50,13 +52,29 @@ class LocalBackend(OpenAIBackend):
             if self.n_ctx_per_slot < 64:
                 raise GatewayError("config", f"{self.where}.n_ctx={total} leaves fewer than 64 tokens per slot "
                                    f"for n_parallel={self.n_parallel}", backend=name)
-        self.threads = spec.get("threads")
+        self.threads = self._setting("threads", 1, 4096)
+        self.poll = self._setting("poll", 0, 100)
         self.n_predict = spec.get("n_predict")
         self._server = None
         self._server_lock = threading.Lock()
 
+    def _setting(self, key: str, low: int, high: int) -> int | None:
+        """An int setting of the server in [low, high], or None (absent, null or ``auto``: chosen)."""
+        value = self.spec.get(key)
+        if value is None or value == "auto":
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise GatewayError("config", f"{self.where}.{key}={value!r} must be an int from {low} to {high}, or "
+                               "null (chosen from the free CPU)", backend=self.name)
+        return value
+
     def api_key(self) -> str:
         return str(getattr(self.server(), "api_key", None) or DUMMY_KEY)
+
+    def chat_once(self, messages, **kwargs):
+        """One call, counted in flight on its server (a server is not restarted under it)."""
+        with self.server().in_use():
+            return super().chat_once(messages, **kwargs)
 
     def call_timeout(self, prompt_tokens: int, max_tokens: int) -> float:
         """The timeout of one call of this size: the fixed ``timeout_s`` when the config sets
@@ -86,7 +104,8 @@ class LocalBackend(OpenAIBackend):
                 try:
                     from ragrouter.llm.local_server import ensure_server
 
-                    kwargs = {"n_ctx": self.n_ctx_per_slot, "n_parallel": self.n_parallel, "threads": self.threads}
+                    kwargs = {"n_ctx": self.n_ctx_per_slot, "n_parallel": self.n_parallel, "threads": self.threads,
+                              "poll": self.poll}
                     if self.n_predict is not None:
                         kwargs["n_predict"] = self.n_predict
                     self._server = ensure_server(self.model, **kwargs)

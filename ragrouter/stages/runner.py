@@ -4,6 +4,12 @@ Each unit's result rows are written in one transaction with its bookkeeping (the
 failure record is cleared in the same transaction). Model calls are committed to the
 ledger by the gateway as they return, so a killed worker never pays for them twice. A
 unit that raises is recorded in ``unit_failures`` with its reason and retried next run.
+
+A stage given a ``deadline`` starts no unit after it (they stay pending; the units running then
+finish), one unit per request slot, so it ends at most one unit's time late. Ctrl-C or SIGTERM
+(:mod:`ragrouter.commands.interrupt`) in a stage writes the units that finished and the stage's
+``stage_timings`` row before the interruption goes on up (``stage_report`` on the exception);
+calls still in flight are not waited for.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from ragrouter.db import progress as progress_file
 from ragrouter.llm import slots
 from ragrouter.stages.base import Estimate, Scope, Stage, Unit
 from ragrouter.stages.services import Services
+from ragrouter.stages.timing import StageWatch
 
 
 @dataclass
@@ -38,6 +45,8 @@ class StageReport:
     """Units whose lease expired before this worker finished them (another completes them)."""
     work: int = 0
     """The work the finished units stand for (:func:`work_units`): what ``stage_timings`` records."""
+    stopped: str | None = None
+    """``deadline`` when units were left pending because the deadline passed."""
 
 
 def work_units(stage, unit) -> int:
@@ -86,9 +95,14 @@ def clear_failures(conn, stage: str, keys: list[str]) -> None:
                                                       models.UnitFailure.unit_key.in_(keys)))
 
 
+class _Late(Exception):
+    """A unit whose turn came after the stage's deadline: left pending, not a failure."""
+
+
 def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | None = None,
-              batch_size: int | None = None, progress: bool = True) -> StageReport:
-    """Run every pending unit of ``stage`` for ``scope``; return what happened."""
+              batch_size: int | None = None, progress: bool = True, deadline: float | None = None) -> StageReport:
+    """Run every pending unit of ``stage`` for ``scope``; return what happened. ``deadline``
+    (``time.monotonic()``): start no unit after it (see the module doc)."""
     started = time.monotonic()
     engine = services.engine
     report = StageReport(stage.name)
@@ -109,6 +123,10 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
         outage.retry(finish, f"finishing stage {stage.name}", outage_s)
         report.seconds = time.monotonic() - started
         return report
+    if deadline is not None and time.monotonic() >= deadline:  # not even its start (a model's load)
+        report.stopped = "deadline"
+        report.seconds = time.monotonic() - started
+        return report
     # this process, its config and its stages: what the store's runs expect
     outage.retry(lambda: services.record_stage(stage.name), f"recording this worker's run of stage {stage.name}",
                  outage_s)
@@ -116,8 +134,10 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
     calls_before = gw.stats().get("http_requests", 0) if gw is not None else 0
     free_cores(stage, services, scope)
     outage.retry(lambda: stage.prepare(services, scope), f"preparing stage {stage.name}", outage_s)
-    threads = workers or stage_threads(stage, services)
+    # with a deadline, one unit per request slot: the units running when it passes end within a unit's time
+    threads = workers or (stage_workers(stage, services) if deadline is not None else stage_threads(stage, services))
     workers = threads
+    watch = StageWatch(services, stage.name) if getattr(stage, "uses_llm", False) else None
     batch_size = batch_size or int(services.config.get("worker.batch_size", 50))
     leases = None
     bar = tqdm(total=len(units), desc=stage.name, unit="unit", disable=not progress, dynamic_ncols=True)
@@ -202,70 +222,92 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
             queue.extend(by_key[k] for k in leases.claim(max(1, workers)) if k in by_key)
         return queue.pop(0) if queue else None
 
-    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix=stage.name) as pool:
-        running: dict[Future, Unit] = {}
+    pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix=stage.name)
+    interrupted: BaseException | None = None
+    running: dict[Future, Unit] = {}
+    weigh = getattr(stage, "unit_weight", None)
+    seq = iter(range(1 << 62))
 
-        weigh = getattr(stage, "unit_weight", None)
-        seq = iter(range(1 << 62))
+    def compute(unit: Unit, n: int):
+        if deadline is not None and time.monotonic() >= deadline:
+            raise _Late()
+        # call-level scheduling (llm/slots.py): this unit's requests wait for a backend slot
+        # with the priority of its expected calls left
+        with slots.unit_priority(int(weigh(unit)) if callable(weigh) else 1, n):
+            return stage.compute(unit, services)
 
-        def compute(unit: Unit, n: int):
-            # call-level scheduling (llm/slots.py): this unit's requests wait for a backend slot
-            # with the priority of its expected calls left
-            with slots.unit_priority(int(weigh(unit)) if callable(weigh) else 1, n):
-                return stage.compute(unit, services)
+    def submit_next() -> bool:
+        if deadline is not None and time.monotonic() >= deadline:
+            report.stopped = "deadline"
+            return False
+        unit = next_unit()
+        if unit is None:
+            return False
+        running[pool.submit(compute, unit, next(seq))] = unit
+        return True
 
-        def submit_next() -> bool:
-            unit = next_unit()
-            if unit is None:
-                return False
-            running[pool.submit(compute, unit, next(seq))] = unit
-            return True
+    def fill() -> None:
+        for _ in range(max(1, workers) * 2 - len(running)):
+            if not submit_next():
+                break
 
-        def fill() -> None:
-            for _ in range(max(1, workers) * 2 - len(running)):
-                if not submit_next():
-                    break
-
+    try:
         fill()
-        try:
-            while True:
-                if not running:
-                    flush()  # our finished units first: other workers may be waiting for them
-                    if leases is None or not _wait_for_others(leases, fill, running):
-                        break
-                done, _ = wait(list(running), timeout=2.0, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    unit = running.pop(fut)
-                    exc = fut.exception()
-                    if exc is None:
-                        buffer.append((unit, fut.result(), None))
-                        report.done += 1
-                        report.work += work_units(stage, unit)
-                    else:
-                        if not isinstance(exc, Exception):
-                            raise exc
-                        buffer.append((unit, None, exc))
-                        report.failed += 1
-                        if len(report.errors) < 20:
-                            report.errors.append(f"{unit.key}: {_short(exc)}")
-                    bar.update(1)
-                    submit_next()
-                if done:
-                    bar.set_postfix(tokens_postfix(), refresh=False)
-                    progress_file.update(engine, stage.name, done=report.done, failed=report.failed,
-                                    pending=report.pending)
-                if len(buffer) >= batch_size or (buffer and time.monotonic() - last_flush > 5.0):
-                    flush()
-            flush()
-        finally:
-            # On Ctrl-C: keep what finished, drop what did not (it stays pending).
-            for fut in running:
-                fut.cancel()
-            if leases is not None:
-                leases.release([u.key for u in running.values()] + [u.key for u in queue])
-                report.retaken = leases.retaken
-                leases.close()
-            bar.close()
+        while True:
+            if not running:
+                flush()  # our finished units first: other workers may be waiting for them
+                if leases is None or report.stopped or not _wait_for_others(leases, fill, running):
+                    break
+            done, _ = wait(list(running), timeout=2.0, return_when=FIRST_COMPLETED)
+            for fut in done:
+                unit = running.pop(fut)
+                exc = fut.exception()
+                if isinstance(exc, _Late):  # its turn came after the deadline: still pending
+                    report.stopped = "deadline"
+                    if leases is not None:
+                        leases.release([unit.key])
+                    continue
+                if exc is None:
+                    buffer.append((unit, fut.result(), None))
+                    report.done += 1
+                    report.work += work_units(stage, unit)
+                else:
+                    if not isinstance(exc, Exception):
+                        raise exc
+                    buffer.append((unit, None, exc))
+                    report.failed += 1
+                    if len(report.errors) < 20:
+                        report.errors.append(f"{unit.key}: {_short(exc)}")
+                bar.update(1)
+                submit_next()
+            if done:
+                bar.set_postfix(tokens_postfix(), refresh=False)
+                progress_file.update(engine, stage.name, done=report.done, failed=report.failed,
+                                     pending=report.pending)
+            if len(buffer) >= batch_size or (buffer and time.monotonic() - last_flush > 5.0):
+                flush()
+                if watch is not None and report.done:
+                    said = watch.check(report.done, report.pending - report.done - report.failed,
+                                       time.monotonic() - started)
+                    if said:
+                        tqdm.write(said)
+        flush()
+    except BaseException as exc:
+        interrupted = exc
+        raise
+    finally:
+        # On Ctrl-C or SIGTERM: keep what finished, drop what did not (it stays pending).
+        for fut in running:
+            fut.cancel()
+        if isinstance(interrupted, KeyboardInterrupt):
+            _keep_on_interrupt(interrupted, report, flush, lambda: _record_timing(
+                services, stage.name, report, calls_before), started)
+        if leases is not None:
+            leases.release([u.key for u in running.values()] + [u.key for u in queue])
+            report.retaken = leases.retaken
+            leases.close()
+        bar.close()
+        pool.shutdown(wait=not isinstance(interrupted, KeyboardInterrupt), cancel_futures=True)
 
     outage.retry(finish, f"finishing stage {stage.name}", outage_s)
     progress_file.update(engine, stage.name, done=report.done, failed=report.failed, pending=report.pending,
@@ -274,6 +316,20 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
     outage.retry(lambda: _record_timing(services, stage.name, report, calls_before),
                  f"recording the time of stage {stage.name}", outage_s)
     return report
+
+
+def _keep_on_interrupt(exc: BaseException, report: StageReport, flush, record, started: float) -> None:
+    """An interrupted stage: write the units that finished and its ``stage_timings`` row, and
+    hang the report on the exception for the command's last line. A store that fails here
+    leaves them (the units are done again next run) with one line."""
+    try:
+        flush()
+        report.seconds = time.monotonic() - started
+        record()
+    except Exception as err:  # noqa: BLE001 - the store may be what failed; the interruption goes on
+        print(f"{report.stage}: the units finished before the interruption were not all written ({_short(err)})",
+              file=sys.stderr, flush=True)
+    exc.stage_report = report  # type: ignore[attr-defined]
 
 
 def _record_timing(services: Services, stage: str, report: StageReport, calls_before: int) -> None:
@@ -330,12 +386,17 @@ def stage_local_models(stage: Stage, services: Services, scope: Scope) -> set[st
 
 def free_cores(stage: Stage, services: Services, scope: Scope) -> list[str]:
     """Stop the embedded servers this stage does not call (``worker.one_local_model``), so the
-    cores are its own; the names of the models stopped."""
-    if not services.config.get("worker.one_local_model", True):
-        return []
+    cores are its own, and choose the automatic threads and poll of those it calls again for
+    the other work on the machine now (a server whose choice changed restarts: one line says
+    so); the names of the models stopped."""
     from ragrouter.llm import local_server
 
-    return local_server.stop_idle_except(stage_local_models(stage, services, scope))
+    models = stage_local_models(stage, services, scope)
+    stopped = local_server.stop_idle_except(models) if services.config.get("worker.one_local_model", True) else []
+    for said in local_server.retune(models):
+        print(f"{stage.name}: local model {said} (the other work on the machine changed)", file=sys.stderr,
+              flush=True)
+    return stopped
 
 
 def stage_threads(stage: Stage, services: Services) -> int:
