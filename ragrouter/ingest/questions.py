@@ -106,9 +106,6 @@ def column_key(name: str) -> str:
     return "".join(_words(name))
 
 
-_KEYS = {name: {column_key(c) for c in cols} for name, cols in FIELDS.items()}
-
-
 def looks_like(column: str) -> str | None:
     """``"sources"`` or ``"type"`` when a column's name has a word of one (``Doc Name``, ``Kind``)."""
     words = set(_words(column))
@@ -278,11 +275,10 @@ def _columns(path: Path, first: _Rec, mapping: dict[str, Any], per_record: bool 
                 raise error(f"--map {name}={mapping[name]}: no such column (columns: {', '.join(map(str, names))})")
             out[name] = column
     taken = set(out.values()) | {by_lower.get(c.lower(), by_key.get(column_key(c))) for c in mapping.get(IGNORE, [])}
-    for name, keys in _KEYS.items():
+    for name, names_of in FIELDS.items():
         if name in out:
             continue
-        column = next((by_key[k] for k in (column_key(c) for c in FIELDS[name]) if k in by_key
-                       and by_key[k] not in taken), None)
+        column = next((by_key[k] for k in map(column_key, names_of) if k in by_key and by_key[k] not in taken), None)
         if column is not None:
             out[name] = column
             taken.add(column)
