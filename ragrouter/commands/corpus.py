@@ -26,6 +26,7 @@ from ragrouter.corpus.slicing import (CHUNK_EVIDENCE, _words, describe_drops, ev
                                       requirements, slice_dataset)
 from ragrouter.db.values import json_value
 from ragrouter.ingest.records import Dataset, Document, Question
+from ragrouter.stages.timing import load_line
 
 
 def stored_dataset(conn, corpus: str) -> tuple[Dataset, str]:
@@ -228,6 +229,8 @@ def slice_command(ctx: Ctx, source: str, new: str, docs: int | None, doc_ids: tu
         fail(str(exc) + _other_configs(ctx, engine, source, ds, hours, evidence_overlap, exc))
     for line in prop.lines(source, new, _global_options(ctx), evidence_overlap):
         click.echo(line)
+    if load_line():  # the proposal's times allow for the other work on the machine now
+        click.echo(load_line())
     if make_it:
         make_slice(ctx, source, new, ds, fmt, **prop.slice_args(), evidence_overlap=evidence_overlap)
 

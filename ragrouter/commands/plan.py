@@ -10,6 +10,7 @@ from ragrouter.commands.common import Ctx, pass_ctx, render_rows
 from ragrouter.db import migrate
 from ragrouter.stages.base import Scope
 from ragrouter.stages.services import Services
+from ragrouter.stages.timing import load_line
 
 
 @click.command("plan")
@@ -78,6 +79,8 @@ def plan_command(ctx: Ctx, corpus, gap, epsilon, paradigms, models, as_json) -> 
                     + (f", of it the corpus build {_hms(r['build_s'])}: {', '.join(r['build_stages'])}"
                        if r["build_stages"] else "") + ")"))
     click.echo(render_rows(cols, out, "table"))
+    if load_line():  # the walls allow for the other work on the machine now
+        click.echo(load_line())
     for r in rows:
         fx = r["fixed_design"]
         if r["fixed_cheaper"]:
