@@ -107,6 +107,10 @@ def test_a_correct_verdict_needs_the_golds_figures(gold, answer, label):
     ("How much did the margin change?", "-40 bp", "It widened by 0.4 percentage points.", "incomplete"),
     ("When?", "07:00", "at seven in the morning", "correct"), ("When?", "19:00", "at seven in the morning", "incomplete"),
     ("When?", "April 2019", "2019-04", "correct"), ("Which years?", "2009 to 2010", "2009-10", "correct"),
+    ("Which quarter?", "Q1 FY2025", "1Q FY25", "correct"), ("Which quarter?", "Q1 FY2025", "fiscal 2025 first quarter", "correct"),
+    ("When?", "16:45", "16h45", "correct"), ("When?", "2025-01-09", "2025/01/09", "correct"),
+    ("What dose?", "10 mg/kg/day", "10 mg/kg daily", "correct"), ("What dose?", "10 mg/kg/day", "10 mg/day", "incomplete"),
+    ("What burn?", "900 kg per hour", "0.9 tonnes an hour", "correct"), ("What burn?", "900 kg per hour", "900 kg", "incomplete"),
 ])
 def test_conversions_and_forms_of_analysts_clinicians_and_investigators(question, gold, answer, label):
     assert apply_figures("correct", question, gold, answer) == label

@@ -260,7 +260,9 @@ _QUARTER = re.compile(
     + r"\s*)?|quarter(?:\s+of)?\s+" + _FY_WORD + r"\s*)'?(\d{4}|\d{2})\b"  # 3rd (fiscal) quarter of fiscal 2024
     r"|\bQ([1-4])(?:\s*'?(\d{4}|\d{2}))?\b"                                         # Q3 2024, Q3 '24
     r"|\b([1-4])Q\s*'?(\d{4}|\d{2})\b"                                              # 3Q24
-    r"|\b([1-4])(?:st|nd|rd|th) quarter(?: of)?(?:\s*(\d{4}))?", re.I)              # 3rd quarter of 2024
+    r"|\b([1-4])(?:st|nd|rd|th) quarter(?: of)?(?:\s*(\d{4}))?"                     # 3rd quarter of 2024
+    r"|\b([1-4])Q\s*" + _FY + r"\b"                                                # 3Q FY24
+    r"|\b" + _FY + r",?\s+([1-4])(?:st|nd|rd|th)\s+quarter\b", re.I)                # fiscal 2024 3rd quarter
 _FISCAL_YEAR = re.compile(r"\b" + _FY + r"\b", re.I)
 _FLIGHT_LEVEL = re.compile(r"\b(?:FL\s?|flight\s+level\s+)(\d{2,3})\b", re.I)
 _AMPM = r"(a\.?m\.?|p\.?m\.?)(?![a-z])"
@@ -270,12 +272,14 @@ _CLOCK = re.compile(r"(?<![\d.:])(\d{1,2}):(\d{2})(?::(\d{2}))?(?:\s*" + _AMPM +
 _MIL_CLOCK = re.compile(r"(?<![\d.:,$€£])([01]\d|2[0-3])([0-5]\d)\s*(Z|UTC|GMT|Zulu|L|LT|local(?:\s+time)?|hours|hrs)\b", re.I)
 _DOT_CLOCK = re.compile(r"(?<![\d.:,])(\d{1,2})\.(\d{2})\s*" + _AMPM + _PART + _ZONE, re.I)
 _SPACE_CLOCK = re.compile(r"(?<![\d.:,])(\d{1,2}) (\d{2})\s*" + _AMPM + _ZONE, re.I)
+_H_CLOCK = re.compile(r"(?<![\d.:,])([01]?\d|2[0-3])(?:h| (?=\d\d\s*(?:Z|UTC|GMT|hours|hrs)\b))([0-5]\d)(?:\s*(Z|UTC|GMT|hours|hrs)\b)?",
+                      re.I)  # "14h30", "fourteen thirty hours" (text2num: "14 30 hours")
 _HOUR = re.compile(r"(?<![\d.:,])(\d{1,2})\s*(?:" + _AMPM + r"|o'clock" + r")" + _PART + _ZONE
                    + r"|(?<![\d.:,])(\d{1,2})()\s+in the (morning|afternoon|evening)()", re.I)  # "six in the morning"
 _WORD_CLOCK = re.compile(r"\b(half|(?:a\s+)?quarter|[1-5]?\d)(?:\s+minutes?)?\s+(past|after|to|before)\s+(\d{1,2})(?![\d:]|[.,]\d)"
                          r"(?:\s*" + _AMPM + r")?" + _PART, re.I)
 _NOON = re.compile(r"\b(noon|midday|midnight)\b", re.I)
-_ISO = re.compile(r"(?<![\d/.-])(\d{4})-(\d{1,2})-(\d{1,2})(?![\d/-])")
+_ISO = re.compile(r"(?<![\d/.-])(\d{4})([-/.])(\d{1,2})\2(\d{1,2})(?![\d/-])")
 _ISO_MONTH = re.compile(r"(?<![\d/.-])(\d{4})-(0[1-9]|1[0-2])(?![\d/-])")  # ISO 8601 year and month: "2018-03"
 _NUMERIC_DATE = re.compile(r"(?<![\d/.-])(\d{1,2})([/.-])(\d{1,2})\2(\d{4})(?![\d/-]|\.\d)")
 _DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
@@ -397,6 +401,13 @@ def _read_mil_clock(m, text):
     return (c,) if c else None
 
 
+def _read_h_clock(m, text):
+    hour, zone = int(m.group(1)), m.group(3)
+    c = _clock(hour, int(m.group(2)), "am" if hour < 12 and m.group(1).startswith("0") else None, None, None,
+               None if not zone or zone.lower() in ("hours", "hrs") else zone)
+    return (c,) if c else None
+
+
 def _read_word_clock(m, text):
     kind, how, hour = m.group(1).lower(), m.group(2).lower(), int(m.group(3))
     minute = 30 if kind == "half" else 15 if "quarter" in kind else int(kind)
@@ -432,7 +443,7 @@ def _dates(*readings) -> tuple | None:
 
 
 def _read_iso(m, text):
-    return _dates(_date_reading(m.group(0), True, "YMD"))
+    return _dates(_date_reading(f"{m.group(1)}-{m.group(3)}-{m.group(4)}", True, "YMD"))
 
 
 def _read_iso_month(m, text):
@@ -502,7 +513,7 @@ def _read_quarter(m, text):
     g = m.groups()
     # (q, year, fiscal) per alternative of _QUARTER, in its order
     for q_i, y_i, fiscal in ((0, 1, True), (3, 2, True), (4, 6, True), (5, 6, True), (7, 8, True), (9, 10, None),
-                             (11, 12, None), (13, 14, None)):
+                             (11, 12, None), (13, 14, None), (15, 16, True), (18, 17, True)):
         if g[q_i]:
             return (Quarter(int(g[q_i]), _year(g[y_i]), fiscal),)
     return None
@@ -672,7 +683,8 @@ def read(text: str, context: str = "") -> list[tuple]:
     for pattern, fn in ((_FLIGHT_LEVEL, _read_flight_level), (_QUARTER, _read_quarter), (_NAME, _names),
                         (_FISCAL_YEAR, _read_fiscal_year), (_ISO, _read_iso), (_ISO_MONTH, _read_iso_month),
                         (_NUMERIC_DATE, _read_numeric_date), (_MIL_CLOCK, _read_mil_clock), (_CLOCK, _read_clock),
-                        (_DOT_CLOCK, _read_clock_dot), (_SPACE_CLOCK, _read_clock_dot), (_WORD_CLOCK, _read_word_clock),
+                        (_DOT_CLOCK, _read_clock_dot), (_SPACE_CLOCK, _read_clock_dot), (_H_CLOCK, _read_h_clock),
+                        (_WORD_CLOCK, _read_word_clock),
                         (_HOUR, _read_hour), (_NOON, _read_noon), (_FREQUENCY, _read_frequency),
                         (_END_OF_MONTH, _read_end_of_month), (_CENTURY, _read_century),
                         (_DAY_MONTH, _read_day_month), (_MONTH_DAY, _read_month_day), (_MONTH_YEAR, _read_month_year),

@@ -56,6 +56,7 @@ pi mil tex ha gal bar bars cup cups pint pints quart quarts barrel barrels stone
 gauge speed gravity atomic cal g0 e0 ft0 hand hands span spans last shake lambert franklin gilbert planck dozen
 degree degrees""".split())
 # a dozen is a count word for text2num; "degrees" alone is an angle only when a compass heading follows
+_A_TIME = re.compile(r"\s+(?:an?|each|every)\s+(second|minute|hour|day|week|month|year)\b", re.I)
 _TOKEN = re.compile(r"[^\s,;:()\[\]\d][^\s,;:()\[\]]*")
 MAX_TOKENS = 4
 
@@ -120,6 +121,12 @@ def parse(written: str) -> Unit | None:
     return Unit(str(units), _dim_key(ureg, units))
 
 
+def _per_day_dropped(unit: Unit) -> Unit | None:
+    ureg = registry()
+    units = ureg.parse_units(unit.expr) * ureg.parse_units("day")
+    return Unit(str(units), _dim_key(ureg, units)) if units._units else None
+
+
 def to_base(value: float, unit: Unit) -> float:
     """``value`` in ``unit`` as a magnitude in pint's base units (kelvin for a temperature)."""
     ureg = registry()
@@ -147,7 +154,14 @@ def read_after(text: str) -> tuple[Unit, int] | None:
     for k in range(len(spans), 0, -1):
         end = spans[k - 1][1]
         unit = parse(text[start:end])
-        if unit is not None and unit.dim != "[mass] / [time]":  # "4,000 mg per day" is a daily dose of 4 g
+        rate = _A_TIME.match(text, end)
+        if unit is not None and rate:  # "2.4 tonnes an hour" is 2.4 tonnes per hour
+            per = parse(f"{text[start:end]} per {rate.group(1)}")
+            if per is not None:
+                unit, end = per, rate.end()
+        if unit is not None and registry().parse_units(unit.expr)._units.get("day") == -1:
+            unit = _per_day_dropped(unit)  # "4,000 mg per day", "5 mg/kg/day": a daily dose of 4 g, of 5 mg/kg
+        if unit is not None:
             return unit, end
     return None
 
