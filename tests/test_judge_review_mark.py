@@ -89,6 +89,8 @@ def test_the_judge_stage_stores_an_abstention_and_the_judge_line_counts_it(store
     assert rc.review_counts(store, judge) == (1, 3)
     line = rc.trust_line(rc.judge_trust(store, judge))
     assert "the figures rule abstained on 1 of 3 judged runs (33.3 %)" in line
+    assert rc.review_line(judge, (0, 3)) == f"> Judge `{judge}`: the figures rule abstained on none of its 3 judged runs."
+    assert rc.review_line(judge, None) == ""  # a store before judgments.review
     for seed in range(3):  # review start draws the marked run first, whatever the seed
         _, items = sample.sample_runs(store, None, 1, seed, judge)
         assert [(it["run_id"], it["needs_review"]) for it in items] == [(runs["ambiguous date"], True)]

@@ -195,9 +195,11 @@ def review_line(judge: str, counts: tuple[int, int] | None) -> str:
     if not counts or not counts[1]:
         return ""
     marked, n = counts
+    if not marked:
+        return f"> Judge `{judge}`: the figures rule abstained on none of its {n} judged runs."
     return (f"> Judge `{judge}`: the figures rule abstained on {marked} of {n} judged runs "
             f"({100 * marked / n:.1f} %): a figure it could not compare with confidence; their verdicts are the "
-            "model's, marked for a person's review (`python cli.py review start`).")
+            "model's, marked for a person's review (`python cli.py review start` draws them first).")
 
 
 def human_line(judge: str, human: dict | None) -> str:
