@@ -166,3 +166,46 @@ def test_no_figure_code_picks_its_own_colours():
             if banned.search(line) or not greys_only:
                 found.append(f"{path.relative_to(root)}:{no}: {line.strip()}")
     assert not found, "\n".join(found)
+
+
+def test_fig5_has_error_bars_and_n_fig6_reads_an_all_zero_panel_fig7_shows_every_star():
+    """Fig. 5 drew bars with no N and no interval; Fig. 6 gave an all-zero indicator a 1e-13
+    offset axis and no y label; Fig. 7 put the routers that share a point on top of each other."""
+    scores = pd.DataFrame([{"router": r, "features": f, "routing_accuracy": 40.0 + k, "correct_rate": 50.0,
+                            "routing_accuracy_ci_low": 30.0 + k, "routing_accuracy_ci_high": 52.0 + k,
+                            "correct_rate_ci_low": 41.0, "correct_rate_ci_high": 59.0, "n_outcomes": 120}
+                           for k, r in enumerate(("lr", "mlp")) for f in ("q", "qc")])
+    fig = figures.routing_bounds(scores, {})
+    labels = fig.legends[0].get_texts()
+    assert sorted(t.get_text() for t in labels) == ["lr (N=120)", "mlp (N=120)"]
+    for ax in fig.axes:
+        caps = [c for c in ax.collections if isinstance(c, matplotlib.collections.LineCollection)]
+        segments = [seg for c in caps for seg in c.get_segments()]
+        assert len(segments) == 4  # one error bar per bar
+        spans = sorted(round(abs(seg[1][1] - seg[0][1]), 6) for seg in segments)
+        assert spans == ([18.0] * 4 if "C.R" in ax.get_title() else [22.0] * 4), spans
+    figures.plt.close(fig)
+
+    prof = pd.DataFrame([{"corpus": c, "lcc_ratio": 0.0, "density": 0.0, "clustering": 0.0, "hubness": 1.2}
+                         for c in ("a", "b")])
+    fig = figures.corpus_profile(prof)
+    fig.canvas.draw()
+    for ax in fig.axes:
+        assert ax.get_ylabel().endswith("(raw)")
+        assert ax.yaxis.get_offset_text().get_text() == ""  # no '1e-13' above the axis
+        lo, hi = ax.get_ylim()
+        if ax.get_title().startswith("LCC"):
+            assert hi - lo > 0.3, (lo, hi)  # a plain axis around zero
+    figures.plt.close(fig)
+
+    acc = pd.DataFrame([{"corpus": "c", "paradigm": p, "qtype": "all", "avg_tokens": t, "correct_pct": y,
+                         "ci_low": y - 5, "ci_high": y + 5} for p, t, y in (("naive", 900.0, 40.0),
+                                                                             ("graph", 3000.0, 55.0))])
+    routers = pd.DataFrame([{"corpus": "c", "label": f"router {r}", "avg_tokens": 1500.0, "correct_rate": 50.0}
+                            for r in ("lr (q)", "lr (qc)", "mlp (qc)")])
+    fig = figures.cost_quality(acc, routers)
+    ax = fig.axes[0]
+    stars = [ln for ln in ax.lines if ln.get_marker() == "*"]
+    xs = sorted(float(ln.get_xdata()[0]) for ln in stars)
+    assert len(xs) == 3 and all(b / a > 1.1 for a, b in zip(xs, xs[1:])), xs  # side by side, none hidden
+    figures.plt.close(fig)

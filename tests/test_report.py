@@ -641,7 +641,7 @@ def test_router_not_beating_the_majority_class_says_so(store, tmp_path):
     assert t.loc["perfect", "p_vs_majority"] == pytest.approx(2 * 0.5 ** 12)
     assert t.loc["perfect", "vs_majority"] == "better"
     md = build_report(store, tmp_path / "maj", with_figures=False).markdown.read_text()
-    [warning] = [ln for ln in md.splitlines() if ln.startswith("**Not better than the majority-class baseline**")]
+    [warning] = [ln for ln in md.splitlines() if ln.startswith("**Not significantly better than the majority-class baseline**")]
     assert "`majority-only` (qc, onehot; R.A 80.0 vs. always `naive` 80.0, n.s.)" in warning
     assert "`perfect`" not in warning
     [(_, header, body)] = [tb for tb in parse_md_tables(md) if "vs. majority" in tb[1]]

@@ -46,6 +46,9 @@ def test_promote_registers_a_logged_model_with_an_alias(promoted):
     assert str(mv.version) == out["version"] and mv.tags["ragrouter.store_id"] == routing.store_id(promoted["engine"])
     assert mv.tags["ragrouter.router"] == "dnn" and mv.tags["ragrouter.run_id"] == out["run_id"]
     assert out["name"].startswith("ragrouter-") and out["name"].endswith("-gen-a")
+    registered = client.get_registered_model(out["name"])
+    assert "question router for generator gen-a" in registered.description and "champion" in registered.description
+    assert f"dnn router" in mv.description and out["run_id"] in mv.description
     mlflow.set_tracking_uri(uri)
     logged = mlflow.get_logged_model(out["model_id"])  # an MLflow 3 LoggedModel, in the router's run
     assert logged.name == promotion.MODEL_NAME and logged.source_run_id == out["run_id"]

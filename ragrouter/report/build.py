@@ -345,7 +345,8 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
                    lambda: figures.cost_quality(part, _router_points(engine, generator, judge, frames["router_scores"]), f"Tokens per query vs. % correct\ngenerator {generator}, judge {judge}"),
                    f"**Figure 7** (generator `{generator}`, judge `{judge}`). Average tokens per query (log scale; "
                    "graph construction amortised into the paradigms that read the graph) against % correct with its "
-                   "95 % Wilson interval; hollow markers = paradigms, stars = the best router of each feature set.",
+                   "95 % Wilson interval; hollow markers = paradigms, stars = the best router of each feature set "
+                   "(stars at one point are set side by side, a little to the right).",
                    judge)
         bdp = bd[(bd["judge"] == judge) & (bd["generator"] == generator)]
         add_figure(f"fig13_breakdown__{tag}",
@@ -356,7 +357,9 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
     for (dataset, generator, rjudge), part in scores.groupby(["dataset", "generator", "judge"], dropna=False, sort=True):
         rjudge = None if isinstance(rjudge, float) else rjudge
         part = part.copy()  # v_router_scores holds rates as fractions; Fig. 5 draws percent
-        part[["routing_accuracy", "correct_rate"]] = 100.0 * part[["routing_accuracy", "correct_rate"]].astype(float)
+        pct = [c for c in ("routing_accuracy", "correct_rate", "routing_accuracy_ci_low", "routing_accuracy_ci_high",
+                           "correct_rate_ci_low", "correct_rate_ci_high") if c in part.columns]
+        part[pct] = 100.0 * part[pct].astype(float)
         bounds = _bounds(engine, part, generator, rjudge)
         tag = f"{slug(dataset)}__{slug(generator)}__{slug(rjudge or 'nojudge')}"
         add_figure(f"fig5_routing__{tag}",
@@ -364,7 +367,8 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
                                           f"generator {generator}" + (f", judge {rjudge}" if rjudge else "")),
                    f"**Figure 5** (dataset `{dataset}`, generator `{generator}`"
                    + (f", judge `{rjudge}`" if rjudge else "") + "). Routing accuracy (R.A) and correct rate (C.R) of "
-                   "each router per feature configuration; lines = the Random and Oracle bounds"
+                   "each router per feature configuration, with the 95 % Wilson interval of its pooled CV predictions (N per "
+                   "router in the legend); lines = the Random and Oracle bounds"
                    + (" (from the random/oracle baseline routers)" if bounds.get("_source") == "baselines" else
                       " (Random: uniform over the classes / paradigms; Oracle: the oracle label)") + ".",
                    rjudge)

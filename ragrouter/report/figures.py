@@ -121,7 +121,10 @@ def routing_bounds(scores: pd.DataFrame, bounds: dict[str, dict[str, float]], ti
     """Fig. 5 from ``v_router_scores`` rows of ONE (dataset, generator, judge): two panels (R.A %,
     C.R %), x = feature configuration, one bar per router (baselines excluded), and horizontal
     lines for the bounds ``{'Random': {'routing_accuracy': …, 'correct_rate': …}, 'Oracle': …}``.
-    The value is printed on every bar. Returns None without routers."""
+    The value is printed on every bar; where the rows carry ``<metric>_ci_low`` / ``_ci_high``
+    (95 % Wilson intervals of the pooled CV predictions, same unit) each bar has its error bar,
+    and the legend gives each router's N (its CV predictions, ``n_outcomes``). Returns None
+    without routers."""
     s = scores[~scores["router"].isin(["random", "oracle", "best_fixed"])]
     if s.empty:
         return None
@@ -139,15 +142,30 @@ def routing_bounds(scores: pd.DataFrame, bounds: dict[str, dict[str, float]], ti
     for ax, (col, lab) in zip(axes[:, 0], metrics):
         x = np.arange(len(features))
         for i, router in enumerate(routers):
-            vals = []
+            vals, lows, highs = [], [], []
             for f in features:
-                r = s[(s["router"] == router) & (s["features"] == f)][col]
+                part = s[(s["router"] == router) & (s["features"] == f)]
+                r = part[col]
                 vals.append(float(r.mean()) if r.notna().any() else np.nan)
+                lo_c, hi_c = part.get(f"{col}_ci_low"), part.get(f"{col}_ci_high")
+                ok = lo_c is not None and hi_c is not None and lo_c.notna().any() and hi_c.notna().any()
+                lows.append(float(lo_c.mean()) if ok else np.nan)
+                highs.append(float(hi_c.mean()) if ok else np.nan)
             xs = x + (i - (len(routers) - 1) / 2) * width
-            bars = ax.bar(xs, np.nan_to_num(vals), width, label=router, color=palette.color(i), hatch=palette.hatch(i),
+            label = router
+            if "n_outcomes" in s.columns:
+                ns = sorted({int(n) for n in s[s["router"] == router]["n_outcomes"].dropna()})
+                if ns:
+                    label = f"{router} (N={ns[0]})" if len(ns) == 1 else f"{router} (N={ns[0]}–{ns[-1]})"
+            bars = ax.bar(xs, np.nan_to_num(vals), width, label=label, color=palette.color(i), hatch=palette.hatch(i),
                           edgecolor="white", linewidth=0.5)
-            for bar, v in zip(bars, vals):
-                ax.text(bar.get_x() + bar.get_width() / 2, (0 if np.isnan(v) else v) + 1.0,
+            err = np.array([[max(0.0, v - lo) if np.isfinite(lo) and np.isfinite(v) else 0.0 for v, lo in zip(vals, lows)],
+                            [max(0.0, hi - v) if np.isfinite(hi) and np.isfinite(v) else 0.0 for v, hi in zip(vals, highs)]])
+            if err.any():
+                ax.errorbar(xs, np.nan_to_num(vals), yerr=err, fmt="none", ecolor="black", elinewidth=0.8, capsize=2)
+            for bar, v, hi in zip(bars, vals, highs):
+                top = (0 if np.isnan(v) else v) if not np.isfinite(hi) else hi
+                ax.text(bar.get_x() + bar.get_width() / 2, top + 1.0,
                         "n/a" if np.isnan(v) else f"{v:.1f}", ha="center", va="bottom", fontsize=6, rotation=90)
         named = [(name, b) for name, b in bounds.items() if not name.startswith("_")]  # "_source" is a note
         lines = []
@@ -159,8 +177,9 @@ def routing_bounds(scores: pd.DataFrame, bounds: dict[str, dict[str, float]], ti
         ax.set_xticks(x, features, fontsize=8)
         ax.set_xlabel("feature configuration", fontsize=8)
         ax.set_ylabel(lab, fontsize=8)
-        ax.set_ylim(0, 112)
-        ax.set_title(lab, fontsize=10)
+        ax.set_ylim(0, 118)
+        ax.set_title(lab + (" (95 % Wilson interval; N = CV predictions)" if "n_outcomes" in s.columns else ""),
+                     fontsize=10)
         ax.grid(True, axis="y", alpha=0.3)
         bound_lines.append((ax, lines))
     handles, labels = axes[0][0].get_legend_handles_labels()
@@ -312,7 +331,8 @@ def corpus_profile(prof: pd.DataFrame, title: str = "") -> Figure | None:
         for i, b in enumerate(bars):
             b.set_hatch(palette.hatch(i))
         finite = values[np.isfinite(values)]
-        span = max(float(np.max(np.abs(finite))) if len(finite) else 1.0, 1e-12)
+        span = float(np.max(np.abs(finite))) if len(finite) else 0.0
+        span = span if span > 0 else 1.0  # an all-zero (or all-n/a) panel gets a plain 0..1 axis, not a 1e-13 one
         lo = min(0.0, float(finite.min()) if len(finite) else 0.0)
         hi = max(0.0, float(finite.max()) if len(finite) else 0.0)
         for bar, raw in zip(bars, values):
@@ -326,10 +346,15 @@ def corpus_profile(prof: pd.DataFrame, title: str = "") -> Figure | None:
         ax.set_ylim(lo - 0.15 * span, hi + 0.2 * span)
         ax.set_xticks(x, corpora, rotation=30, ha="right", fontsize=7)
         ax.tick_params(axis="y", labelsize=7)
+        ax.ticklabel_format(axis="y", style="plain", useOffset=False)  # tick labels as the values, no offset
+        ax.set_ylabel(f"{lab} (raw)", fontsize=7)
         ax.set_title(f"{lab} ({kind})", fontsize=8)
     fig.suptitle(title or "Corpus profile (raw indicator values)", fontsize=11)
     fig.tight_layout()
     return fig
+
+
+STAR_DODGE = 0.08  # log10 step between router stars at one point (a 16-pt star spans ~0.07 decades)
 
 
 def cost_quality(acc: pd.DataFrame, routers: pd.DataFrame | None = None, title: str = "") -> Figure | None:
@@ -357,6 +382,7 @@ def cost_quality(acc: pd.DataFrame, routers: pd.DataFrame | None = None, title: 
         corpus = corpora[k]
         part = allrows[allrows["corpus"] == corpus]
         points = []  # (x, y, label)
+        star_at = []  # the routers' own positions, before any is moved aside
         for j, lab in enumerate(router_labels):
             r = routers[(routers["corpus"] == corpus) & (routers["label"] == lab)]
             r = r[r["avg_tokens"].notna() & r["correct_rate"].notna()]
@@ -366,6 +392,11 @@ def cost_quality(acc: pd.DataFrame, routers: pd.DataFrame | None = None, title: 
             err = None
             if "ci_low" in r.columns and _finite(r["ci_low"].iloc[0]):
                 err = [[max(0.0, y - float(r["ci_low"].iloc[0]))], [max(0.0, float(r["ci_high"].iloc[0]) - y)]]
+            # routers at (almost) the same point: each star moved right by a step, so none hides another
+            same = sum(1 for (x2, y2) in star_at if abs(math.log10(x2) - math.log10(x)) < STAR_DODGE
+                       and abs(y2 - y) < 2.0)
+            star_at.append((x, y))
+            x = x * 10 ** (STAR_DODGE * same)
             ax.errorbar(x, y, yerr=err, fmt="*", markersize=16, color=palette.color(len(paradigms) + j), alpha=0.5,
                         markeredgecolor="black", markeredgewidth=0.6, capsize=3, label=lab, zorder=2)
             points.append((x, y, lab))

@@ -458,5 +458,6 @@ def majority_warning(t: pd.DataFrame) -> str:
     names = ", ".join(f"`{r.router}` ({r.features}, {r.encoder}; R.A {fmt_pct(r.routing_accuracy)} vs. "
                       f"always `{r.majority_label}` {fmt_pct(r.majority_accuracy)}, {r.vs_majority})"
                       for r in weak.itertuples(index=False))
-    return (f"**Not better than the majority-class baseline** (always the most frequent label; exact McNemar on "
-            f"routing hits): {names}. Such a router may have learnt only the majority label.\n")
+    return (f"**Not significantly better than the majority-class baseline** (always the most frequent label; "
+            f"exact McNemar on routing hits, p < 0.05 needed): {names}. Such a router may have learnt only the "
+            f"majority label; 'n.s.' means the test could not tell them apart at this N, not that they are equal.\n")

@@ -205,6 +205,16 @@ def promote(engine, config, chosen, alias: str = DEFAULT_ALIAS, name: str | None
                                           "ragrouter.features": chosen.features, "ragrouter.encoder": chosen.encoder,
                                           "ragrouter.run_id": chosen.run_id})
     client.set_registered_model_alias(reg_name, alias, version.version)
+    corpora_txt = ", ".join(sorted(indicators))
+    client.update_registered_model(reg_name, description=(
+        f"ragrouter question router for generator {generator} on corpora {corpora_txt}: given a question (and "
+        f"optionally its corpus and query type) it returns the RAG paradigm to run (llm_only, naive, graph, hybrid, "
+        f"iterative or cannot_answer) with each paradigm's probability. Trained by 'routers train' on store {sid}; "
+        f"the alias '{alias}' names the version in use."))
+    client.update_model_version(reg_name, version.version, description=(
+        f"{chosen.router} router on {chosen.features} features ({chosen.encoder} encoder), MLflow run "
+        f"{chosen.run_id}; fallback for cannot_answer: {meta['fallback']}; type centroids from {len(rows)} labelled "
+        f"questions ({type_encoder})."))
     echo(f"promoted {chosen.router}/{chosen.features}/{chosen.encoder} (run {chosen.run_id}) as "
          f"models:/{reg_name}@{alias} (version {version.version}, logged model {info.model_id})")
     return {"name": reg_name, "version": str(version.version), "alias": alias, "model_uri": f"models:/{reg_name}@{alias}",
