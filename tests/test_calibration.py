@@ -833,9 +833,12 @@ def test_gate_rule_and_judge_key():
     # Only "correct" verdicts are gated; a shared evidence word keeps them without an F1.
     assert jd.apply_gate(gate, "correct", q, gold, "Mainly the liver.", lambda: pytest.fail("F1 not needed")) == "correct"
     assert jd.apply_gate(gate, "incomplete", q, gold, "Contract.", 0.0) == "incomplete"
-    # A word the question already gives is no evidence.
-    assert jd.apply_gate(gate, "correct", q, gold, "The drug harms organs.", 0.2) == "incorrect"
-    assert jd.apply_gate(gate, "correct", q, gold, "The drug harms organs.", 0.5) == "correct"
+    # A word the question already gives is no evidence (the gate alone, without the rules of judge.figures).
+    only_gate = jd.Gate(enabled=True, min_semantic_f1=0.5, figures=False)
+    assert jd.apply_gate(only_gate, "correct", q, gold, "The drug harms organs.", 0.2) == "incorrect"
+    assert jd.apply_gate(only_gate, "correct", q, gold, "The drug harms organs.", 0.5) == "correct"
+    # with the rules on (judge.figures) an answer that only restates the question is not correct, whatever its F1
+    assert jd.apply_gate(gate, "correct", q, gold, "The drug harms organs.", 0.5) == "incomplete"
     assert jd.apply_gate(jd.Gate(enabled=False), "correct", q, gold, "Contract.", 0.0) == "correct"
     # A gold whose every content word is in the question: all of them count.
     assert jd.evidence_words("Is it the liver?", "The liver.") == {"liver"}

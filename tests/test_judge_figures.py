@@ -111,6 +111,11 @@ def test_a_correct_verdict_needs_the_golds_figures(gold, answer, label):
     ("When?", "16:45", "16h45", "correct"), ("When?", "2025-01-09", "2025/01/09", "correct"),
     ("What dose?", "10 mg/kg/day", "10 mg/kg daily", "correct"), ("What dose?", "10 mg/kg/day", "10 mg/day", "incomplete"),
     ("What burn?", "900 kg per hour", "0.9 tonnes an hour", "correct"), ("What burn?", "900 kg per hour", "900 kg", "incomplete"),
+    ("How high?", "31,000 ft", "about 9,450 m", "correct"),       # trailing zeros of a conversion are its rounding
+    ("How high?", "31,000 ft", "about 9,000 m", "incomplete"),    # one significant digit is too coarse
+    ("What range?", "5–10 mg", "5 to 10 milligrams", "correct"),  # a range, not "five to ten" o'clock
+    ("What loss?", "$(0.35) million", "A net loss of $350 thousand.", "correct"),
+    ("What dose?", "2 mcg/kg/min", "2 micrograms per kilogram per minute", "correct"),
 ])
 def test_conversions_and_forms_of_analysts_clinicians_and_investigators(question, gold, answer, label):
     assert apply_figures("correct", question, gold, answer) == label

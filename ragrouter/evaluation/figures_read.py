@@ -50,6 +50,7 @@ class Num:
     negative: bool = False  # written negative: "(1,234)", "-5", "−5"
     unread: bool = False  # followed by a word that looks like a unit pint cannot read ("145 KIAS")
     scale: float = 1.0  # the scale it was written at ("$1.2 billion": 1e9; a table "in thousands": 1e3)
+    loose: float = 0.0  # its precision if trailing zeros of a whole number are rounding ("9,450 m": 10 m), base units
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,7 +153,7 @@ _WORD_FRACTION = re.compile(r"\b(a|an|one|two|three|four|five|six|seven|eight|ni
                             + r")\b(?!\s+(?:past|to)\b)(?!\s+(?:of\s+)?(?:fiscal|fy|\d{4}|'\d\d))", re.I)
 _AND_A_HALF = re.compile(r"\b([a-z]+|\d+)\s+and\s+a\s+half\b", re.I)
 _DOZEN = re.compile(r"\b(a|one|two|three|four|five|six|\d+)\s+dozens?\b", re.I)
-_DIGIT_SCALE = re.compile(r"(\d)\s*(thousand|million|billion|trillion)\b", re.I)
+_DIGIT_SCALE = re.compile(r"(\d\)?)\s*(thousand|million|billion|trillion)\b", re.I)  # "$(0.35) million" too
 _ORD = re.compile(r"(?<![\d\w])(?<!per )(?<!a )(?<!one )(?<!each )(?<!every )(first|second)\b(?!s)", re.I)
 _SPOKEN_MONEY = re.compile(r"\b([a-z]+(?:-[a-z]+)?|\d+)\s+(?:us\s+)?dollars?\s+and\s+([a-z]+(?:-[a-z]+)?|\d{1,2})\s+cents?\b",
                            re.I)
@@ -276,8 +277,8 @@ _H_CLOCK = re.compile(r"(?<![\d.:,])([01]?\d|2[0-3])(?:h| (?=\d\d\s*(?:Z|UTC|GMT
                       re.I)  # "14h30", "fourteen thirty hours" (text2num: "14 30 hours")
 _HOUR = re.compile(r"(?<![\d.:,])(\d{1,2})\s*(?:" + _AMPM + r"|o'clock" + r")" + _PART + _ZONE
                    + r"|(?<![\d.:,])(\d{1,2})()\s+in the (morning|afternoon|evening)()", re.I)  # "six in the morning"
-_WORD_CLOCK = re.compile(r"\b(half|(?:a\s+)?quarter|[1-5]?\d)(?:\s+minutes?)?\s+(past|after|to|before)\s+(\d{1,2})(?![\d:]|[.,]\d)"
-                         r"(?:\s*" + _AMPM + r")?" + _PART, re.I)
+_WORD_CLOCK = re.compile(r"\b(half|(?:a\s+)?quarter|[1-5]?\d)(\s+minutes?)?\s+(past|after|to|before)\s+(\d{1,2})(?![\d:]|[.,]\d)"
+                         r"(\s*o'clock)?(?:\s*" + _AMPM + r")?" + _PART, re.I)
 _NOON = re.compile(r"\b(noon|midday|midnight)\b", re.I)
 _ISO = re.compile(r"(?<![\d/.-])(\d{4})([-/.])(\d{1,2})\2(\d{1,2})(?![\d/-])")
 _ISO_MONTH = re.compile(r"(?<![\d/.-])(\d{4})-(0[1-9]|1[0-2])(?![\d/-])")  # ISO 8601 year and month: "2018-03"
@@ -409,13 +410,16 @@ def _read_h_clock(m, text):
 
 
 def _read_word_clock(m, text):
-    kind, how, hour = m.group(1).lower(), m.group(2).lower(), int(m.group(3))
+    kind, said_minutes, how, hour = m.group(1).lower(), m.group(2), m.group(3).lower(), int(m.group(4))
     minute = 30 if kind == "half" else 15 if "quarter" in kind else int(kind)
     if not 0 < minute < 60 or hour > 12:
         return None
+    said_time = said_minutes or m.group(5) or m.group(6) or m.group(7)
+    if how in ("to", "before") and kind[0].isdigit() and not said_time:  # "5 to 10 mg" is a range
+        return None
     if how in ("to", "before"):
         hour, minute = hour - 1, 60 - minute
-    c = _clock(hour, minute, m.group(4), m.group(5))
+    c = _clock(hour, minute, m.group(6), m.group(7))
     return (c,) if c else None
 
 
@@ -542,9 +546,10 @@ def _read_year_range(m, text):
     return ((Num(float(first), 1.0),), (Num(float(last), 1.0),))
 
 
-def _with_unit(value: float, prec: float, unit, **kw) -> Num:
+def _with_unit(value: float, prec: float, unit, loose: float = 0.0, **kw) -> Num:
     base = un.to_base(value, unit)
-    return Num(base, abs(un.to_base(value + prec, unit) - base), unit.dim, unit=unit.expr, **kw)
+    return Num(base, abs(un.to_base(value + prec, unit) - base), unit.dim, unit=unit.expr,
+               loose=abs(un.to_base(value + loose, unit) - base) if loose else 0.0, **kw)
 
 
 def _read_fraction(m, text):
@@ -578,35 +583,40 @@ class _Written:
     unread: bool = False
     metre_or_million: bool = False
     grouped: bool = False  # written with a thousands separator ("2,310": not a year)
+    zeros: int = 0  # trailing zeros of a whole number ("9,450": 1)
 
     def figure(self, table=None) -> tuple:
         v, p = self.value, self.prec
         kw = dict(hedged=self.hedged, negative=self.negative)
+        loose = p * 10 ** self.zeros if self.zeros else 0.0
         if self.metre_or_million:  # "1.2m": metres unless money is said
-            return (Num(v * 1e6, p * 1e6, raw=v * 1e6, **kw), _with_unit(v, p, un.parse("m"), raw=v, **kw))
+            return (Num(v * 1e6, p * 1e6, raw=v * 1e6, loose=loose * 1e6, **kw),
+                    _with_unit(v, p, un.parse("m"), loose=loose, raw=v, **kw))
         scale = self.scale
         year = (not self.currency and not self.grouped and not self.negative and self.value == int(self.value)
                 and 1000 <= self.value <= 2999)
         if not scale and table and not self.unread and self.unit is None and not self.subunit and not year:
             scale = table[0]  # "(2,310)" or "$(1,234)" in a table "in thousands" (a year stays a year)
         if scale:
-            v, p = v * scale, p * scale
+            v, p, loose = v * scale, p * scale, loose * scale
             kw["scale"] = scale
         if self.subunit:
-            return (Num(v * self.subunit, p * self.subunit, "money", raw=v, **kw),)
+            return (Num(v * self.subunit, p * self.subunit, "money", raw=v, loose=loose * self.subunit, **kw),)
         currency = self.currency or (table[1] if table and scale == table[0] and not self.scale else None)
         if currency:
-            return (Num(v, p, "money", raw=v, currency=currency, **kw),)
+            return (Num(v, p, "money", raw=v, currency=currency, loose=loose, **kw),)
         if self.unit is not None:
-            return (_with_unit(v, p, self.unit, raw=v, **kw),)
-        return (Num(v, p, raw=v, unread=self.unread, **kw),)
+            return (_with_unit(v, p, self.unit, loose=loose, raw=v, **kw),)
+        return (Num(v, p, raw=v, unread=self.unread, loose=loose, **kw),)
 
 
 def _written(m, text, orig) -> tuple[_Written, int]:
     """A number match as written, and where it ends (after its unit when pint reads one)."""
     open1, sym1, open2, minus, sym2, number, close, scale, word = m.groups()
     value, prec = _number(number)
-    w = _Written(value, prec, hedged=_hedged(orig, m.start()), grouped="," in number)
+    digits = number.replace(",", "")
+    w = _Written(value, prec, hedged=_hedged(orig, m.start()), grouped="," in number,
+                 zeros=0 if "." in digits else len(digits) - len(digits.rstrip("0")))
     w.negative = bool(minus) or bool((open1 or open2) and close)
     if minus and re.search(r"[\d\w]\s*$", orig[:m.start(4)]):  # "2019-2021", "3-1": a range, not a sign
         w.negative = bool((open1 or open2) and close)

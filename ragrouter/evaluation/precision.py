@@ -90,7 +90,7 @@ def _close(gv: float, gp: float, av: float, ap: float, hedged: bool, ref: float 
         return True
     if ap <= gp + tol:  # as precise as the gold or more: it must round to the gold
         return diff <= gp / 2 + tol
-    if converted:
+    if converted:  # ``ap`` may count trailing zeros as rounding ("9,450 m" for "31,000 ft")
         return diff <= ap / 2 + tol and abs(av) >= 10 ** (CONVERTED_DIGITS - 1) * ap - tol
     return not hedged and diff <= ap / 2 + tol and diff <= ROUNDING * ref
 
@@ -117,7 +117,8 @@ def _num_states(g: Num, a: Num, ctx: _Ctx):
         if g.dim != a.dim or (g.currency and a.currency and g.currency != a.currency):
             return False
         ref = g.raw if g.dim == "temperature" and g.raw is not None else None
-        return _close(g.value, g.prec, a.value, a.prec, a.hedged, ref, converted)
+        ap = max(a.prec, a.loose) if converted else a.prec
+        return _close(g.value, g.prec, a.value, ap, a.hedged, ref, converted)
     gv, gp = _as_written(g) if g.dim else (g.value, g.prec)
     av, ap = _as_written(a) if a.dim else (a.value, a.prec)
     if _close(gv, gp, av, ap, a.hedged, converted=converted):

@@ -58,7 +58,7 @@ degree degrees""".split())
 # a dozen is a count word for text2num; "degrees" alone is an angle only when a compass heading follows
 _A_TIME = re.compile(r"\s+(?:an?|each|every)\s+(second|minute|hour|day|week|month|year)\b", re.I)
 _TOKEN = re.compile(r"[^\s,;:()\[\]\d][^\s,;:()\[\]]*")
-MAX_TOKENS = 4
+MAX_TOKENS = 6  # "micrograms per kilogram per minute"
 
 
 @dataclasses.dataclass(frozen=True)
