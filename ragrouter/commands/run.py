@@ -54,7 +54,7 @@ def _paradigm_names() -> list[str]:
 @click.option("--until-decided", is_flag=True, help="Answer and judge each cell's queries (corpus × query type × "
               "generator) in a seeded random order, batch by batch across the paradigms still in the race, and "
               "stop each cell once a paradigm is claimed the best, or within --epsilon of the best, at decisions.alpha "
-              "(anytime-valid: looking after every batch keeps the error level), once no claim can be reached "
+              "(anytime-valid: looking after every batch keeps the error level), once a claim is unlikely to be reached "
               "before its queries run out, or the budget is spent; clearly worse paradigms stop being run; "
               "the stages of --stage before answer (default: all of them) run first, and those after judge "
               "(score) run last, on the runs it made. The state of every cell is kept in decision_cells; a later "

@@ -33,7 +33,7 @@ from sqlalchemy import func, text
 from sqlalchemy.dialects.postgresql import insert
 
 from ragrouter.db import models
-from ragrouter.decisions.sequential import DECIDED, EPS_BEST, CellState, Settings, evaluate
+from ragrouter.decisions.sequential import DECIDED, EPS_BEST, CellState, Settings, evaluate, reach_chance
 from ragrouter.stages.base import Scope, ScopeError
 
 
@@ -129,10 +129,17 @@ def replay(cell: Cell, paradigms: list[str], seen: dict[tuple[int, str], int], s
     elif state.state == EPS_BEST:
         cell.stop_reason = "eps_best"
     elif state.stop_reason == "futile":
-        cell.stop_reason = ("futile: no claim can be reached within the cell's "
-                            f"{horizon} queries (projected)")
+        chance = reach_chance(paradigms, looks, settings, horizon, seed=settings.seed)
+        said = "" if chance is None else f"; estimated chance {_chance_text(chance)}, from resampling its runs"
+        cell.stop_reason = (f"futile: a claim is unlikely to be reached within the cell's {horizon} queries "
+                            f"(projected{said})")
     elif not cell.pending:
         cell.stop_reason = "exhausted: every query of the cell is answered and judged"
+
+
+def _chance_text(chance: float) -> str:
+    """A chance as a reader takes it: '< 1 %' rather than a bare 0 % from a few hundred draws."""
+    return "< 1 %" if chance < 0.01 else f"{chance * 100:.0f} %"
 
 
 DECISION_LOCK_CLASS = 0x52474443  # 'RGDC': two-int advisory locks, apart from the runner's and the ledger's

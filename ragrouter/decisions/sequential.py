@@ -380,3 +380,77 @@ def evaluate(paradigms: list[str], looks: list[dict[str, dict]], settings: Setti
                      asked={p: int(asked[idx[p]]) for p in paradigms}, pairs=pairs,
                      claim=claim_text(state_name, leader, dropped, settings.alpha, settings.epsilon),
                      alpha=settings.alpha, epsilon=settings.epsilon)
+
+
+def _look_counts(look: dict[str, dict], run: list[str], paradigms: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """One batch's paired counts: n10[j, k] (queries j got right and k wrong) and nb[j, k]
+    (queries both ran), over the paradigms of ``run``."""
+    K = len(paradigms)
+    idx = {p: i for i, p in enumerate(paradigms)}
+    n10 = np.zeros((K, K), dtype=np.int64)
+    nb = np.zeros((K, K), dtype=np.int64)
+    for pa in run:
+        for pb in run:
+            if pa != pb:
+                common = set(look[pa]) & set(look[pb])
+                n10[idx[pa], idx[pb]] = sum(1 for q in common if look[pa][q] and not look[pb][q])
+                nb[idx[pa], idx[pb]] = len(common)
+    return n10, nb
+
+
+def reach_chance(paradigms: list[str], looks: list[dict[str, dict]], settings: Settings, horizon: int,
+                 reps: int = 400, seed: int = 0) -> float | None:
+    """The estimated chance that the rule would still reach a claim (decided or ε-best) if the
+    cell went on to ``horizon`` queries instead of stopping as futile: the looks so far are
+    replayed, then the rest of the queries are drawn from the queries every survivor ran (their
+    outcomes paired, as a query's outcomes are) under Dirichlet weights drawn per sequence (a
+    Bayesian bootstrap), ``reps`` times, and the rule runs on without its futility stop. A plug-in estimate — it takes the cell's future to
+    look like its past — so it says "unlikely", not "impossible". None without a survivor's
+    shared query to draw from."""
+    K = len(paradigms)
+    idx = {p: i for i, p in enumerate(paradigms)}
+    settings = Settings(**{**settings.__dict__, "futility": False})
+    race = Race(K, reps)
+    common_correct = np.zeros((reps, K), dtype=np.int64)
+    n_queries, reached = 0, np.zeros(reps, dtype=bool)
+    for look in looks:
+        run = [p for p in paradigms if race.active[0, idx[p]] and p in look]
+        keys = set().union(*(look[p].keys() for p in run)) if run else set()
+        n_queries += len(keys)
+        shared = set.intersection(*(set(look[p]) for p in run)) if run else set()
+        for p in run:
+            common_correct[:, idx[p]] += sum(int(look[p][q]) for q in shared)
+        n10, nb = _look_counts(look, run, paradigms)
+        race.add(np.broadcast_to(n10, (reps, K, K)), np.broadcast_to(nb, (reps, K, K)), settings)
+        state, _, _ = race.look(settings, common_correct)
+        reached |= state > 0
+    survivors = [p for p in paradigms if race.active[0, idx[p]]]
+    pool = [q for look in looks if all(p in look for p in survivors)
+            for q in set.intersection(*(set(look[p]) for p in survivors))]
+    if not survivors or not pool:
+        return None
+    outcome = {p: {} for p in survivors}
+    for look in looks:
+        for p in survivors:
+            outcome[p].update(look.get(p, {}))
+    rows = np.array([[int(outcome[p][q]) for p in survivors] for q in pool], dtype=np.int64)  # (n_pool, S)
+    cols = np.array([idx[p] for p in survivors])
+    rng = np.random.default_rng(seed)
+    # a Bayesian bootstrap: each sequence draws its future from the pool under its own Dirichlet
+    # weights, so the uncertainty in the rates (not only the queries' draw) is in the chance
+    cum = np.cumsum(rng.dirichlet(np.ones(len(rows)), size=reps), axis=1)
+    while n_queries < horizon and not reached.all():
+        b = min(settings.batch, horizon - n_queries)
+        u = rng.random((reps, b))
+        pick = np.minimum((cum[:, None, :] < u[:, :, None]).sum(axis=2), len(rows) - 1)
+        draw = rows[pick]  # (reps, b, S)
+        n10 = np.zeros((reps, K, K), dtype=np.int64)
+        n10[:, cols[:, None], cols[None, :]] = np.einsum("rij,rik->rjk", draw, 1 - draw)
+        nb = np.zeros((reps, K, K), dtype=np.int64)
+        nb[:, cols[:, None], cols[None, :]] = b
+        common_correct[:, cols] += draw.sum(axis=1)
+        race.add(n10, nb, settings)
+        state, _, _ = race.look(settings, common_correct)
+        reached |= state > 0
+        n_queries += b
+    return float(reached.mean())
