@@ -844,3 +844,30 @@ def test_a_futile_stop_gives_its_estimated_chance_and_the_estimate_follows_what_
     actual = float(np.mean(went_on))
     assert 0 < actual and actual / 2 <= float(np.mean(est)) <= actual * 2, (np.mean(est), actual)
     assert _chance_text(0.004) == "< 1 %" and _chance_text(0.376) == "38 %"
+
+
+def test_run_until_decided_shows_a_bar_per_batch_and_stage(store, capfd):
+    """Inside a batch (minutes on a local model) run --until-decided printed nothing: each batch's
+    answer and judge stages now have their progress bar, named by the cell and the batch."""
+    from ragrouter.decisions.driver import Budget, until_decided
+    from ragrouter.stages import registry
+    from ragrouter.stages.base import Scope
+    from ragrouter.stages.runner import run_stage
+    from ragrouter.stages.services import Services
+
+    _store_with_questions(store, 20)
+    with FakeOpenAI(responder=planted(0.8, 0.5, correlated=True), embedding_dim=16) as srv:
+        cfg = _cfg(srv)
+        services = Services(cfg, store)
+        try:
+            scope = Scope(corpus="toy", config=cfg)
+            for name in ("chunk", "embed"):
+                run_stage(registry.all_stages()[name], services, scope, progress=False)
+            said = []
+            until_decided(services, scope, Budget(), progress=True, echo=said.append)
+        finally:
+            services.finish()
+    err = capfd.readouterr().err
+    for stage in ("answer", "judge"):
+        assert f"toy/factual batch 1 {stage}" in err and f"toy/factual batch 2 {stage}" in err, err[-2000:]
+    assert any(line.startswith("toy/factual/") and "batch of 10 queries" in line for line in said), said

@@ -239,8 +239,9 @@ def until_decided(services, scope: Scope, budget: Budget, *, progress: bool = Tr
             sub = Scope(corpus=cell.corpus, paradigms=active, models=[cell.generator], config=cfg,
                         query_ids=batch)
             before = services.gateway.stats()
-            for name in ("answer", "judge"):
-                rep = run_stage(stages[name], services, sub, progress=False, deadline=deadline)
+            for name in ("answer", "judge"):  # a bar per batch and stage: a batch can take minutes
+                rep = run_stage(stages[name], services, sub, progress=progress, deadline=deadline,
+                                label=f"{cell.corpus}/{cell.qtype} batch {cell.state.n_queries // settings.batch + 1} {name}")
                 failed += rep.failed
                 progressed |= rep.done > 0
                 for err in rep.errors[:3]:

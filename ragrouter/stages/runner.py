@@ -100,7 +100,8 @@ class _Late(Exception):
 
 
 def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | None = None,
-              batch_size: int | None = None, progress: bool = True, deadline: float | None = None) -> StageReport:
+              batch_size: int | None = None, progress: bool = True, deadline: float | None = None,
+              label: str | None = None) -> StageReport:
     """Run every pending unit of ``stage`` for ``scope``; return what happened. ``deadline``
     (``time.monotonic()``): start no unit after it (see the module doc)."""
     started = time.monotonic()
@@ -140,7 +141,7 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
     watch = StageWatch(services, stage.name) if getattr(stage, "uses_llm", False) else None
     batch_size = batch_size or int(services.config.get("worker.batch_size", 50))
     leases = None
-    bar = tqdm(total=len(units), desc=stage.name, unit="unit", disable=not progress, dynamic_ncols=True)
+    bar = tqdm(total=len(units), desc=label or stage.name, unit="unit", disable=not progress, dynamic_ncols=True)
     buffer: list[tuple[Unit, object, BaseException | None]] = []
     last_flush = time.monotonic()
 
