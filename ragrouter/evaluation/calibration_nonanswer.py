@@ -54,7 +54,10 @@ def _statement(question: str) -> str:
 
 def _subject(question: str) -> str:
     """The question without its wh-word and auxiliary ("Maria's shift end on Fridays")."""
-    rest = _LEAD.sub("", _statement(question))
+    statement = _statement(question)
+    rest = _LEAD.sub("", statement)
+    if rest != statement:  # a word after the wh-word keeps its capital: it is a name ("Maria's")
+        return rest
     return rest[:1].lower() + rest[1:] if rest[:1].isupper() and rest[1:2].islower() else rest
 
 
