@@ -47,6 +47,14 @@ def test_an_answer_with_content_of_its_own_is_left_to_the_judge(answer):
 def test_a_gold_with_nothing_beyond_the_question_is_left_to_the_judge():
     assert not restates("Is aspirin an antiplatelet drug?", "Aspirin is an antiplatelet drug.",
                         "Aspirin is an antiplatelet drug.")
+    assert not restates("Which is preferred for early tumours, surgery or radiation?", "Surgery.",
+                        "Surgery is preferred for early tumours.")
+
+
+def test_a_yes_no_question_stated_as_a_fact_is_an_answer():
+    assert not restates("Is aspirin an antiplatelet drug?", "Yes, it inhibits platelet aggregation.",
+                        "Aspirin is an antiplatelet drug.")
+    assert not restates("Does the policy cover flood damage?", "No.", "The policy does not cover flood damage.")
 
 
 def _store_with_runs(engine) -> dict[str, int]:

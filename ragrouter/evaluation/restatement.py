@@ -65,8 +65,16 @@ def _generic() -> frozenset[str]:
     return frozenset(snowballstemmer.stemmer("english").stemWords(sorted(GENERIC)))
 
 
+_YES_NO = re.compile(r"^\W*(?:is|are|was|were|am|does|do|did|can|could|has|have|had|will|would|should|shall|may|"
+                     r"might|must|isn't|aren't|wasn't|doesn't|don't|didn't)\b", re.I)
+
+
 def restates(question: str, gold: str, answer: str) -> bool:
-    """Whether ``answer`` only restates ``question`` (see the module docstring)."""
+    """Whether ``answer`` only restates ``question`` (see the module docstring). A yes/no question
+    is left to the judge: there the question stated as a fact ("Aspirin is an antiplatelet
+    drug.") is an answer."""
+    if _YES_NO.match(question or ""):
+        return False
     a, q = _stems(answer), _stems(question)
     own, own_figures = _stems(gold) - q - _generic(), figures(gold) - figures(question)  # a generic word is no content
     if not a or not (own or own_figures) or a & own or own_figures & figures(answer):
