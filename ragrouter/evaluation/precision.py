@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ragrouter.evaluation import units
 from ragrouter.evaluation.figures_read import Clock, Date, Name, Num, Quarter, Span, negative_cue, read
 
 MAX_GOLD_WORDS = 15
@@ -111,7 +112,8 @@ def _num_states(g: Num, a: Num, ctx: _Ctx):
     if not _sign_agrees(g, a, ctx):
         return False
     # a conversion: another unit of the dimension, or money or a count at another scale ("18,450" thousand)
-    converted = bool(g.unit and a.unit and g.unit != a.unit) or (
+    converted = bool(g.unit and a.unit and abs(units.factor(g.unit) - units.factor(a.unit))
+                     > 1e-9 * units.factor(g.unit)) or (
         g.scale != a.scale and {g.dim, a.dim} <= {None, "money"})
     if g.dim and a.dim:
         if g.dim != a.dim or (g.currency and a.currency and g.currency != a.currency):

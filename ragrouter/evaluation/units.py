@@ -23,7 +23,7 @@ import re
 _DEFINITIONS = (
     "basis_point = 1e-4 = bp = bps",          # pint: "bp" is a typographic big point, "bps" baud
     "percentage_point = 0.01 = pp = ppt",     # a difference of percentages: numerically a percent
-    "nautical_mile_ = nautical_mile = NM",    # pint has "nmi" only ("nm" is a nanometre)
+    "@alias nautical_mile = NM",              # pint has "nmi" only ("nm" is a nanometre)
     "international_unit = [iu] = IU",         # an activity, not convertible to mass
     "milliequivalent = [meq] = mEq",
     "beat = [beat]",
@@ -125,6 +125,12 @@ def _per_day_dropped(unit: Unit) -> Unit | None:
     ureg = registry()
     units = ureg.parse_units(unit.expr) * ureg.parse_units("day")
     return Unit(str(units), _dim_key(ureg, units)) if units._units else None
+
+
+@functools.lru_cache(maxsize=1024)
+def factor(expr: str) -> float:
+    """How many base units one ``expr`` is (two names of one unit have the same factor)."""
+    return float(registry().Quantity(1.0, expr).to_base_units().magnitude)
 
 
 def to_base(value: float, unit: Unit) -> float:
