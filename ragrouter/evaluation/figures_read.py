@@ -9,85 +9,32 @@ Libraries read the values; the patterns here only find where a figure is (glue):
   converted to base units, so a conversion is the same value; "FL350" is 35,000 ft.
 - number words by text2num (``alpha2digit``: "twenty-three", "fourth"); a few fractions ("a
   third", "two fifths", "a quarter of a percentage point").
-- dates and clock times by dateparser: "5 March 1994", "March 5th, 1994", "1994-03-05",
-  "March 1994", "14:30 UTC", "2:30 pm", "9:30 am EST" (its offset kept, so zones compare); a
-  numeric "03/05/1994" is read day-first *and* month-first (both readings kept). Glue reads the
-  forms dateparser does not: "1430Z", "0812 UTC", "half past five", "a quarter to ten".
-- fiscal and calendar quarters ("Q3 FY2024", "third quarter of fiscal 2024", "3Q24", "Q3 2024"),
-  fiscal years ("FY24" is 2024), decades and centuries as spans of years.
+- dates, clock times, quarters, decades and dosing frequencies by :mod:`ragrouter.evaluation.when`
+  (dateparser and its glue): "5 March 1994", "03/05/1994" (both readings), "14:30 UTC", "1430Z",
+  "half past five", "Q3 FY2024", "the 1990s", "twice daily".
 - money: currencies, scale words ("$1.2 billion" = "1,200 million"), scale stated for a whole
   table ("in thousands", "USD thousands"), accounting negatives ("(1,234)"), ranges whose first
   end borrows the second's scale and unit ("$1.1–1.2 billion", "7 to 10 days").
 - numbers inside names ("Windows 11", "Python 3.10", "COVID-19") as the name, compared as text.
 
 Parts of the text are read once: each pass blanks what it read. A number followed by a word
-that looks like a unit but that pint cannot read ("145 KIAS") is kept with ``unread`` set, so
+that looks like a unit but that pint cannot read ("20 gtt/min") is kept with ``unread`` set, so
 the rule can abstain instead of guessing.
 """
 
 from __future__ import annotations
 
-import calendar
 import dataclasses
-import functools
 import re
-import threading
 
 from text_to_num import alpha2digit
 
 from ragrouter.evaluation import units as un
+from ragrouter.evaluation.figure_types import Name, Num
+from ragrouter.evaluation.when import DATE_TIME_PASSES, MONTH_PATTERN, MONTHS, QUARTER_PASSES
+from ragrouter.evaluation.when import small as _small
 
 
-@dataclasses.dataclass(frozen=True)
-class Num:
-    value: float          # in base units of its dimension (money in currency units, ratios as fractions)
-    prec: float           # half of it is the rounding the written figure allows
-    dim: str | None = None  # pint's dimension key ("[mass]", "[length] / [time]", "ratio", ...) or "money"
-    raw: float | None = None  # the number as written (40 for "40 %"), for a comparison without units
-    currency: str | None = None
-    hedged: bool = False  # "about", "around", "nearly" … before it
-    unit: str | None = None  # pint's unit expression as written ("knot"), to tell a conversion
-    negative: bool = False  # written negative: "(1,234)", "-5", "−5"
-    unread: bool = False  # followed by a word that looks like a unit pint cannot read ("145 KIAS")
-    scale: float = 1.0  # the scale it was written at ("$1.2 billion": 1e9; a table "in thousands": 1e3)
-    loose: float = 0.0  # its precision if trailing zeros of a whole number are rounding ("9,450 m": 10 m), base units
-
-
-@dataclasses.dataclass(frozen=True)
-class Clock:
-    minute: int           # minutes after 12 o'clock on a 12-hour dial (5:30 → 330)
-    half: str | None      # "am", "pm" or None (not said)
-    second: int | None = None
-    offset: int | None = None  # the zone's offset from UTC in minutes when one is said ("UTC": 0, "EST": -300)
-    zone: str | None = None    # the zone as written, lower-case ("utc", "eastern")
-
-
-@dataclasses.dataclass(frozen=True)
-class Date:
-    readings: frozenset   # of (year | None, month, day | None)
-
-
-@dataclasses.dataclass(frozen=True)
-class Span:
-    first: int
-    last: int
-
-
-@dataclasses.dataclass(frozen=True)
-class Quarter:
-    quarter: int
-    year: int | None
-    fiscal: bool | None = None  # True: "Q3 FY2024"; None: not said ("Q3 2024")
-
-
-@dataclasses.dataclass(frozen=True)
-class Name:
-    text: str             # "windows 11"
-
-
-_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-           "november", "december")
-_MON = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
 _HEDGE = re.compile(r"(?:about|around|roughly|approximately|approx\.?|nearly|almost|some|circa|c\.|~|close to|just over|"
                     r"just under|over|under|more than|less than|up to|at least|at most)\s*$", re.I)
 _SCALE = {"thousand": 1e3, "k": 1e3, "million": 1e6, "mn": 1e6, "mm": 1e6, "m": 1e6, "billion": 1e9, "bn": 1e9,
@@ -98,8 +45,6 @@ _CURRENCY = {"$": "usd", "us$": "usd", "usd": "usd", "dollar": "usd", "dollars":
 _SUBUNIT = {"cent": 0.01, "cents": 0.01, "pence": 0.01, "p": 0.01}
 _FRACTIONS = {"half": 2, "halves": 2, "third": 3, "thirds": 3, "quarter": 4, "quarters": 4, "fifth": 5, "fifths": 5,
               "sixth": 6, "sixths": 6, "eighth": 8, "eighths": 8, "tenth": 10, "tenths": 10}
-_SMALL = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-          "nine": 9}
 _NAME_STOP = {"at", "in", "on", "by", "from", "about", "around", "nearly", "only", "just", "the", "it", "he", "she",
               "they", "we", "i", "up", "to", "over", "under", "since", "until", "after", "before", "approximately",
               "roughly", "some", "almost", "mid", "early", "late", "pre", "post", "and", "or", "of", "for", "with",
@@ -140,13 +85,6 @@ def _hedged(text: str, start: int) -> bool:
     return bool(_HEDGE.search(text[max(0, start - 16):start]))
 
 
-def _year(s: str | None) -> int | None:
-    if not s:
-        return None
-    y = int(s.lstrip("'"))
-    return y if y >= 100 else (2000 + y if y < 70 else 1900 + y)
-
-
 # --------------------------------------------------------------------------- normalisation
 
 _WORD_FRACTION = re.compile(r"\b(a|an|one|two|three|four|five|six|seven|eight|nine|\d+)[\s-]+(" + "|".join(_FRACTIONS)
@@ -160,16 +98,6 @@ _SPOKEN_MONEY = re.compile(r"\b([a-z]+(?:-[a-z]+)?|\d+)\s+(?:us\s+)?dollars?\s+a
 _UNIT_AND_A_HALF = re.compile(r"\b(?:a|an|1)\s+([a-z]+)\s+and\s+a\s+half\b", re.I)  # "a year and a half"
 _SMALL_BEFORE_UNIT = re.compile(r"\b(one|two)(\s)(?=\S)", re.I)  # "one milligram": text2num keeps "one" as a word
 _ORD_QUARTER = re.compile(r"\b(first|second|third|fourth)(?=\s+(?:fiscal\s+)?quarter)", re.I)
-
-
-def _small(word: str) -> float | None:
-    w = word.lower()
-    if w.isdigit():
-        return float(w)
-    if w in _SMALL:
-        return float(_SMALL[w])
-    conv = alpha2digit(w, "en")
-    return float(conv) if conv.isdigit() else None
 
 
 def _spoken_money(m: re.Match) -> str:
@@ -215,88 +143,10 @@ def normalise(text: str) -> str:
     return _ORD.sub(lambda m: "1st" if m.group(1).lower() == "first" else "2nd", text)
 
 
-# --------------------------------------------------------------------------- dates and times (dateparser)
-
-_LOCAL = threading.local()
-
-
-def _date_parser(order: str):
-    """dateparser's parser for one date order, one per thread (the judge stage reads on several)."""
-    parsers = _LOCAL.__dict__.setdefault("parsers", {})
-    if order not in parsers:
-        from dateparser.date import DateDataParser  # deferred with pint (see units.py): ~0.1 s on first use
-
-        parsers[order] = DateDataParser(languages=["en"], settings={
-            "DATE_ORDER": order, "PREFER_DAY_OF_MONTH": "first", "RETURN_TIME_AS_PERIOD": True})
-    return parsers[order]
-
-
-@functools.lru_cache(maxsize=4096)
-def _parse_date(span: str, order: str = "DMY"):
-    """(date object, period) of a span as dateparser reads it, or (None, None)."""
-    try:
-        data = _date_parser(order).get_date_data(span)
-    except Exception:  # noqa: BLE001 — a span dateparser cannot read is no date
-        return None, None
-    return data.date_obj, data.period
-
-
-def _date_reading(span: str, has_year: bool, order: str = "DMY") -> tuple | None:
-    d, period = _parse_date(re.sub(r"^the\s+|(?<=\d)(?:st|nd|rd|th)\b|\bof\s+", "", span.strip(), flags=re.I), order)
-    if d is None:
-        return None
-    return (d.year if has_year else None, d.month, d.day if period == "day" else None)
-
-
 # --------------------------------------------------------------------------- the passes
 
 _NAME = re.compile(r"\b([A-Z][A-Za-z]*(?:[A-Z][A-Za-z]*)?)(?:\s|-)(\d+(?:\.\d+)*)\b(?![.,]\d)(?!\s*%)")
-_FY_WORD = r"(?:fy|fiscal(?:\s+year)?)"
-_FY = _FY_WORD + r"\s*'?(\d{4}|\d{2})"
-_QUARTER = re.compile(
-    r"\bQ([1-4])\s*(?:of\s+)?" + _FY + r"\b"                                        # Q3 FY2024
-    r"|\b" + _FY + r"\s*Q([1-4])\b"                                                  # FY24 Q3
-    r"|\bfiscal\s+(?:Q([1-4])|([1-4])(?:st|nd|rd|th)\s+quarter)(?:\s+(?:of\s+)?(\d{4}))?"  # fiscal Q3 2024
-    r"|\b([1-4])(?:st|nd|rd|th)\s+(?:fiscal\s+quarter(?:\s+of)?\s+(?:" + _FY_WORD
-    + r"\s*)?|quarter(?:\s+of)?\s+" + _FY_WORD + r"\s*)'?(\d{4}|\d{2})\b"  # 3rd (fiscal) quarter of fiscal 2024
-    r"|\bQ([1-4])(?:\s*'?(\d{4}|\d{2}))?\b"                                         # Q3 2024, Q3 '24
-    r"|\b([1-4])Q\s*'?(\d{4}|\d{2})\b"                                              # 3Q24
-    r"|\b([1-4])(?:st|nd|rd|th) quarter(?: of)?(?:\s*(\d{4}))?"                     # 3rd quarter of 2024
-    r"|\b([1-4])Q\s*" + _FY + r"\b"                                                # 3Q FY24
-    r"|\b" + _FY + r",?\s+([1-4])(?:st|nd|rd|th)\s+quarter\b", re.I)                # fiscal 2024 3rd quarter
-_FISCAL_YEAR = re.compile(r"\b" + _FY + r"\b", re.I)
 _FLIGHT_LEVEL = re.compile(r"\b(?:FL\s?|flight\s+level\s+)(\d{2,3})\b", re.I)
-_AMPM = r"(a\.?m\.?|p\.?m\.?)(?![a-z])"
-_PART = r"(?:\s+in the (morning|afternoon|evening)|\s+at night)?"
-_ZONE = r"(?:\s*(Z|UTC|GMT|Zulu|local(?:\s+time)?|[ECMP][SD]?T|Eastern|Central|Pacific|Mountain|CES?T|BST|IST|JST|AEST)(?![a-z]))?"
-_CLOCK = re.compile(r"(?<![\d.:])(\d{1,2}):(\d{2})(?::(\d{2}))?(?:\s*" + _AMPM + r")?" + _PART + _ZONE, re.I)
-_MIL_CLOCK = re.compile(r"(?<![\d.:,$€£])([01]\d|2[0-3])([0-5]\d)\s*(Z|UTC|GMT|Zulu|L|LT|local(?:\s+time)?|hours|hrs)\b", re.I)
-_DOT_CLOCK = re.compile(r"(?<![\d.:,])(\d{1,2})\.(\d{2})\s*" + _AMPM + _PART + _ZONE, re.I)
-_SPACE_CLOCK = re.compile(r"(?<![\d.:,])(\d{1,2}) (\d{2})\s*" + _AMPM + _ZONE, re.I)
-_H_CLOCK = re.compile(r"(?<![\d.:,])([01]?\d|2[0-3])(?:h| (?=\d\d\s*(?:Z|UTC|GMT|hours|hrs)\b))([0-5]\d)(?:\s*(Z|UTC|GMT|hours|hrs)\b)?",
-                      re.I)  # "14h30", "fourteen thirty hours" (text2num: "14 30 hours")
-_HOUR = re.compile(r"(?<![\d.:,])(\d{1,2})\s*(?:" + _AMPM + r"|o'clock" + r")" + _PART + _ZONE
-                   + r"|(?<![\d.:,])(\d{1,2})()\s+in the (morning|afternoon|evening)()", re.I)  # "six in the morning"
-_WORD_CLOCK = re.compile(r"\b(half|(?:a\s+)?quarter|[1-5]?\d)(\s+minutes?)?\s+(past|after|to|before)\s+(\d{1,2})(?![\d:]|[.,]\d)"
-                         r"(\s*o'clock)?(?:\s*" + _AMPM + r")?" + _PART, re.I)
-_NOON = re.compile(r"\b(noon|midday|midnight)\b", re.I)
-_ISO = re.compile(r"(?<![\d/.-])(\d{4})([-/.])(\d{1,2})\2(\d{1,2})(?![\d/-])")
-_ISO_MONTH = re.compile(r"(?<![\d/.-])(\d{4})-(0[1-9]|1[0-2])(?![\d/-])")  # ISO 8601 year and month: "2018-03"
-_NUMERIC_DATE = re.compile(r"(?<![\d/.-])(\d{1,2})([/.-])(\d{1,2})\2(\d{4})(?![\d/-]|\.\d)")
-_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
-_DAY_MONTH = re.compile(r"\b(?:the\s+)?" + _DAY + r"\s+(?:of\s+)?(" + _MON + r")(?![a-z])(?:,?\s+(\d{4})(?![\d,]))?", re.I)
-_MONTH_DAY = re.compile(r"\b(" + _MON + r")(?![a-z])\s+(?:the\s+)?" + _DAY + r"\b(?!\s*(?::|%))(?:,?\s+(\d{4})(?![\d,]))?",
-                        re.I)
-_MONTH_YEAR = re.compile(r"\b(" + _MON + r")(?![a-z]),?\s+(?:of\s+)?(\d{4})\b", re.I)
-_MONTH_ALONE = re.compile(r"\b(" + "|".join(m for m in _MONTHS if m != "may") + r"|(?<=\bof\s)may|(?<=\bin\s)may)\b",
-                          re.I)
-# a dosing frequency as the interval it means ("twice daily" is every 12 hours); "daily" alone is no figure
-_FREQUENCY = re.compile(r"\b(?:(once|twice|thrice|one|two|\d)(?:\s+times)?\s+(?:a|per|each|every)\s+day|(once|twice|thrice|one|two|\d)"
-                        r"(?:\s+times)?\s+daily|(b\.?i\.?d|t\.?i\.?d|q\.?i\.?d|q\.?d)\.?|q(\d{1,2})h)\b", re.I)
-_TIMES = {"once": 1, "twice": 2, "thrice": 3, "bid": 2, "tid": 3, "qid": 4, "qd": 1}
-_END_OF_MONTH = re.compile(r"\b(?:the\s+)?(?:very\s+)?end\s+of\s+(" + _MON + r")(?![a-z]),?\s+(?:of\s+)?(\d{4})\b", re.I)
-_CENTURY = re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)\s+century\b", re.I)
-_DECADE = re.compile(r"(?<![\d,.])(?:(\d{2})|')(\d)0'?s\b", re.I)
 _COMPOUND = re.compile(r"(?<![\d.,])(\d+)\s*(h|hrs?|hours?)\s*(?:and\s+)?(\d+)\s*(min|mins|minutes?)"
                        r"(?:\s*(?:and\s+)?(\d+)\s*(s|secs?|seconds?))?\b", re.I)
 _RANGE_YEARS = re.compile(r"(?<![\d,.])(\d{4})\s*-\s*(\d{2})(?![\d,.])")
@@ -338,193 +188,12 @@ def negative_cue(text: str) -> bool:
 
 def _names(m: re.Match, text: str):
     word = m.group(1)
-    if word.lower() in _NAME_STOP or word.lower().rstrip(".") in _MONTHS or re.fullmatch(_MON, word, re.I) \
+    if word.lower() in _NAME_STOP or word.lower().rstrip(".") in MONTHS or re.fullmatch(MONTH_PATTERN, word, re.I) \
             or word.lower() in _WEEKDAYS or word.lower() in _CURRENCY or un.parse(word) is not None:
         return None
     if un.read_after(text[m.end():]) is not None:  # "Room 12 m" is a length, not a name
         return None
     return Name(f"{word.lower()} {m.group(2)}")
-
-
-_ZONES = {"z": 0, "utc": 0, "gmt": 0, "zulu": 0}
-
-
-def _zone(written: str | None) -> tuple[int | None, str | None]:
-    """(offset from UTC in minutes, zone as written) of a zone word; the offset from dateparser's
-    time-zone table ("EST" is -300) and None where it names no fixed offset ("Eastern", "local")."""
-    if not written:
-        return None, None
-    w = re.sub(r"\s+time$", "", written.strip().lower())
-    if w in _ZONES:
-        return 0, "utc"
-    if w in ("l", "lt"):
-        w = "local"
-    if re.fullmatch(r"[a-z]{3,4}", w) and w not in ("local",):
-        d, _ = _parse_date(f"12:00 {w.upper()}")
-        if d is not None and d.tzinfo is not None and d.utcoffset() is not None:
-            return int(d.utcoffset().total_seconds() // 60), w
-    return None, w
-
-
-def _clock(hour: int, minute: int, half: str | None, part: str | None, second: int | None = None,
-           zone: str | None = None):
-    if hour > 24 or minute > 59:
-        return None
-    half = (half or "").lower().replace(".", "")[:2] or None
-    if part:
-        half = "am" if part.lower() == "morning" else "pm"
-    if hour >= 13 or (hour == 24):
-        half, hour = "pm" if hour < 24 else "am", hour - 12 if hour < 24 else 0
-    elif hour == 0:
-        half = "am"
-    elif half is None and hour == 12 and minute == 0:
-        half = None
-    offset, name = _zone(zone)
-    return Clock((hour % 12) * 60 + minute, half, second, offset, name)
-
-
-def _read_clock(m, text):
-    h, mi, sec = int(m.group(1)), int(m.group(2)), m.group(3)
-    half = m.group(4) or ("am" if m.group(1).startswith("0") and h else None)  # "03:47": a 24-hour morning time
-    c = _clock(h, mi, half, m.group(5), int(sec) if sec else None, m.group(6))
-    if c is None:
-        return None
-    if sec and not m.group(4):  # "2:01:09" is a clock time or a duration
-        return (c, Num(h * 3600 + mi * 60 + int(sec), 1.0, "[time]"))
-    return (c,)
-
-
-def _read_mil_clock(m, text):
-    zone = m.group(3)
-    hour = int(m.group(1))
-    c = _clock(hour, int(m.group(2)), "am" if hour < 12 else None, None, None,  # a 24-hour reading: "0347Z" is 3:47 am
-               None if zone.lower() in ("hours", "hrs") else zone)
-    return (c,) if c else None
-
-
-def _read_h_clock(m, text):
-    hour, zone = int(m.group(1)), m.group(3)
-    c = _clock(hour, int(m.group(2)), "am" if hour < 12 and m.group(1).startswith("0") else None, None, None,
-               None if not zone or zone.lower() in ("hours", "hrs") else zone)
-    return (c,) if c else None
-
-
-def _read_word_clock(m, text):
-    kind, said_minutes, how, hour = m.group(1).lower(), m.group(2), m.group(3).lower(), int(m.group(4))
-    minute = 30 if kind == "half" else 15 if "quarter" in kind else int(kind)
-    if not 0 < minute < 60 or hour > 12:
-        return None
-    said_time = said_minutes or m.group(5) or m.group(6) or m.group(7)
-    if how in ("to", "before") and kind[0].isdigit() and not said_time:  # "5 to 10 mg" is a range
-        return None
-    if how in ("to", "before"):
-        hour, minute = hour - 1, 60 - minute
-    c = _clock(hour, minute, m.group(6), m.group(7))
-    return (c,) if c else None
-
-
-def _read_noon(m, text):
-    return (Clock(0, "am" if m.group(1).lower() == "midnight" else "pm"),)
-
-
-def _read_clock_dot(m, text):
-    c = _clock(int(m.group(1)), int(m.group(2)), m.group(3), m.group(4) if m.lastindex >= 4 else None,
-               zone=m.group(m.lastindex) if m.lastindex >= 5 else None)
-    return (c,) if c else None
-
-
-def _read_hour(m, text):
-    if m.group(5):  # "6 in the morning"
-        c = _clock(int(m.group(5)), 0, None, m.group(7))
-        return (c,) if c and int(m.group(5)) <= 12 else None
-    c = _clock(int(m.group(1)), 0, m.group(2), m.group(3), zone=m.group(4))
-    return (c,) if c else None
-
-
-def _dates(*readings) -> tuple | None:
-    found = frozenset(r for r in readings if r is not None)
-    return (Date(found),) if found else None
-
-
-def _read_iso(m, text):
-    return _dates(_date_reading(f"{m.group(1)}-{m.group(3)}-{m.group(4)}", True, "YMD"))
-
-
-def _read_iso_month(m, text):
-    if int(m.group(2)) > int(m.group(1)[2:]):  # "2010-11" is more often the years 2010 to 2011
-        return None
-    return (Date(frozenset([(int(m.group(1)), int(m.group(2)), None)])),)
-
-
-def _read_numeric_date(m, text):
-    span = m.group(0)
-    return _dates(_date_reading(span, True, "DMY"), _date_reading(span, True, "MDY"))  # day-first and month-first
-
-
-def _read_day_month(m, text):
-    return _dates(_date_reading(m.group(0), bool(m.group(3))))
-
-
-def _read_month_day(m, text):
-    return _dates(_date_reading(m.group(0), bool(m.group(3)), "MDY"))
-
-
-def _read_month_year(m, text):
-    return _dates(_date_reading(m.group(0), True))
-
-
-def _month(name: str) -> int:
-    return 1 + [x[:3] for x in _MONTHS].index(name[:3].lower())
-
-
-def _read_month(m, text):
-    return (Date(frozenset([(None, _month(m.group(1)), None)])),)
-
-
-def _read_frequency(m, text):
-    if m.group(4):
-        hours = float(m.group(4))
-    else:
-        word = (m.group(1) or m.group(2) or m.group(3)).lower().replace(".", "")
-        times = _TIMES.get(word) or int(_small(word) or 0)
-        if not times:
-            return None
-        hours = 24.0 / times
-    return (Num(hours * 3600.0, 3600.0, "[time]", unit="hour"),)
-
-
-def _read_end_of_month(m, text):
-    year, month = int(m.group(2)), _month(m.group(1))
-    return (Date(frozenset([(year, month, calendar.monthrange(year, month)[1])])),)
-
-
-def _read_century(m, text):
-    c = int(m.group(1))
-    return (Span((c - 1) * 100, (c - 1) * 100 + 99),)
-
-
-def _read_decade(m, text):
-    century, tens = m.group(1), int(m.group(2))
-    if century is None:  # "the '90s"
-        return tuple(Span(c * 100 + tens * 10, c * 100 + tens * 10 + 9) for c in (19, 20))
-    start = int(century) * 100 + tens * 10
-    if tens == 0:  # "the 1800s": the century (usually) or its first decade
-        return (Span(start, start + 99), Span(start, start + 9))
-    return (Span(start, start + 9),)
-
-
-def _read_quarter(m, text):
-    g = m.groups()
-    # (q, year, fiscal) per alternative of _QUARTER, in its order
-    for q_i, y_i, fiscal in ((0, 1, True), (3, 2, True), (4, 6, True), (5, 6, True), (7, 8, True), (9, 10, None),
-                             (11, 12, None), (13, 14, None), (15, 16, True), (18, 17, True)):
-        if g[q_i]:
-            return (Quarter(int(g[q_i]), _year(g[y_i]), fiscal),)
-    return None
-
-
-def _read_fiscal_year(m, text):
-    return (Num(float(_year(m.group(1))), 1.0),)
 
 
 def _read_flight_level(m, text):
@@ -690,16 +359,9 @@ def read(text: str, context: str = "") -> list[tuple]:
     text = normalise(_TABLE_SCALE.sub(lambda m: " " * len(m.group(0)), text or ""))
     text = re.sub(r"(?:^|(?<=[\n;]))\s*\(?\d{1,2}[.)]\s", " ", text)  # list numbering ("1. Surgery") is no figure
     figs: list = []
-    for pattern, fn in ((_FLIGHT_LEVEL, _read_flight_level), (_QUARTER, _read_quarter), (_NAME, _names),
-                        (_FISCAL_YEAR, _read_fiscal_year), (_ISO, _read_iso), (_ISO_MONTH, _read_iso_month),
-                        (_NUMERIC_DATE, _read_numeric_date), (_MIL_CLOCK, _read_mil_clock), (_CLOCK, _read_clock),
-                        (_DOT_CLOCK, _read_clock_dot), (_SPACE_CLOCK, _read_clock_dot), (_H_CLOCK, _read_h_clock),
-                        (_WORD_CLOCK, _read_word_clock),
-                        (_HOUR, _read_hour), (_NOON, _read_noon), (_FREQUENCY, _read_frequency),
-                        (_END_OF_MONTH, _read_end_of_month), (_CENTURY, _read_century),
-                        (_DAY_MONTH, _read_day_month), (_MONTH_DAY, _read_month_day), (_MONTH_YEAR, _read_month_year),
-                        (_MONTH_ALONE, _read_month), (_DECADE, _read_decade), (_COMPOUND, _read_compound),
-                        (_RANGE_YEARS, _read_year_range), (_FRAC_TOKEN, _read_fraction), (_SLASH, _read_slash)):
+    for pattern, fn in ((_FLIGHT_LEVEL, _read_flight_level), *QUARTER_PASSES, (_NAME, _names), *DATE_TIME_PASSES,
+                        (_COMPOUND, _read_compound), (_RANGE_YEARS, _read_year_range), (_FRAC_TOKEN, _read_fraction),
+                        (_SLASH, _read_slash)):
         text, found = _scan(text, pattern, fn)
         figs.extend(_flatten([(f,) if not isinstance(f, tuple) else f for f in found]))
     text, found = _read_numbers(text, table)

@@ -11,7 +11,7 @@ is the point); a long gold (a summary) may carry figures a right answer need not
 the judge model weighs what is key.
 
 **It abstains when unsure**: where a figure cannot be compared with confidence — a unit that
-looks like one but no library reads ("145 KIAS"), a numeric date that reads day-first and
+looks like one but no library reads ("20 gtt/min"), a numeric date that reads day-first and
 month-first against a gold that says which, two different time zones without a fixed offset,
 a fiscal quarter against one that does not say — and no gold figure is plainly missing, the
 verdict is left as it is and :func:`judge_figures` says why (``Outcome.review``): the judge
@@ -44,7 +44,8 @@ from __future__ import annotations
 import dataclasses
 
 from ragrouter.evaluation import units
-from ragrouter.evaluation.figures_read import Clock, Date, Name, Num, Quarter, Span, negative_cue, read
+from ragrouter.evaluation.figure_types import Clock, Date, Name, Num, Quarter, Span
+from ragrouter.evaluation.figures_read import negative_cue, read
 
 MAX_GOLD_WORDS = 15
 """Golds longer than this are left to the judge model (see the module docstring)."""

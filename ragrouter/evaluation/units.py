@@ -173,7 +173,7 @@ def read_after(text: str) -> tuple[Unit, int] | None:
 
 
 def looks_like_unit(word: str) -> bool:
-    """A word after a number that reads as a unit abbreviation pint does not know ("KIAS",
+    """A word after a number that reads as a unit abbreviation pint does not know ("gtt/min",
     "mEq/dL", "gtt/min"): upper-case letters after the first, a slash, a degree or micro sign.
     The figures rule abstains rather than guess such a figure's value."""
     w = word.strip(".,;:()")
