@@ -174,7 +174,7 @@ def read_after(text: str) -> tuple[Unit, int] | None:
 
 def looks_like_unit(word: str) -> bool:
     """A word after a number that reads as a unit abbreviation pint does not know ("gtt/min",
-    "mEq/dL", "gtt/min"): upper-case letters after the first, a slash, a degree or micro sign.
+    "KXYZ"): upper-case letters after the first, a slash, a degree or micro sign.
     The figures rule abstains rather than guess such a figure's value."""
     w = word.strip(".,;:()")
     if not w or w.lower() in _NOT_UNITS or not any(ch.isalpha() for ch in w):
