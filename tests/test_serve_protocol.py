@@ -362,12 +362,15 @@ def test_a_host_beyond_loopback_needs_a_key_which_is_checked_and_never_recorded(
     assert not any(key.encode() in p.read_bytes() for p in mlflow.rglob("*") if p.is_file())
 
 
-def _raw_request(port: int, body: bytes, head_part: bytes, go: threading.Event, out: list, i: int) -> None:
+def _raw_request(port: int, body: bytes, head_part: bytes, go: threading.Event, out: list, i: int,
+                 begun: threading.Semaphore | None = None) -> None:
     request = (b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
                b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
             s.sendall(request[:len(head_part)])  # connected, the request begun …
+            if begun is not None:
+                begun.release()
             go.wait(30)
             time.sleep(0.1)
             s.sendall(request[len(head_part):])  # … and finished after SIGTERM
@@ -398,15 +401,23 @@ def test_sigterm_under_load_answers_every_accepted_connection(served_store):  # 
             full[i] = repr(exc)
 
     srv.latency_s = 1.0
+    begun = threading.Semaphore(0)
     try:
         threads = [threading.Thread(target=ask, args=(i,)) for i in range(n)]
         for i in range(n):
             body = json.dumps({"model": "toy", "messages": [{"role": "user", "content": f"What is radium, {i}?"}]})
             threads.append(threading.Thread(target=_raw_request, args=(port, body.encode(), b"POST /v1/chat/comp",
-                                                                       go, partial, i)))
+                                                                       go, partial, i, begun)))
+        upstream = srv.stats()["by_path"].get("/v1/chat/completions", 0)
         for t in threads:
             t.start()
-        time.sleep(0.6)
+        # SIGTERM once every connection is accepted: the half-sent ones have sent their first bytes
+        # and the whole ones reached the upstream (a fixed sleep lost the race on a busy machine)
+        for _ in range(n):
+            assert begun.acquire(timeout=60)
+        deadline = time.monotonic() + 60
+        while srv.stats()["by_path"].get("/v1/chat/completions", 0) - upstream < n and time.monotonic() < deadline:
+            time.sleep(0.02)
         proc.send_signal(signal.SIGTERM)
         go.set()
         for t in threads:
