@@ -207,3 +207,24 @@ def test_a_bad_setting_names_it(tmp_path):
     path.write_text("judge:\n  figures: maybe\n")
     with pytest.raises(ConfigError, match=r"c\.yaml line 2: setting 'judge\.figures' has the wrong type"):
         jd.gate_from_config(Config.load(path))
+
+
+@pytest.mark.parametrize("question,gold,answer,label", [
+    # a fixed offset written after a time is that offset, not the zone's name alone
+    ("At what time did the tower lose contact?", "2147 UTC", "Contact was lost at 9:47 pm local time (UTC+2).",
+     "incomplete"),
+    ("At what time did the tower lose contact?", "1947 UTC", "Contact was lost at 21:47 (UTC+2).", "correct"),
+    ("When did the call start?", "19:30 UTC", "It started at 2:30 pm (GMT-05:00).", "correct"),
+    # a spoken hour that text2num keeps as a word
+    ("At what time did the meeting start?", "14:30", "It started at half past two in the afternoon.", "correct"),
+    ("At what time did the meeting start?", "half past two in the afternoon", "It started at 2:45 pm.", "incomplete"),
+    ("When does the pharmacy close?", "12:45", "At a quarter to one.", "correct"),
+    # a conversion against a gold rounded by its trailing zeros, and an answer's own trailing zero
+    ("How much fuel remained?", "1,200 lb", "About 545 kg of fuel remained.", "correct"),
+    ("How much fuel remained?", "1,290 lb", "About 545 kg of fuel remained.", "incomplete"),
+    ("How much weight did she lose?", "4.5 kg", "She lost about ten pounds.", "correct"),
+    ("How much weight did she lose?", "4.5 kg", "She lost about eleven pounds.", "incomplete"),
+    ("What was the cruise altitude?", "30,000 ft", "About 9,500 m.", "incomplete"),
+])
+def test_offsets_spoken_hours_and_rounded_conversions(question, gold, answer, label):
+    assert apply_figures("correct", question, gold, answer) == label

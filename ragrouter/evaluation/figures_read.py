@@ -138,6 +138,11 @@ def normalise(text: str) -> str:
         pass
 
     text = re.sub(r"SCALE([a-z]+)", r"\1", text)
+    # text2num keeps "one" and "two" as words: as an hour of a clock time they are digits ("half past two")
+    text = re.sub(r"\b(past|after|to|before)\s+(one|two)\b(?=\s*(?:$|[.,;!?)]|o'clock|[ap]\.?m\.?(?![a-z])|in the|"
+                  r"at night|utc|gmt|local))|\b(one|two)(?=\s*(?:o'clock|[ap]\.?m\.?(?![a-z])))",
+                  lambda m: (f"{m.group(1)} {1 if m.group(2).lower() == 'one' else 2}" if m.group(1)
+                             else str(1 if m.group(3).lower() == "one" else 2)), text, flags=re.I)
     text = _SMALL_BEFORE_UNIT.sub(lambda m: (str(int(_small(m.group(1)))) + m.group(2))
                                   if un.read_after(m.string[m.end():]) else m.group(0), text)
     return _ORD.sub(lambda m: "1st" if m.group(1).lower() == "first" else "2nd", text)
@@ -188,6 +193,8 @@ def negative_cue(text: str) -> bool:
 
 def _names(m: re.Match, text: str):
     word = m.group(1)
+    if word.lower() in ("utc", "gmt") and m.group(0)[len(word):len(word) + 1] == "-":  # "GMT-05:00": an offset
+        return None
     if word.lower() in _NAME_STOP or word.lower().rstrip(".") in MONTHS or re.fullmatch(MONTH_PATTERN, word, re.I) \
             or word.lower() in _WEEKDAYS or word.lower() in _CURRENCY or un.parse(word) is not None:
         return None

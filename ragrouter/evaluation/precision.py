@@ -42,6 +42,7 @@ dates and times, text2num for number words). When an answer states a gold figure
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from ragrouter.evaluation import units
 from ragrouter.evaluation.figure_types import Clock, Date, Name, Num, Quarter, Span
@@ -97,6 +98,16 @@ def _close(gv: float, gp: float, av: float, ap: float, hedged: bool, ref: float 
     return not hedged and diff <= ap / 2 + tol and diff <= ROUNDING * ref
 
 
+def _digit_step(n: Num) -> float:
+    """The value of the last of :data:`CONVERTED_DIGITS` significant digits of ``n`` as written,
+    in base units (for "1,200 lb": 100 lb)."""
+    raw = n.raw if n.raw else n.value
+    if not raw or not n.value:
+        return 0.0
+    step = 10 ** (math.floor(math.log10(abs(raw))) - (CONVERTED_DIGITS - 1))
+    return step * abs(n.value / raw)
+
+
 def _as_written(n: Num) -> tuple[float, float]:
     if n.raw is None or not n.value:
         return n.value, n.prec
@@ -120,8 +131,13 @@ def _num_states(g: Num, a: Num, ctx: _Ctx):
         if g.dim != a.dim or (g.currency and a.currency and g.currency != a.currency):
             return False
         ref = g.raw if g.dim == "temperature" and g.raw is not None else None
-        ap = max(a.prec, a.loose) if converted else a.prec
-        return _close(g.value, g.prec, a.value, ap, a.hedged, ref, converted)
+        if not converted:
+            return _close(g.value, g.prec, a.value, a.prec, a.hedged, ref)
+        # another unit: the answer's digits as written first, then its trailing zeros as rounding
+        # ("9,450 m" for "31,000 ft"); the gold's trailing zeros count as rounding down to
+        # CONVERTED_DIGITS significant digits ("about 545 kg" states "1,200 lb", not "1,290 lb")
+        gp = max(g.prec, min(g.loose, _digit_step(g)))
+        return any(_close(g.value, gp, a.value, ap, a.hedged, ref, True) for ap in (a.prec, max(a.prec, a.loose)))
     gv, gp = _as_written(g) if g.dim else (g.value, g.prec)
     av, ap = _as_written(a) if a.dim else (a.value, a.prec)
     if _close(gv, gp, av, ap, a.hedged, converted=converted):

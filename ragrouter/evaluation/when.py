@@ -100,7 +100,12 @@ _FISCAL_YEAR = re.compile(r"\b" + _FY + r"\b", re.I)
 
 _AMPM = r"(a\.?m\.?|p\.?m\.?)(?![a-z])"
 _PART = r"(?:\s+in the (morning|afternoon|evening)|\s+at night)?"
-_ZONE = r"(?:\s*(Z|UTC|GMT|Zulu|local(?:\s+time)?|[ECMP][SD]?T|Eastern|Central|Pacific|Mountain|CES?T|BST|IST|JST|AEST)(?![a-z]))?"
+# a zone after a time; a fixed offset from UTC as written ("UTC+2", "(GMT-05:00)", "local time (UTC+2)")
+# is read as that offset
+_OFFSET = r"(?:UTC|GMT)\s*[+-]\s*\d{1,2}(?::?\d{2})?"
+_ZONE = (r"(?:\s*\(?\s*(" + r"(?:local(?:\s+time)?\s*\(\s*)?" + _OFFSET
+         + r"|Z|UTC|GMT|Zulu|local(?:\s+time)?|[ECMP][SD]?T|Eastern|Central|Pacific|Mountain|CES?T|BST|IST|JST|AEST)"
+         r"(?![a-z])\s*\)?)?")
 _CLOCK = re.compile(r"(?<![\d.:])(\d{1,2}):(\d{2})(?::(\d{2}))?(?:\s*" + _AMPM + r")?" + _PART + _ZONE, re.I)
 _MIL_CLOCK = re.compile(r"(?<![\d.:,$€£])([01]\d|2[0-3])([0-5]\d)\s*(Z|UTC|GMT|Zulu|L|LT|local(?:\s+time)?|hours|hrs)\b", re.I)
 _DOT_CLOCK = re.compile(r"(?<![\d.:,])(\d{1,2})\.(\d{2})\s*" + _AMPM + _PART + _ZONE, re.I)
@@ -140,6 +145,10 @@ def _zone(written: str | None) -> tuple[int | None, str | None]:
     if not written:
         return None, None
     w = re.sub(r"\s+time$", "", written.strip().lower())
+    fixed = re.search(r"(?:utc|gmt)\s*([+-])\s*(\d{1,2})(?::?(\d{2}))?", w)
+    if fixed:  # "utc+2", "local time (utc+02:00)": the offset as written
+        minutes = int(fixed.group(2)) * 60 + int(fixed.group(3) or 0)
+        return (minutes if fixed.group(1) == "+" else -minutes), f"utc{fixed.group(1)}{minutes}"
     if w in _ZONES:
         return 0, "utc"
     if w in ("l", "lt"):
@@ -203,7 +212,7 @@ def _read_word_clock(m, text):
     if how in ("to", "before") and kind[0].isdigit() and not said_time:  # "5 to 10 mg" is a range
         return None
     if how in ("to", "before"):
-        hour, minute = hour - 1, 60 - minute
+        hour, minute = (hour - 1) or 12, 60 - minute  # "a quarter to one" is 12:45
     c = _clock(hour, minute, m.group(6), m.group(7))
     return (c,) if c else None
 
