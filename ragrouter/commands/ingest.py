@@ -179,7 +179,8 @@ def dry_run_table(dataset) -> str:
     total = len(dataset.questions)
     with_sources = sum(bool(q.supporting_doc_ids) for q in dataset.questions)
     rows.append(("all", total, with_sources, total - with_sources))
-    head = f"{len(dataset.documents)} documents" + (
+    n = len(dataset.documents)
+    head = f"{n} document{'s' if n != 1 else ''}" + (
         f" (left out: {', '.join(f'{k} {v}' for k, v in dataset.dropped.items())})" if dataset.dropped else "")
     return head + "\n" + render_rows(["type", "questions", "with sources", "without sources"], rows, "table")
 
