@@ -126,7 +126,7 @@ def test_corpus_slice_docs_chunks_and_quota(tmp_path):
     a, b = slice_dataset(ds, docs=5, seed=7), slice_dataset(ds, docs=5, seed=7)
     assert a == b and a.documents != slice_dataset(ds, docs=5).documents and len(a.questions) == 25
     out = _cli(["--db", db, "corpus", "slice", "cuad", "cuad-x", "--docs", "1", "--chunks", "2"])
-    assert out.exit_code != 0 and "exactly one of --docs N or --chunks N" in out.output
+    assert out.exit_code != 0 and "exactly one of --docs N, --chunks N" in out.output
 
 
 # ---------------------------------------------------------------------------------------------
