@@ -40,7 +40,7 @@ from pathlib import Path
 from ragrouter.config import Config
 from ragrouter.db import engine as eng
 from ragrouter.db import migrate
-from ragrouter.evaluation.stats import wilson_interval
+from ragrouter.common.stats import wilson_interval
 from ragrouter.paradigms.prompts import REFUSAL, Prompt
 from ragrouter.querygen import checks, prompts
 from ragrouter.querygen.stages import evaluator

@@ -95,7 +95,7 @@ def make_runs(engine, n_queries: int, seed: int) -> list[dict]:
     """paradigm_runs rows (without ids) for every k-th accepted question, five paradigms each."""
     from sqlalchemy import text
 
-    from ragrouter.evaluation.sentences import split_sentences
+    from ragrouter.common.sentences import split_sentences
 
     with engine.connect() as conn:
         chunks = conn.execute(text("SELECT id, text FROM chunks ORDER BY id")).all()

@@ -604,7 +604,7 @@ def test_mcnemar_sample_size_is_exact_and_gives_the_stated_power():
     exact McNemar test (evaluation.stats) agrees; Connor's normal formula gives 234 here."""
     from ragrouter.decisions.plan import mcnemar_n
     from ragrouter.decisions.simulate import mcnemar_exact_power
-    from ragrouter.evaluation.stats import mcnemar_exact
+    from ragrouter.common.stats import mcnemar_exact
 
     delta, psi = 0.10, 0.30
     n = mcnemar_n(delta, psi)

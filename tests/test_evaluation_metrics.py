@@ -13,7 +13,7 @@ from ragrouter.evaluation.metrics import (
     soft_coverage,
     soft_coverage_batch,
 )
-from ragrouter.evaluation.sentences import split_sentences
+from ragrouter.common.sentences import split_sentences
 from ragrouter.llm.encoder import get_encoder, minilm_path
 
 # --------------------------------------------------------------------------- sentence splitter
@@ -64,7 +64,7 @@ def test_split_sentences(text, expected):
 def test_split_sentences_docstring_example():
     import doctest
 
-    from ragrouter.evaluation import sentences
+    from ragrouter.common import sentences
 
     result = doctest.testmod(sentences)
     assert result.attempted == 1 and result.failed == 0

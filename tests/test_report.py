@@ -321,7 +321,7 @@ def test_judge_calibration_line_figure_and_empty_context(store, tmp_path):
     binary = cohen_kappa_score([1] * 4 + [0] * 8, [1] * 4 + [1] * 4 + [0] * 4)
     assert binary < 0.6
     from ragrouter.evaluation.agreement import kappa_interval
-    from ragrouter.evaluation.stats import wilson_interval
+    from ragrouter.common.stats import wilson_interval
 
     low, high = kappa_interval([[4, 0], [4, 4]])
     wlo, whi = wilson_interval(8, 12)

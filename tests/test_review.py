@@ -179,7 +179,7 @@ def test_review_start_queries_and_bad_input(tmp_path, review_env, capsys):
 
 
 def test_report_judge_line_cites_the_reviewers(store, tmp_path):
-    from ragrouter.evaluation.stats import wilson_interval
+    from ragrouter.common.stats import wilson_interval
     from ragrouter.report.build import build_report
 
     rows = synthetic.random_rows(5, n_corpora=1, queries_per_corpus=12, generators=("gen-a",), judges=("judge-x",),

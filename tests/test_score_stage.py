@@ -12,7 +12,7 @@ from sqlalchemy import text
 from ragrouter.config import Config, ConfigError
 from ragrouter.evaluation import stages as ev_stages
 from ragrouter.evaluation.metrics import QA_SCORER, faithfulness, soft_coverage
-from ragrouter.evaluation.sentences import split_sentences
+from ragrouter.common.sentences import split_sentences
 from ragrouter.llm import encoder as encoder_mod
 from ragrouter.report.synthetic import insert_rows
 from ragrouter.stages.base import Scope

@@ -23,7 +23,7 @@ from sqlalchemy import insert, text
 
 from ragrouter.db import models
 from ragrouter.evaluation import judge as jd
-from ragrouter.evaluation.stats import wilson_interval
+from ragrouter.common.stats import wilson_interval
 from ragrouter.ingest import store as ingest_store
 from ragrouter.ingest.loaders import load
 from ragrouter.ingest.records import UNANSWERABLE_GOLD, LoaderError

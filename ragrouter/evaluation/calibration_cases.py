@@ -68,7 +68,7 @@ import re
 from typing import Callable, Iterable
 
 from ragrouter.evaluation import judge as jd
-from ragrouter.evaluation.sentences import split_sentences
+from ragrouter.common.sentences import split_sentences
 from ragrouter.evaluation.words import content_words, jaccard
 
 VERSION = "calib-v2"

@@ -17,7 +17,7 @@
   of the retrieved context; *hard* = share of answer sentences whose best cosine ≥ τ (0.7),
   *soft* = mean of those maxima.
 
-Sentences come from :func:`ragrouter.evaluation.sentences.split_sentences`; the sentence
+Sentences come from :func:`ragrouter.common.sentences.split_sentences`; the sentence
 encoder is anything with ``encode(list[str], batch_size=int) -> (n, d) array`` (normally
 :func:`ragrouter.llm.encoder.get_encoder`). Rows are re-normalised here, so cosine = dot.
 
@@ -40,7 +40,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ragrouter.evaluation.sentences import split_sentences
+from ragrouter.common.sentences import split_sentences
 from ragrouter.llm import encoder as encoder_mod
 
 __all__ = [

@@ -315,7 +315,7 @@ class _SentenceMemo:
 
     def chunk_texts(self, services, ids) -> dict[int, str]:
         """Texts of the chunks ``ids`` (those the store has), fetched once per process."""
-        from ragrouter.evaluation.sentences import split_sentences
+        from ragrouter.common.sentences import split_sentences
 
         ids = {int(c) for c in ids}
         with self._lock:
@@ -342,7 +342,7 @@ class _SentenceMemo:
 
     def split(self, text_: str):
         """split_sentences, answered from the memo for chunk texts."""
-        from ragrouter.evaluation.sentences import split_sentences
+        from ragrouter.common.sentences import split_sentences
 
         sents = self._sentences.get(text_)
         return sents if sents is not None else split_sentences(text_)

@@ -257,7 +257,7 @@ class SentenceSplitter:
     def __call__(self, chunk_id: int) -> list[tuple[str, str, set[str]]]:
         hit = self._cache.get(chunk_id)
         if hit is None:
-            from ragrouter.evaluation.sentences import split_sentences
+            from ragrouter.common.sentences import split_sentences
 
             sents = [" ".join(x.split()) for x in split_sentences(self.texts[chunk_id])]
             hit = [(x, x.casefold(), set(_WORD_RE.findall(x.casefold()))) for x in sents if x]

@@ -450,7 +450,7 @@ def router_tests(engine: Engine) -> pd.DataFrame:
     """Paired tests of every store router (router, features, encoder, generator, judge) on its
     predicted queries: vs. the best fixed paradigm and vs. the oracle (exact McNemar on correct),
     and tokens vs. the best fixed paradigm (seeded paired bootstrap of the mean difference)."""
-    from ragrouter.evaluation import stats
+    from ragrouter.common import stats
     from ragrouter.routers.dataset import best_fixed
 
     routed = read_sql(engine, "SELECT router, features, encoder, generator, judge, query_id, correct, tokens, "

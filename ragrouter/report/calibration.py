@@ -208,7 +208,7 @@ def human_line(judge: str, human: dict | None) -> str:
     if human is None:
         return (f"> Judge `{judge}` against a person: **not reviewed** (`python cli.py review start`, label the "
                 "traces in the MLflow UI, `python cli.py review pull`).")
-    from ragrouter.evaluation.stats import wilson_interval
+    from ragrouter.common.stats import wilson_interval
 
     n, agree = human["n"], human["agree"]
     lo, hi = wilson_interval(agree, n)
@@ -255,7 +255,7 @@ def _calibration_line(trust: dict) -> str:
     agree = trust.get("binary_agree")
     agreement = ""
     if n and agree is not None:
-        from ragrouter.evaluation.stats import wilson_interval
+        from ragrouter.common.stats import wilson_interval
 
         lo, hi = wilson_interval(agree, n)
         agreement = f", agreement {agree}/{n} = {100 * agree / n:.0f} % [{100 * lo:.0f}, {100 * hi:.0f}]"

@@ -11,7 +11,7 @@ import math
 
 import pandas as pd
 
-from ragrouter.evaluation import stats
+from ragrouter.common import stats
 from ragrouter.report.data import paradigm_order
 
 QTYPE_ORDER = ("factual", "reasoning", "summary")

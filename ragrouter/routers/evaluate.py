@@ -125,10 +125,10 @@ def mrr(y_true, proba: np.ndarray, classes: Sequence[str]) -> float:
 
 def wilson_interval(k: float, n: float) -> tuple[float, float]:
     """95 % Wilson score interval of a proportion ``k / n``: the one implementation,
-    :func:`ragrouter.evaluation.stats.wilson_interval` (= statsmodels' ``proportion_confint(k, n,
+    :func:`ragrouter.common.stats.wilson_interval` (= statsmodels' ``proportion_confint(k, n,
     method='wilson')``, tested); (nan, nan) for n = 0. The same formula is in
     ``queries/views/201_v_router_scores.sql``."""
-    from ragrouter.evaluation import stats
+    from ragrouter.common import stats
 
     low, high = stats.wilson_interval(k, n)
     return float(low), float(high)

@@ -1,4 +1,4 @@
-"""ragrouter.evaluation.stats against the references: statsmodels' Wilson interval and exact
+"""ragrouter.common.stats against the references: statsmodels' Wilson interval and exact
 McNemar, scipy's bootstrap; the seeded bootstrap is deterministic; best_of says n.s. where a
 9-query sample cannot separate two paradigms and names the leader where it can."""
 
@@ -10,7 +10,7 @@ from scipy import stats as sps
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.proportion import proportion_confint
 
-from ragrouter.evaluation import stats
+from ragrouter.common import stats
 
 
 @pytest.mark.parametrize("k,n", [(0, 1), (1, 1), (0, 9), (3, 9), (9, 9), (17, 40), (1, 1000), (500, 1000)])
