@@ -20,6 +20,7 @@ import difflib
 import hashlib
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
 
@@ -38,6 +39,52 @@ BACKEND_KINDS = ("local", "local-encoder", "openai")
 
 class ConfigError(ValueError):
     """A setting is missing or malformed; the message names the file and the setting."""
+
+
+@dataclass(frozen=True)
+class Prices:
+    """US dollars per million tokens."""
+
+    input: float
+    output: float
+    cached_input: float
+
+    def cost(self, prompt: float, completion: float, cached_prompt: float = 0.0) -> float:
+        cached = min(max(0.0, float(cached_prompt or 0)), float(prompt or 0))
+        return ((float(prompt or 0) - cached) * self.input + cached * self.cached_input
+                + float(completion or 0) * self.output) / 1e6
+
+
+class PriceError(ValueError):
+    """A price setting is malformed (the message names the backend)."""
+
+
+def parse_prices(name: str, spec: dict, source: str = "config") -> Prices | None:
+    """A backend's ``price_per_million`` (None: unpriced), checked when the config loads; what the
+    prices make of the store's tokens is :mod:`ragrouter.llm.pricing`."""
+    raw = spec.get("price_per_million")
+    if raw is None:
+        return None
+    where = f"{source}: backends.{name}.price_per_million"
+    if not isinstance(raw, dict):
+        raise PriceError(f"{where} must be a mapping {{input, output, cached_input}}")
+    unknown = sorted(set(raw) - {"input", "output", "cached_input"})
+    if unknown:
+        raise PriceError(f"{where}: unknown key(s) {', '.join(unknown)} (known: input, output, cached_input)")
+    vals = {}
+    for key in ("input", "output", "cached_input"):
+        v = raw.get(key)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+            raise PriceError(f"{where}.{key} must be a number >= 0 (got {v!r})")
+        vals[key] = float(v)
+    if not vals:
+        return None
+    if "input" not in vals or "output" not in vals:
+        raise PriceError(f"{where} needs both input and output")
+    return Prices(vals["input"], vals["output"], vals.get("cached_input", vals["input"]))
+
 
 
 # Backend keys the code reads that no default backend entry shows (one place to add them).
@@ -464,8 +511,6 @@ class Config:
             raise ConfigError(f"{where} must be an http:// or https:// URL with a host (got {url!r})")
 
     def _check_prices(self, name: str, spec: dict) -> None:
-        from ragrouter.llm.pricing import PriceError, parse_prices  # no import circle: pricing needs no config
-
         try:
             parse_prices(name, spec, self.where(f"backends.{name}.price_per_million"))
         except PriceError as exc:

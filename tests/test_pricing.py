@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ragrouter import config as config_module
 from ragrouter.config import Config
 from ragrouter.llm import pricing
 from ragrouter.llm.gateway import Gateway
+from ragrouter.report import money
 
 try:
     from tests.fake_openai import FakeOpenAI
@@ -26,14 +28,14 @@ PRICES = {"input": 2.0, "output": 8.0, "cached_input": 0.5}
 
 
 def test_cost_arithmetic_and_bad_prices_name_the_setting():
-    p = pricing.Prices(2.0, 8.0, 0.5)
+    p = config_module.Prices(2.0, 8.0, 0.5)
     # 1,000 prompt tokens of which 400 cached, 250 completion tokens
     assert p.cost(1000, 250, 400) == pytest.approx((600 * 2.0 + 400 * 0.5 + 250 * 8.0) / 1e6)
-    assert pricing.parse_prices("b", {"price_per_million": {"input": 1, "output": 3}}).cached_input == 1.0
-    with pytest.raises(pricing.PriceError, match=r"backends\.b\.price_per_million\.output"):
-        pricing.parse_prices("b", {"price_per_million": {"input": 1, "output": -3}})
-    with pytest.raises(pricing.PriceError, match="unknown key"):
-        pricing.parse_prices("b", {"price_per_million": {"input": 1, "output": 3, "cache": 1}})
+    assert config_module.parse_prices("b", {"price_per_million": {"input": 1, "output": 3}}).cached_input == 1.0
+    with pytest.raises(config_module.PriceError, match=r"backends\.b\.price_per_million\.output"):
+        config_module.parse_prices("b", {"price_per_million": {"input": 1, "output": -3}})
+    with pytest.raises(config_module.PriceError, match="unknown key"):
+        config_module.parse_prices("b", {"price_per_million": {"input": 1, "output": 3, "cache": 1}})
     assert pricing.usd(None) == "-" and pricing.usd(1234.4) == "$1,234" and pricing.usd(0.5) == "$0.50"
 
 
@@ -90,7 +92,7 @@ def test_reasoning_tokens_are_priced_once_inside_the_completion_tokens(store, mo
         (row,) = [r for r in pricing.billed_by_stage(conn, cfg) if r["stage"] == "answer"]
     assert row["reasoning_tokens"] == 40 and row["completion_tokens"] == reply.completion_tokens > 40
     assert row["usd"] == pytest.approx((row["prompt_tokens"] * 2.0 + reply.completion_tokens * 8.0) / 1e6, rel=1e-9)
-    assert "of which reasoning" in pricing.markdown_section(store, cfg)
+    assert "of which reasoning" in money.markdown_section(store, cfg)
 
 
 def _cli(*args, env):

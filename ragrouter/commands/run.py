@@ -9,8 +9,9 @@ import click
 from ragrouter.commands.common import Ctx, FailedUnits, fail, hms as _hms, pass_ctx, register_user_error, render_rows
 from ragrouter.commands.interrupt import Steps, stoppable
 from ragrouter.commands.status import format_skipped
+from ragrouter.config import PriceError
 from ragrouter.db import migrate, outage
-from ragrouter.llm.pricing import PriceError, dry_run_usd_rows
+from ragrouter.llm.pricing import dry_run_usd_rows
 from ragrouter.stages import registry
 from ragrouter.stages.base import Scope, ScopeError
 from ragrouter.stages.runner import dry_run, run_stage

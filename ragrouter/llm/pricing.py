@@ -22,52 +22,9 @@ price page and override them in your config.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from sqlalchemy import text
 
-
-@dataclass(frozen=True)
-class Prices:
-    """US dollars per million tokens."""
-
-    input: float
-    output: float
-    cached_input: float
-
-    def cost(self, prompt: float, completion: float, cached_prompt: float = 0.0) -> float:
-        cached = min(max(0.0, float(cached_prompt or 0)), float(prompt or 0))
-        return ((float(prompt or 0) - cached) * self.input + cached * self.cached_input
-                + float(completion or 0) * self.output) / 1e6
-
-
-class PriceError(ValueError):
-    """A price setting is malformed (the message names the backend)."""
-
-
-def parse_prices(name: str, spec: dict, source: str = "config") -> Prices | None:
-    raw = spec.get("price_per_million")
-    if raw is None:
-        return None
-    where = f"{source}: backends.{name}.price_per_million"
-    if not isinstance(raw, dict):
-        raise PriceError(f"{where} must be a mapping {{input, output, cached_input}}")
-    unknown = sorted(set(raw) - {"input", "output", "cached_input"})
-    if unknown:
-        raise PriceError(f"{where}: unknown key(s) {', '.join(unknown)} (known: input, output, cached_input)")
-    vals = {}
-    for key in ("input", "output", "cached_input"):
-        v = raw.get(key)
-        if v is None:
-            continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-            raise PriceError(f"{where}.{key} must be a number >= 0 (got {v!r})")
-        vals[key] = float(v)
-    if not vals:
-        return None
-    if "input" not in vals or "output" not in vals:
-        raise PriceError(f"{where} needs both input and output")
-    return Prices(vals["input"], vals["output"], vals.get("cached_input", vals["input"]))
+from ragrouter.config import Prices, parse_prices
 
 
 def backend_prices(config) -> dict[str, Prices]:
@@ -156,46 +113,6 @@ def estimate_usd(config, model: str, prompt_tokens: int, completion_tokens: int)
     """Dollars of a dry-run estimate for ``model`` (None: unpriced)."""
     price = model_prices(config).get(str(model))
     return None if price is None else price.cost(prompt_tokens, completion_tokens)
-
-
-def markdown_section(engine, config) -> str:
-    """The report's money section: prices used, billed per stage, consumed per paradigm."""
-    from ragrouter.report.tables import fmt_int, md_table
-
-    prices = price_rows(config)
-    if not prices:
-        return ("## Cost in money\n\n_No backend of the config has `price_per_million`: tokens are not priced "
-                "(local models cost no money per token)._\n")
-    with engine.connect() as conn:
-        billed = billed_by_stage(conn, config)
-        consumed = consumed_by_paradigm(conn, config)
-    md = ["## Cost in money\n",
-          "Prices used (US $ per million tokens, from the config's `backends.*.price_per_million`; "
-          "check them against the provider's current price list):\n",
-          md_table(["Backend", "Model", "Input", "Output", "Cached input"],
-                   [[b, m, f"{i:g}", f"{o:g}", f"{c:g}"] for b, m, i, o, c in prices], ["l", "l", "r", "r", "r"]),
-          "", "### Billed (what the endpoints were paid; each ledger row once)\n"]
-    if billed:
-        total = sum(r["usd"] or 0 for r in billed)
-        md.append(md_table(["Stage", "Backend", "Calls", "Prompt", "Cached prompt", "Completion",
-                            "of which reasoning", "US $"],
-                           [[r["stage"], r["backend"], fmt_int(r["calls"]), fmt_int(r["prompt_tokens"]),
-                             fmt_int(r["cached_prompt_tokens"]), fmt_int(r["completion_tokens"]),
-                             fmt_int(r["reasoning_tokens"]), usd(r["usd"])]
-                            for r in billed], ["l", "l"] + ["r"] * 6))
-        md.append(f"\nTotal billed: **{usd(total)}** (unpriced backends count $0).")
-    else:
-        md.append("_No model calls yet._")
-    md.append("\n### Consumed by the runs (what a cold run would pay, cache hits included)\n")
-    if consumed:
-        md.append(md_table(["Corpus", "Paradigm", "Generator", "N", "Prompt", "Completion", "US $", "US $ / query"],
-                           [[r["corpus"], r["paradigm"], r["generator"], fmt_int(r["n"]), fmt_int(r["prompt_tokens"]),
-                             fmt_int(r["completion_tokens"]), usd(r["usd"]), usd(r["usd_per_query"])]
-                            for r in consumed], ["l", "l", "l"] + ["r"] * 5))
-    else:
-        md.append("_No paradigm runs yet._")
-    md.append("")
-    return "\n".join(md)
 
 
 def dry_run_usd_rows(config, rows: list[tuple]) -> tuple[list[str], list[tuple], str]:

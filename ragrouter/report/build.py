@@ -254,10 +254,10 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
             "include the one-time graph construction (the extraction tokens of the corpus's processed chunks) "
             "amortised over the answered queries (Build share = their sum, Build/query = the share per query); "
             "Total inf. is the inference-only total. Empty ctx = runs whose retrieval put nothing into the context.")
-    if config is not None:  # money next to the tokens (ragrouter/llm/pricing.py)
-        from ragrouter.llm import pricing
+    if config is not None:  # money next to the tokens (ragrouter/report/money.py)
+        from ragrouter.report import money
 
-        md.append(pricing.markdown_section(engine, config))
+        md.append(money.markdown_section(engine, config))
     md.append("### Empty-context runs\n")
     md.append("Runs of a retrieving paradigm whose context came back empty (context_tokens = 0; an iterative run "
               "that answered in round 0 without retrieving does not count). A high share usually means the "
