@@ -367,7 +367,7 @@ def run_paradigm(config, out: Answer, index, gateway, generator: str, settings=N
     :meth:`ragrouter.paradigms.settings.Settings.for_answer`); None: the config's."""
     from ragrouter.paradigms import paradigms
 
-    from ragrouter.corpus import storeio
+    from ragrouter.stages import storeio
 
     result = paradigms.run(out.paradigm, out.question, None, index, gateway, generator,
                            config if settings is None else settings)

@@ -24,7 +24,7 @@ class ReadError(LookupError):
 
 def corpus_id(engine: Engine, corpus: str) -> int:
     """``corpora.id`` of ``corpus`` (a ScopeError naming the ingest command when unknown)."""
-    from ragrouter.corpus import storeio
+    from ragrouter.stages import storeio
 
     with engine.connect() as conn:
         return storeio.corpus_ids(conn, corpus)[0][0]

@@ -672,8 +672,8 @@ def test_plan_reads_the_pilot_and_prices_the_pending_queries(store):
 
 def test_the_local_profile_sits_between_the_defaults_and_the_users_file(tmp_path):
     from ragrouter.config import Config, ConfigError
-    from ragrouter.corpus import extract as ex
-    from ragrouter.corpus import storeio
+    from ragrouter.graph import extract as ex
+    from ragrouter.stages import storeio
 
     paper = Config.load(env={})
     assert paper.get("retrieval.token_budget") == 8000 and paper.get("extraction.max_triples", None) is None

@@ -70,7 +70,7 @@ def _grow(engine, config, corpus_id: int, doc_id: int, start: int, n: int, seed:
     """Add chunks start..start+n-1 with random vectors and a chain of triples through them."""
     import numpy as np
 
-    from ragrouter.corpus import storeio
+    from ragrouter.stages import storeio
     from ragrouter.db import models
 
     rng = np.random.default_rng(seed)
@@ -98,7 +98,8 @@ def _grow(engine, config, corpus_id: int, doc_id: int, start: int, n: int, seed:
 
 
 def test_the_extractor_key_names_model_prompt_version_and_output_limit():
-    from ragrouter.corpus import extract, storeio
+    from ragrouter.graph import extract
+    from ragrouter.stages import storeio
 
     config = Config.load(env={})
     key = storeio.extractor_key(config)

@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import text
 
 from ragrouter.config import Config, ConfigError
-from ragrouter.corpus import extract as ex
+from ragrouter.graph import extract as ex
 from ragrouter.db.engine import write_lock
 from ragrouter.llm.backends import GatewayError
 from ragrouter.llm.gateway import ChatResult

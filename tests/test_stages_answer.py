@@ -26,7 +26,7 @@ import yaml
 from sqlalchemy import text
 
 from ragrouter.config import Config
-from ragrouter.corpus import extract as ex
+from ragrouter.graph import extract as ex
 from ragrouter.db import engine as eng
 from ragrouter.db import migrate
 from ragrouter.db.engine import write_lock

@@ -33,7 +33,7 @@ def stored_dataset(conn, corpus: str) -> tuple[Dataset, str]:
     """The documents and accepted benchmark questions of a stored corpus, in stored order:
     imported questions, and generated or reviewed ones with their source chunks as evidence
     (:data:`~ragrouter.corpus.slicing.CHUNK_EVIDENCE`; they join the slice as its own questions)."""
-    from ragrouter.corpus import storeio
+    from ragrouter.stages import storeio
 
     cid = storeio.corpus_ids(conn, corpus)[0][0]
     fmt = conn.execute(text("SELECT source_format FROM corpora WHERE id = :c"), {"c": cid}).scalar() or "slice"

@@ -11,8 +11,8 @@ from sqlalchemy import bindparam, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import Connection
 
-from ragrouter.corpus import extract as ex
-from ragrouter.corpus import storeio
+from ragrouter.graph import extract as ex
+from ragrouter.stages import storeio
 from ragrouter.corpus.chunking import chunk_text
 from ragrouter.db import models
 from ragrouter.llm import tokens

@@ -201,7 +201,7 @@ class _Build:
 def _build(services, req) -> _Build:
     """The extraction requests of every chunk (free where the ledger holds them), estimated as
     the dry run estimates them."""
-    from ragrouter.corpus import storeio
+    from ragrouter.stages import storeio
     from ragrouter.llm import tokens
     from ragrouter.stages import registry
     from ragrouter.stages.expect import active, expectations
@@ -247,7 +247,7 @@ def _doc_seconds(config, services, build: _Build, spans: list[range]) -> tuple[l
 def _sample_queries(services, source: str) -> list[int]:
     from sqlalchemy import text
 
-    from ragrouter.corpus import storeio
+    from ragrouter.stages import storeio
 
     with services.db_lock, services.engine.connect() as conn:
         cid = storeio.corpus_ids(conn, source)[0][0]

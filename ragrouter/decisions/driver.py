@@ -77,7 +77,7 @@ def seeded_order(seed: int, corpus: str, ids: list[tuple[int, str]]) -> list[int
 
 
 def cells_of(conn, scope: Scope, settings: Settings) -> list[Cell]:
-    from ragrouter.corpus import storeio
+    from ragrouter.stages import storeio
 
     cfg = scope.config
     generators = list(scope.models) or cfg.generators()

@@ -118,7 +118,7 @@ def load_sources(conn, corpus: str | None = None) -> list[Source]:
            "JOIN corpora c ON c.id = q.corpus_id WHERE q.origin = 'imported' AND TRIM(q.answer) <> ''")
     params = {}
     if corpus:
-        from ragrouter.corpus import storeio
+        from ragrouter.stages import storeio
 
         params["cid"] = storeio.corpus_ids(conn, corpus)[0][0]
         sql += " AND q.corpus_id = :cid"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import insert
 
-from ragrouter.corpus import storeio
+from ragrouter.stages import storeio
 from ragrouter.db import models
 from ragrouter.db.values import json_value
 from ragrouter.evaluation import judge as jd

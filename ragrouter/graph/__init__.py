@@ -1,1 +1,2 @@
-"""Knowledge graph (``kg``) and Personalized PageRank (``ppr``)."""
+"""The knowledge graph: triples extracted from the chunks (``extract``), the graph they make
+(``kg``) and Personalized PageRank over it (``ppr``)."""

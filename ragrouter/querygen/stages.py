@@ -36,7 +36,7 @@ from collections import Counter
 from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import insert
 
-from ragrouter.corpus import storeio
+from ragrouter.stages import storeio
 from ragrouter.db import models
 from ragrouter.db.values import json_value
 from ragrouter.llm.backends import GatewayError

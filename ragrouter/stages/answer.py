@@ -24,7 +24,7 @@ from collections import OrderedDict
 from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import insert
 
-from ragrouter.corpus import storeio
+from ragrouter.stages import storeio
 from ragrouter.db import models
 from ragrouter.stages.base import Estimate, Scope, ScopeError, Stage, Unit, register
 

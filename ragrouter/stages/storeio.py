@@ -19,7 +19,7 @@ def model_key(config, role: str) -> str:
 def extractor_key(config) -> str:
     """The store key of an extraction: model, prompt version and output limit (a reply cut at
     another ``extraction.max_tokens`` holds other triples, so it is another graph)."""
-    from ragrouter.corpus.extract import PROMPT_VERSION
+    from ragrouter.graph.extract import PROMPT_VERSION
 
     key = f"{model_key(config, 'extractor')}|{PROMPT_VERSION}|mt{int(config.get('extraction.max_tokens'))}"
     cap = config.get("extraction.max_triples", None)
