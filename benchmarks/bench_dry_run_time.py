@@ -47,7 +47,7 @@ def measure(db: str, config_path: str, fmt: str, files: list[str], corpus: str, 
         import subprocess
 
         subprocess.run([sys.executable, "-c", "import sys; from ragrouter.config import Config; "
-                        "from ragrouter.stages import speedprobe; "
+                        "from ragrouter.decisions import speedprobe; "
                         "speedprobe.probe(Config.load(sys.argv[1]), echo=lambda l: print(l, file=sys.stderr))",
                         config_path], check=True)
     engine = eng.make_engine(db)

@@ -404,7 +404,7 @@ class _TimedBackend:
 def test_the_speed_probe_recovers_a_backends_set_speed():
     """Three rounds (short prompt, long prompt, long prompt with a reply) at 2 in flight solve the
     per-call latency model: 500 prompt and 125 reply tokens per second, 0.05 s overhead."""
-    from ragrouter.stages import speedprobe
+    from ragrouter.decisions import speedprobe
 
     fig = speedprobe.probe_chat(_TimedBackend())
     assert fig["parallel"] == 2 and 0.15 <= fig["load_s"] <= 0.5
@@ -422,7 +422,7 @@ def test_one_slow_prompt_round_does_not_move_the_probes_prompt_rate():
     """A neighbour's burst slows one of the probe's long-prompt rounds to twice its time: the
     prompt rounds are repeated and each taken at its median, so the prompt rate still reads
     500 tok/s; a single pair of rounds would read ~40 % of it."""
-    from ragrouter.stages import speedprobe
+    from ragrouter.decisions import speedprobe
 
     class Burst(_TimedBackend):
         def __init__(self):
@@ -454,7 +454,7 @@ def test_short_replies_are_timed_at_the_short_reply_rounds_rate():
     (the 1.5B on 2 cores: 6.0 against 11.7 tok/s): the probe's fourth round measures it, and the
     estimate times a call by its mean reply length — the short rate up to 50 tokens, the long
     rate from 160, linear between."""
-    from ragrouter.stages import speedprobe
+    from ragrouter.decisions import speedprobe
     from ragrouter.stages.timing import reply_seconds
 
     class ShortSlow(_TimedBackend):
@@ -482,7 +482,7 @@ def test_the_probe_measures_encoders_first_and_their_load_in_a_fresh_process(tmp
     stage pays, and the probing process never holds the model), and one the child cannot load
     falls back to an in-process measurement."""
     from ragrouter.config import Config
-    from ragrouter.stages import speedprobe
+    from ragrouter.decisions import speedprobe
 
     monkeypatch.setenv("RAGROUTER_TIMING_DIR", str(tmp_path / "timing"))
     cfg = Config.load(Path("configs/demo.yaml"), env={})
@@ -528,7 +528,7 @@ def test_probed_figures_replace_the_priors_and_a_first_stage_pays_the_load(tmp_p
     local models, the store's own history outranks both, and a local model's load time is
     charged once, to the first row that uses it."""
     from ragrouter.config import Config
-    from ragrouter.stages import speedprobe
+    from ragrouter.decisions import speedprobe
     from ragrouter.stages.base import Estimate
     from ragrouter.stages.timing import Timing
 

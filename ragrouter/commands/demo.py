@@ -160,7 +160,7 @@ def _demo(ctx: Ctx, data_dir: Path | None, out: Path, quiet: bool, steps: Steps)
     try:
         # What `run --dry-run` says the pipeline will cost, kept to be set beside what it billed,
         # timed with this machine's measured speed of the local models (once per machine).
-        from ragrouter.stages import speedprobe
+        from ragrouter.decisions import speedprobe
 
         steps.start("estimate")
         speedprobe.probe(config, echo=click.echo, missing_only=True,  # status shows the probe's model

@@ -125,7 +125,7 @@ def _run(ctx: Ctx, stages, corpus, paradigms, models, limit, dry, workers, quiet
     if dry:
         try:
             if probe:
-                from ragrouter.stages import speedprobe
+                from ragrouter.decisions import speedprobe
 
                 speedprobe.probe(config, echo=lambda line: click.echo(line, err=True))
             _print_dry_run(config, _dry_run(selected, services, scope, unasked, engine), services, as_json)

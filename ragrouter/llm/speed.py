@@ -1,6 +1,6 @@
 """This machine's measured speed of the local models, and the timeout of a local call.
 
-The speed probe (:mod:`ragrouter.stages.speedprobe`) measures each local model once per machine
+The speed probe (:mod:`ragrouter.decisions.speedprobe`) measures each local model once per machine
 and keeps the figures in ``$RAGROUTER_HOME/timing/<machine>.json`` (``$RAGROUTER_TIMING_DIR``
 if set; machine = CPU model and count). Every figure is saved the moment it is measured, so a
 probe stopped half-way keeps what it measured. The figures are read here, in the model layer,

@@ -17,7 +17,7 @@ Where the numbers come from, per model, said in every row's ``time_basis``:
   model is then expected at ~5.2x the prior). A fit of three rates to a handful of similar calls
   is not to be trusted; their ratio to the prior is;
 * ``probe:<model>`` — this machine's own measurement of a local model (``run --dry-run
-  --probe``, :mod:`ragrouter.stages.speedprobe`), kept per machine in ``$RAGROUTER_HOME/timing``;
+  --probe``, :mod:`ragrouter.decisions.speedprobe`), kept per machine in ``$RAGROUTER_HOME/timing``;
 * ``prior:<key>`` — ``dry_run.timing.priors``: measured for the embedded local models on a
   2-core machine (benchmarks/README.md, "Time in every estimate"), **stated** (not measured)
   for remote endpoints (key ``openai``: any OpenAI-compatible backend), where the calls in
@@ -56,6 +56,7 @@ import numpy as np
 from sqlalchemy import text
 
 from ragrouter.llm import cpuload
+from ragrouter.llm.speed import load as load_probed
 
 HISTORY_ROWS = 5000
 LOCAL_KINDS = ("local", "local-encoder")
@@ -161,9 +162,7 @@ class Timing:
         self._few: dict[str, list[tuple[float, int, int]]] = {}  # (latency, prompt, completion) of a few calls
         self._parallel: dict[str, float] = {}
         self._unit: dict[str, tuple[float, int]] = {}
-        from ragrouter.stages import speedprobe
-
-        self.probed = speedprobe.load()  # this machine's measured local models (run --dry-run --probe)
+        self.probed = load_probed()  # this machine's measured local models (run --dry-run --probe)
         self._loaded: set[str] = set()  # models whose load a row of this dry run already paid
         # worker.one_local_model: a stage stops the servers it does not call, so a local chat
         # model pays its load again in every row that follows another model's or a no-model stage

@@ -159,7 +159,7 @@ _CHILD = """
 import json, sys, time
 t = time.perf_counter()
 from ragrouter.llm.encoder import get_encoder
-from ragrouter.stages.speedprobe import _encode_rate, _score_start
+from ragrouter.decisions.speedprobe import _encode_rate, _score_start
 enc = get_encoder(sys.argv[1])
 enc.encode(["warm up"], batch_size=1)
 load_s = time.perf_counter() - t

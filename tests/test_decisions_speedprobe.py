@@ -1,4 +1,4 @@
-"""The speed probe never stops the work (ragrouter/stages/speedprobe.py) and a local call's
+"""The speed probe never stops the work (ragrouter/decisions/speedprobe.py) and a local call's
 timeout follows the call's size and the model's speed (ragrouter/llm/speed.py):
 
 * a local model whose server never answers: its probe times out, one warning line names it,
@@ -22,7 +22,7 @@ from ragrouter.config import Config
 from ragrouter.llm import speed
 from ragrouter.llm.kinds import make_backend
 from ragrouter.llm.local_backends import LocalBackend
-from ragrouter.stages import speedprobe
+from ragrouter.decisions import speedprobe
 
 
 class BlackHole:
