@@ -77,7 +77,7 @@ def demo_against(store_path: str, config_path: str = "configs/demo.yaml") -> lis
     """The demo's dry run on a fresh store (its slice ingested, nothing run) beside what a
     finished cold demo store ``store_path`` billed per stage (its whole ledger): the same
     requests, so the same figure ``make run`` writes to ``dry_run_vs_billed.csv``."""
-    from ragrouter import demo as demo_data
+    from ragrouter.corpus import demo as demo_data
     from ragrouter.config import Config
     from ragrouter.db import migrate
     from ragrouter.db.engine import write_lock

@@ -27,7 +27,7 @@ PIPELINE = ["chunk", "extract", "embed", "metrics", "answer", "judge", "score"]
 
 def measure(db: str, config_path: str, fmt: str, files: list[str], corpus: str, chunks: int, per_type: int,
             probe: bool = False) -> list[dict]:
-    from ragrouter.commands.corpus import slice_dataset
+    from ragrouter.corpus.slicing import slice_dataset
     from ragrouter.config import Config
     from ragrouter.db import engine as eng
     from ragrouter.db import migrate

@@ -35,7 +35,7 @@ from sqlalchemy import create_engine, text  # noqa: E402
 
 
 def run_variant(name: str, chunks: int, max_tokens: int, max_triples: int | None, extra: dict) -> dict:
-    from ragrouter import demo as demo_data
+    from ragrouter.corpus import demo as demo_data
     from ragrouter.config import Config
     from ragrouter.db import migrate
     from ragrouter.db.engine import write_lock

@@ -15,7 +15,7 @@ the restart vector alone, the triple order left as the paper's (what the restart
   every question, ``sam`` in every other chunk and in those chunks' questions; each question asks
   about one event (its gold chunk) by the friend and the place it names.
 * ``medical``: the first ``--chunks`` chunks of the GraphRAG-Bench medical textbook and every
-  question whose evidence lies in them (``corpus slice``'s rule, ``ragrouter.demo.medical_slice``);
+  question whose evidence lies in them (``corpus slice``'s rule, ``ragrouter.corpus.demo.medical_slice``);
   gold chunks found lexically as in ``bench_min_similarity.py`` (:func:`gold_chunks`). The graph is built without an
   LLM: a term vocabulary (1–3-word runs of content words that occur at least twice in the slice),
   terms found left to right in each sentence (longest first), and one triple per pair of
@@ -173,7 +173,7 @@ def lexical_triples(chunks: list[str], min_count: int = 2, max_gap: int = 8) -> 
 def gold_chunks(evidence, chunk_words: list[set[str]], overlap: float) -> set[int]:
     """The best-overlapping chunk of every evidence sentence with >= ``overlap`` of its content
     words in it (``bench_min_similarity.py``'s rule)."""
-    from ragrouter.commands.corpus import _words
+    from ragrouter.corpus.slicing import _words
 
     sentences = [x for e in (evidence if isinstance(evidence, list) else [evidence or ""])
                  for x in re.split(r";\s+", e or "") if x.strip()]
@@ -189,9 +189,9 @@ def gold_chunks(evidence, chunk_words: list[set[str]], overlap: float) -> set[in
 
 
 def medical_corpus(n_chunks: int, overlap: float = 0.75) -> Corpus:
-    from ragrouter.commands.corpus import _words
+    from ragrouter.corpus.slicing import _words
     from ragrouter.corpus.chunking import chunk_text
-    from ragrouter.demo import default_data_dir, medical_slice
+    from ragrouter.corpus.demo import default_data_dir, medical_slice
 
     ds = medical_slice(default_data_dir(), n_chunks, None, overlap)
     chunks = [c.text for d in ds.documents for c in chunk_text(d.title or "", d.text, 512, 100)]
@@ -212,20 +212,21 @@ def store_corpus(url: str, name: str, config_path: Path | None, overlap: float =
     recorded (no model call; questions no graph run answered are left out). Gold chunks: the
     chunks a generated question was built from, else the evidence sentences found lexically
     (:func:`gold_chunks`); unanswerable questions have none and count only in the distinct share."""
-    from ragrouter.commands.corpus import _words
+    from ragrouter.corpus.slicing import _words
     from ragrouter.db.engine import make_engine
-    from ragrouter import reading
+    from ragrouter.answering import lookup
+    from ragrouter.stages import storeio
 
     config = Config.load(config_path, env={}) if config_path else Config.load(env={})
     engine = make_engine(url, read_only=True, create=False)
-    cid = reading.corpus_id(engine, name)
+    cid = lookup.corpus_id(engine, name)
     with engine.connect() as conn:
-        index = reading.corpus_index(conn, cid, name, config)
+        index = lookup.corpus_index(conn, cid, name, config)
     ids = index.chunk_ids.tolist()
     texts = [index.texts[c] for c in ids]
     words = [_words(t) for t in texts]
     questions, skipped = [], 0
-    for q in reading.graph_queries(engine, name):
+    for q in storeio.graph_queries(engine, name):
         if q["entities"] is None:
             skipped += 1
             continue

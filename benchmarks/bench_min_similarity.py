@@ -4,7 +4,7 @@ The paper's ``min_similarity`` 0.4 was set for OpenAI's text-embedding-3-small; 
 similarities sit on another scale. GraphRAG-Bench medical questions carry their ``evidence``
 (paraphrased sentences of the textbook), so their gold chunks are known: the chunks (512-token
 windows, 100 overlap, cl100k — the chunk stage's own chunking) that hold an evidence sentence,
-found lexically as the demo does (``ragrouter.demo.evidence_in``: >= ``--overlap`` of the
+found lexically as the demo does (``ragrouter.corpus.slicing.evidence_in``: >= ``--overlap`` of the
 sentence's content words inside one chunk; the best such chunk per sentence is its gold chunk).
 
 For every (question, gold chunk) pair we take the cosine between the question's and the chunk's
@@ -35,7 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ragrouter.corpus.chunking import chunk_text  # noqa: E402
-from ragrouter.demo import _words, default_data_dir  # noqa: E402
+from ragrouter.corpus.demo import default_data_dir  # noqa: E402
+from ragrouter.corpus.slicing import _words  # noqa: E402
 from ragrouter.ingest import loaders  # noqa: E402
 
 

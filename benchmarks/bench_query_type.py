@@ -17,10 +17,10 @@ A **store** is ``k`` labelled questions per type of one domain (k = 3: the demo'
 * **held-out questions**: the 40 user-style questions; reference centroids from all five.
 
 Guesses: ``store`` — the nearest centroid of the store's questions (the guess before this
-benchmark); ``rules+store`` — the cues of :func:`ragrouter.qtype_guess.rule_type`, else that
+benchmark); ``rules+store`` — the cues of :func:`ragrouter.answering.question_type.rule_type`, else that
 centroid; ``rules+blend`` — the cues, else the store's centroids blended with the reference
-(:func:`ragrouter.qtype_guess.blend`), what ``ask`` ships. ``--write-reference`` writes
-:mod:`ragrouter.qtype_reference` (reference centroids from all five domains, and the k = 10
+(:func:`ragrouter.answering.question_type.blend`), what ``ask`` ships. ``--write-reference`` writes
+:mod:`ragrouter.answering.type_reference` (reference centroids from all five domains, and the k = 10
 figures ``ask`` prints).
 
     python benchmarks/bench_query_type.py                      # the table (about 3 minutes on 2 cores)
@@ -43,14 +43,14 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from ragrouter import qtype_guess as qg  # noqa: E402
+from ragrouter.answering import question_type as qg  # noqa: E402
 
 TYPES = qg.TYPES
 MAP = {"single_hop": "factual", "multi_hop": "reasoning", "summary": "summary", "Fact Retrieval": "factual",
        "Complex Reasoning": "reasoning", "Contextual Summarize": "summary"}
 DOMAINS = ["medical", "musique", "quality", "legal", "novel"]
 HELDOUT = REPO / "benchmarks" / "data" / "query_type_heldout.jsonl"
-REFERENCE = REPO / "ragrouter" / "qtype_reference.py"
+REFERENCE = REPO / "ragrouter" / "answering" / "type_reference.py"
 
 
 def shared_data() -> Path:

@@ -254,7 +254,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from benchmarks.lean_endpoint import start_in_process
-    from ragrouter.demo import default_data_dir
+    from ragrouter.corpus.demo import default_data_dir
 
     data = default_data_dir()
     out = {"fraction": args.fraction, "concurrency": args.concurrency, "median_latency_s": args.median,

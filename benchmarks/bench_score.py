@@ -67,7 +67,7 @@ def build_store(tmp: Path):
     from ragrouter.db import engine as eng
     from ragrouter.db import migrate
     from ragrouter.db.engine import write_lock
-    from ragrouter.demo import default_data_dir
+    from ragrouter.corpus.demo import default_data_dir
     from ragrouter.ingest import loaders
     from ragrouter.ingest import store as ingest_store
     from ragrouter.stages import registry

@@ -53,7 +53,7 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 def build(tmp: Path, srv, concurrency: int) -> dict:
     import yaml
 
-    from ragrouter import routing
+    from ragrouter.answering import routing
     from ragrouter.db import engine as eng
     from ragrouter.db import migrate
     from tests.test_stages_answer import fake_config, ingest, run

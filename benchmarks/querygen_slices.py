@@ -116,7 +116,7 @@ def main() -> None:
     ap.add_argument("--max-indegree", type=int, default=5)
     ap.add_argument("--medical-chunks", type=int, default=24)
     args = ap.parse_args()
-    from ragrouter.demo import medical_slice
+    from ragrouter.corpus.demo import medical_slice
 
     name = "wiki-qg2" if args.chain_passages else "wiki-qg"
     passages = wiki_passages(args.passages)

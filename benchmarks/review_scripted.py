@@ -62,7 +62,7 @@ def main() -> None:
     from mlflow.entities import AssessmentSource, AssessmentSourceType
     from sqlalchemy import text
 
-    from ragrouter import routing
+    from ragrouter.answering import routing
     from ragrouter.config import Config
     from ragrouter.db import engine as eng
     from ragrouter.review import traces

@@ -426,6 +426,11 @@ class Config:
         blob = json.dumps(payload, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
+    def full_hash(self) -> str:
+        """Hash of the whole effective config (every section): what a router training and an
+        export record of the settings they ran with."""
+        return self.hash(*sorted(self.data))
+
     # --- validation ----------------------------------------------------------------------
     def check_types(self) -> None:
         """Unknown keys and values of the wrong type, against configs/default.yaml's shape."""

@@ -1,4 +1,5 @@
-"""Where ragrouter keeps files outside the store (model weights, tokenizer files, indexes).
+"""Where ragrouter keeps files outside the store (model weights, tokenizer files, indexes), and
+which commit of the checkout runs.
 
 ``RAGROUTER_HOME`` (default ``~/.cache/ragrouter``) holds everything that is derived or
 downloaded once per machine; the repository itself stays clean.
@@ -7,6 +8,7 @@ downloaded once per machine; the repository itself stays clean.
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -38,3 +40,17 @@ def sub(name: str) -> Path:
     path = home() / name
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def git_commit() -> str:
+    """The checkout's commit (``unknown`` outside a git checkout), ``+dirty`` with local changes."""
+    try:
+        head = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10)
+        if head.returncode != 0:
+            return "unknown"
+        dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10)
+        return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ragrouter import demo
+from ragrouter.corpus import demo
 
 
 def _shared_data() -> Path:

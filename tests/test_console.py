@@ -45,7 +45,7 @@ def test_routers_promote_says_one_line_without_mlflow_warnings_prints_or_downloa
     import os
 
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-    from ragrouter import routing
+    from ragrouter.answering import routing
     from ragrouter.db import engine as eng
     from tests.support.router_store import config_for, make_store
     from tests.test_store_cli import run_fast
@@ -84,7 +84,7 @@ def test_importing_the_router_models_warns_nothing(tmp_path):
 
     repo = Path(__file__).resolve().parent.parent
     p = subprocess.run([sys.executable, "-W", "default", "-c",
-                        "import ragrouter.routers.promotion, ragrouter.routers.mlflow_model"],
+                        "import ragrouter.answering.promotion, ragrouter.routers.mlflow_model"],
                        capture_output=True, text=True, cwd=repo, timeout=120,
                        env={**__import__("os").environ, "MLFLOW_DISABLE_TELEMETRY": "true"})
     assert p.returncode == 0, p.stderr

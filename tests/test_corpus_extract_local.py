@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 from sqlalchemy import text
 
-from ragrouter import demo
+from ragrouter.corpus import demo
 from ragrouter.db import engine as eng
 from ragrouter.db import migrate
 from ragrouter.ingest import store as ingest_store

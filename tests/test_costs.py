@@ -9,7 +9,8 @@ import pytest
 from sqlalchemy import text
 
 from ragrouter.report import synthetic
-from ragrouter.report.data import read_sql, router_dataset
+from ragrouter.db.frames import read_sql
+from ragrouter.report.data import router_dataset
 
 T = synthetic.T0
 

@@ -25,7 +25,7 @@ from sqlalchemy import text
 from ragrouter.db import engine as eng
 from ragrouter.llm import weights
 from ragrouter.report import tables
-from ragrouter.report.data import read_view
+from ragrouter.db.frames import read_view
 from tests.test_report import assert_real_png, parse_md_tables, strip_marks
 
 REPO = Path(__file__).resolve().parent.parent

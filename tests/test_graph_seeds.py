@@ -213,14 +213,14 @@ def test_answer_stage_stores_the_seed_weights_and_a_new_weighting_makes_new_runs
         if ret["seed_weights"]:
             assert sum(w for _, _, w in ret["seed_weights"]) == pytest.approx(1.0, abs=1e-5)
     assert seen > 0
-    # the reading layer's view for benchmarks/bench_graph_seeds.py --db: each accepted query with the
+    # the store's view for benchmarks/bench_graph_seeds.py --db: each accepted query with the
     # entities its latest graph run recorded
-    from ragrouter import reading
+    from ragrouter.stages import storeio
 
     latest = {qid: _json(trace)["retrieval"]["entities"]
               for qid, trace in rows(store, "SELECT query_id, trace FROM paradigm_runs WHERE paradigm = 'graph' "
                                             "ORDER BY id")}
-    got = reading.graph_queries(store, "toy")
+    got = storeio.graph_queries(store, "toy")
     accepted = rows(store, "SELECT id, question FROM queries WHERE status = 'accepted' ORDER BY id")
     assert [(q["id"], q["question"]) for q in got] == accepted and latest
     assert {q["id"]: q["entities"] for q in got if q["entities"] is not None} == latest

@@ -29,7 +29,8 @@ from ragrouter.commands.export import export_command
 from ragrouter.commands.report import report_command
 from ragrouter.report import figures, synthetic, tables
 from ragrouter.report.build import REPORT_VIEWS, build_report
-from ragrouter.report.data import read_view, router_dataset, with_totals
+from ragrouter.db.frames import read_view
+from ragrouter.report.data import router_dataset, with_totals
 from ragrouter.report.export import EXPORTS, export_parquet
 
 
@@ -497,7 +498,7 @@ def test_export_card_and_manifest_carry_provenance(store, tmp_path):
     commit, config hash, judge keys, paradigm config hashes, each corpus' licence), and carries
     no calibration pseudo-paradigm among the real ones."""
     import ragrouter
-    from ragrouter import routing
+    from ragrouter.paths import git_commit
     from ragrouter.config import Config
 
     rows = synthetic.random_rows(5, n_corpora=3, queries_per_corpus=4, generators=("gen-a",))
@@ -522,8 +523,8 @@ def test_export_card_and_manifest_carry_provenance(store, tmp_path):
     prov = json.loads((tmp_path / "p" / "manifest.json").read_text())["provenance"]
     assert prov["store_id"] == sid and len(sid) == 36
     assert prov["ragrouter_version"] == ragrouter.__version__
-    assert prov["git_commit"] == routing.git_commit() and prov["git_commit"] != "unknown"
-    assert prov["config_hash"] == routing.config_hash(cfg)
+    assert prov["git_commit"] == git_commit() and prov["git_commit"] != "unknown"
+    assert prov["config_hash"] == cfg.full_hash()
     assert [j["judge"] for j in prov["judges"]] == judges and all(j["n_judgments"] > 0 for j in prov["judges"])
     assert [(c["paradigm"], c["config_hash"]) for c in prov["config_hashes"]] == hashes
     assert {c["corpus"]: c["licence"] for c in prov["corpora"]} == {names[0]: "CC-BY-4.0", names[1]: "MIT",

@@ -11,12 +11,11 @@ from sklearn.metrics import cohen_kappa_score, confusion_matrix
 from sqlalchemy import text
 
 from cli import main
-from ragrouter import reading
 from ragrouter.db import engine as eng
 from ragrouter.db import migrate
 from ragrouter.report import synthetic
 from ragrouter.review import traces
-from ragrouter.review.figures import LABELS
+from ragrouter.review.figures import LABELS, human_agreement
 
 
 def _store(kind: str, tmp_path, pg_url_factory, queries: int = 8):
@@ -110,7 +109,7 @@ def test_review_start_pull_round_trip(kind, tmp_path, review_env, capsys, reques
         assert {k: v[:2] for k, v in stored.items()} == truth
         assert stored[(found[6].info.trace_id, "ann")][2] == "case 6"
 
-        strata_fig = reading.human_agreement(engine)
+        strata_fig = human_agreement(engine)
         overall = strata_fig[0][2]
         judge = [v[0] for v in truth.values()]
         human = [v[1] for v in truth.values()]

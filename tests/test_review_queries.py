@@ -16,7 +16,7 @@ from ragrouter.db import engine as eng
 from ragrouter.db import migrate
 from ragrouter.querygen.stages import QueryGenStage
 from ragrouter.report import synthetic
-from ragrouter.report.data import read_sql
+from ragrouter.db.frames import read_sql
 from ragrouter.report.tables import table_validation
 from ragrouter.review import traces
 

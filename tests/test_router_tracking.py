@@ -25,7 +25,7 @@ from sqlalchemy import text
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
-from ragrouter import routing  # noqa: E402
+from ragrouter.answering import routing  # noqa: E402
 from ragrouter.commands.common import Ctx  # noqa: E402
 from ragrouter.commands.routers import routers_group  # noqa: E402
 from ragrouter.routers import synthetic_dataset  # noqa: E402
@@ -106,7 +106,7 @@ def test_rest_api_one_parent_run_per_router_with_context(trained):
         assert params["judge"] == tags["judge"] == "judge-x"
         assert params["corpora"] == ",".join(sorted(corpora)) and len(corpora) == 2
         assert re.fullmatch(r"[0-9a-f]{16}", params["config_hash"])
-        assert params["config_hash"] == routing.config_hash(trained["cfg"])
+        assert params["config_hash"] == trained["cfg"].full_hash()
         assert re.fullmatch(r"([0-9a-f]{40}(\+dirty)?|unknown)", params["git_commit"])
         sessions.add(tags["ragrouter.training_session"])
         inputs = run["inputs"]["dataset_inputs"]
@@ -122,7 +122,7 @@ def test_rest_api_one_parent_run_per_router_with_context(trained):
 
 
 def test_same_numbers_in_mlflow_view_compare_and_report(trained):
-    from ragrouter.report.data import read_view
+    from ragrouter.db.frames import read_view
     from ragrouter.report.tables import table_routers
 
     engine, uri = trained["engine"], trained["uri"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from click.testing import CliRunner
 from sqlalchemy import text
 
-from ragrouter import routing
+from ragrouter.answering import routing
 from ragrouter.stages.base import Scope
 from tests.fake_openai import FakeOpenAI
 from tests.test_stages_answer import fake_config, ingest

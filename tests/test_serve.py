@@ -79,7 +79,7 @@ def _serve(args: list[str], env: dict) -> tuple[subprocess.Popen, str, str]:
 def served_store(tmp_path_factory):
     """A toy corpus answered by all five paradigms and judged on the fake endpoint, with its
     indicators and an 'lr' router trained into a private MLflow store."""
-    from ragrouter import routing
+    from ragrouter.answering import routing
     from ragrouter.db import engine as eng
     from ragrouter.db import migrate
 
@@ -346,8 +346,8 @@ def test_stream_true_forwards_the_generators_tokens_as_they_come(served_store):
 def test_batched_routing_gives_asks_probabilities(served_store):
     """serve routes micro-batches with route_many (the sklearn pipeline's predict_proba on many
     rows); its probabilities are those of ask's route (the pyfunc, one row) for each question."""
-    from ragrouter import ask as ask_mod
-    from ragrouter import routing
+    from ragrouter.answering import ask as ask_mod
+    from ragrouter.answering import routing
     from ragrouter.config import Config
     from ragrouter.db import engine as eng
 
@@ -479,7 +479,7 @@ def test_served_runs_written_in_a_batch_are_the_rows_one_by_one_writes(kind, req
     or again later, keeps its first query and run."""
     from sqlalchemy import select
 
-    from ragrouter import ask as ask_mod
+    from ragrouter.answering import ask as ask_mod
     from ragrouter.db import models
     from ragrouter.db.engine import write_lock
     from ragrouter.llm.gateway import Gateway
@@ -668,8 +668,8 @@ def test_a_question_asked_through_ask_and_serve_is_one_record_with_its_latest_an
     left out (``include_ingested`` keeps it)."""
     from sqlalchemy import select
 
-    from ragrouter import ask as ask_mod
-    from ragrouter import reading
+    from ragrouter.answering import ask as ask_mod
+    from ragrouter.answering import lookup
     from ragrouter.db import models
     from ragrouter.db.engine import write_lock
     from ragrouter.paradigms.results import ParadigmResult
@@ -695,18 +695,18 @@ def test_a_question_asked_through_ask_and_serve_is_one_record_with_its_latest_an
         asked("What does the second document say?", "serve", "naive", 0.6, None)  # its paradigm failed
         asked("Who founded the river town?", "serve", "llm_only", 0.2, "a miller")
 
-        rows = reading.asked_questions(store, corpus)
+        rows = lookup.asked_questions(store, corpus)
         assert [(r["question"], r["origins"], r["paradigm"], r["answer"]) for r in rows] == [
             ("Who founded the river town?", ["ask", "serve"], "llm_only", "a miller"),
             ("What does the second document say?", ["serve"], None, None)]
         assert rows[0]["probabilities"] == {"naive": 0.2, "llm_only": 0.8}
         assert rows[1]["router"] == "lr" and rows[1]["probabilities"] == {"naive": 0.6, "llm_only": 0.4}
-        assert len({r["id"] for r in rows}) == 2 and all(r["id"].startswith(reading.ASKED_PREFIX) for r in rows)
-        assert rows[0]["id"] == reading.ASKED_PREFIX + ask_mod.asked_external_id("ask", rows[0]["question"]).split(":")[1]
+        assert len({r["id"] for r in rows}) == 2 and all(r["id"].startswith(lookup.ASKED_PREFIX) for r in rows)
+        assert rows[0]["id"] == lookup.ASKED_PREFIX + ask_mod.asked_external_id("ask", rows[0]["question"]).split(":")[1]
 
         with store.begin() as conn:  # the first one answered by a person and ingested
             conn.execute(models.Query.__table__.insert().values(
                 corpus_id=cid, external_id=rows[0]["id"], origin="dataset", qtype="factual",
                 question=rows[0]["question"], answer="The ferryman", status="accepted"))
-        assert [r["question"] for r in reading.asked_questions(store, corpus)] == ["What does the second document say?"]
-        assert len(reading.asked_questions(store, corpus, include_ingested=True)) == 2
+        assert [r["question"] for r in lookup.asked_questions(store, corpus)] == ["What does the second document say?"]
+        assert len(lookup.asked_questions(store, corpus, include_ingested=True)) == 2

@@ -90,7 +90,7 @@ def test_a_clients_sampling_reaches_the_answer_calls_and_the_config_hash():
     """Settings.for_answer: the answer calls' cap and temperature, stop and seed; the
     self-evaluation keeps the configured cap; each value changes the run's hash, none leaves
     the configured hash as the answer stage computes it."""
-    from ragrouter import ask as ask_mod
+    from ragrouter.answering import ask as ask_mod
     from ragrouter.config import Config
     from ragrouter.paradigms.settings import Settings, config_hash, paradigm_config
     from ragrouter.stages.answer import run_hash

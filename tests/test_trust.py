@@ -107,7 +107,7 @@ def test_corpus_slice_docs_chunks_and_quota(tmp_path):
     finally:
         engine.dispose()
     # --chunks cuts the last document; --queries-per-type caps; --seed samples reproducibly.
-    from ragrouter.commands.corpus import slice_dataset
+    from ragrouter.corpus.slicing import slice_dataset
     from ragrouter.corpus.chunking import chunk_text
     from ragrouter.ingest.loaders import load
 
@@ -162,7 +162,7 @@ def test_dry_run_on_a_fresh_corpus_estimates_what_the_run_bills(store):
 
 
 def test_demo_calibrates_its_judge_on_a_few_cases(store, capsys):
-    from ragrouter import demo
+    from ragrouter.corpus import demo
     from ragrouter.commands.demo import _calibrate_judge
     from ragrouter.db.engine import write_lock
     from ragrouter.ingest import store as ingest_store

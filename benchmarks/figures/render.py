@@ -29,7 +29,7 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 def main() -> None:
     import pandas as pd
 
-    from ragrouter import routing
+    from ragrouter.answering import routing
     from ragrouter.report import figures
     from ragrouter.report.build import build_report
     from tests.support.router_store import config_for, make_store

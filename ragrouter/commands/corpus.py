@@ -10,8 +10,8 @@ name that holds another corpus or slice. ``--for-budget HOURS`` proposes the sli
 configured backends finish within HOURS that decides the most (:mod:`ragrouter.decisions.budget`),
 says what it can decide and prints the command that makes it; ``--make`` makes it.
 
-:func:`slice_dataset` works on a :class:`~ragrouter.ingest.records.Dataset`; the demo slices
-the medical files with it (``ragrouter.demo``).
+:func:`~ragrouter.corpus.slicing.slice_dataset` works on a :class:`~ragrouter.ingest.records.Dataset`; the demo slices
+the medical files with it (``ragrouter.corpus.demo``).
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ import click
 from sqlalchemy import text
 
 from ragrouter.commands.common import Ctx, fail, pass_ctx
-from ragrouter.corpus.slicing import (CHUNK_EVIDENCE, _words, describe_drops, evidence_in,  # noqa: F401 - re-exported
-                                      requirements, slice_dataset)
+from ragrouter.corpus.slicing import CHUNK_EVIDENCE, describe_drops, requirements, slice_dataset
 from ragrouter.db.values import json_value
 from ragrouter.ingest.records import Dataset, Document, Question
 from ragrouter.stages.timing import load_line
@@ -317,12 +316,12 @@ def asked_command(ctx: Ctx, corpus: str, out: str, include_ingested: bool, force
     import os
     from pathlib import Path
 
-    from ragrouter import reading
+    from ragrouter.answering import lookup
 
     path = Path(out)
     if path.exists() and not force:
         fail(f"{path} exists (a file a person may be answering): choose another name or pass --force")
-    rows = reading.asked_questions(ctx.engine(), corpus, include_ingested)
+    rows = lookup.asked_questions(ctx.engine(), corpus, include_ingested)
     records = [{"id": r["id"], "question": r["question"], "answer": "", "type": r["type"],
                 "served_paradigm": r["paradigm"], "served_generator": r["generator"], "served_answer": r["answer"],
                 "router": r["router"], "probabilities": r["probabilities"], "asked_via": r["origins"],

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 from sqlalchemy import text
 
-from ragrouter import demo as demo_data
+from ragrouter.corpus import demo as demo_data
 from ragrouter.commands.common import Ctx, pass_ctx
 from ragrouter.commands.interrupt import Steps, stoppable
 from ragrouter.db import migrate, progress
@@ -190,7 +190,7 @@ def _demo(ctx: Ctx, data_dir: Path | None, out: Path, quiet: bool, steps: Steps)
     finally:
         services.finish()
 
-    from ragrouter import routing
+    from ragrouter.answering import routing
 
     steps.start("routers")
     try:

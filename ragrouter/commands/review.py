@@ -32,7 +32,7 @@ def _tracking_uri(ctx: Ctx, timeout: float, must_exist: bool) -> str:
     """The configured tracking URI, refused in one line when its store is not there (a local
     store only when ``must_exist``: ``review start`` may make one) or its server does not answer
     within ``timeout`` seconds; checked before MLflow opens it (which would create it)."""
-    from ragrouter import routing
+    from ragrouter.answering import routing
     from ragrouter.review import reach
 
     uri = routing.tracking_uri(ctx.config)
@@ -92,7 +92,7 @@ def review_start(ctx: Ctx, corpus, n, what, seed, judge, experiment, timeout, pr
       python cli.py review start --n 20 --prefer-changing
       python cli.py review start --corpus 2wiki --what queries --n 16
     """
-    from ragrouter import routing
+    from ragrouter.answering import routing
     from ragrouter.review import reach, sample, traces
 
     if prefer_changing and what != "judgments":
@@ -153,7 +153,7 @@ def review_pull(ctx: Ctx, corpus, experiment, timeout) -> None:
     Example:
       python cli.py review pull
     """
-    from ragrouter import reading, routing
+    from ragrouter.answering import routing
     from ragrouter.review import figures, labels, reach, traces
     from ragrouter.review import queries as reviewed
 
@@ -179,7 +179,7 @@ def review_pull(ctx: Ctx, corpus, experiment, timeout) -> None:
                + (f"; {len(unknown)} labels skipped (run or query not in this store)" if unknown else "")
                + (f"; {len(pulled.bad_traces)} traces skipped (run/query tag missing or not a store id)"
                   if pulled.bad_traces else ""))
-    strata = reading.human_agreement(engine, corpus)
+    strata = figures.human_agreement(engine, corpus)
     if strata:
         click.echo(render_rows(figures.TABLE_COLUMNS, figures.table_rows(strata), "table"))
         click.echo("\n".join(figures.confusion_lines(strata[0][2])))

@@ -60,7 +60,7 @@ def train_command(ctx: Ctx, routers: tuple[str, ...], feature_sets: tuple[str, .
       python cli.py routers train --router dnn --router lr --features qc
       python cli.py routers train --router dnn --encoder minilm --encoder openai-embed
     """
-    from ragrouter import routing
+    from ragrouter.answering import routing
     from ragrouter.routers.dataset import load_router_dataset
 
     names = list(routers) or _router_names()
@@ -104,8 +104,8 @@ def train_command(ctx: Ctx, routers: tuple[str, ...], feature_sets: tuple[str, .
     if results is not None and len(results):
         _print_results(results)
     if promote_by and results is not None and len(results):
-        from ragrouter import ask as ask_mod
-        from ragrouter.routers import promotion
+        from ragrouter.answering import ask as ask_mod
+        from ragrouter.answering import promotion
 
         eligible = results[~results["router"].isin(sorted(ask_mod.BASELINES))]
         if max_avg_tokens is not None and "avg_tokens" in eligible:
@@ -148,9 +148,9 @@ def promote_command(ctx: Ctx, router_or_run: str, alias: str, name: str | None) 
       python cli.py routers promote lr
       python cli.py routers promote 1f2e3d... --alias staging
     """
-    from ragrouter import ask as ask_mod
+    from ragrouter.answering import ask as ask_mod
     from ragrouter.console import library_warnings
-    from ragrouter.routers import promotion
+    from ragrouter.answering import promotion
 
     engine = ctx.engine()
     migrate.ensure_current(engine)
@@ -256,7 +256,7 @@ def relocate_command(ctx: Ctx, folder: Path | None) -> None:
       cp -r mlflow /mnt/share/mlflow && python cli.py routers relocate /mnt/share/mlflow
       mlflow ui --backend-store-uri sqlite:////mnt/share/mlflow/mlflow.db
     """
-    from ragrouter import routing
+    from ragrouter.answering import routing
     from ragrouter.routers import tracking
 
     uri = f"sqlite:///{folder.resolve() / 'mlflow.db'}" if folder is not None else routing.tracking_uri(ctx.config)
@@ -285,7 +285,7 @@ def copy_command(ctx: Ctx, dest: Path, source: Path | None) -> None:
       python cli.py routers copy /mnt/share/mlflow
       mlflow ui --backend-store-uri sqlite:////mnt/share/mlflow/mlflow.db
     """
-    from ragrouter import routing
+    from ragrouter.answering import routing
     from ragrouter.routers import mlflow_store
 
     if source is None:
@@ -316,7 +316,7 @@ def mlflow_ui_command(ctx: Ctx, host: str, port: int) -> None:
     """
     import signal
 
-    from ragrouter import routing
+    from ragrouter.answering import routing
     from ragrouter.routers import tracking
 
     stopping: list[int] = []

@@ -77,7 +77,7 @@ def serve_command(ctx: Ctx, corpora: tuple[str, ...], host: str, port: int, rout
     """
     import logging
 
-    from ragrouter import ask as ask_mod
+    from ragrouter.answering import ask as ask_mod
     from ragrouter.db import migrate
     from ragrouter.serve.app import ServeError, create_app, prepare
     from ragrouter.serve.drain import DrainingServer, server_config

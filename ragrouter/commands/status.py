@@ -138,7 +138,7 @@ def collect(engine, scope: Scope, from_store: bool = False) -> dict:
     for row in tokens:
         for key in ("calls", "prompt_tokens", "completion_tokens", "total_tokens"):
             row[key] = int(row[key] or 0)
-    from ragrouter.reading import decision_cells
+    from ragrouter.decisions.driver import decision_cells
 
     out = {"stages": stages, "tokens": tokens, "expectations": "store" if from_store else "config",
            "decisions": decision_cells(engine)}

@@ -31,8 +31,10 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import func, text
 from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.engine import Engine
 
 from ragrouter.db import models
+from ragrouter.db.values import json_value
 from ragrouter.decisions.sequential import DECIDED, EPS_BEST, CellState, Settings, evaluate, reach_chance
 from ragrouter.stages.base import Scope, ScopeError
 
@@ -283,3 +285,18 @@ def _usd(cfg, after: dict, before: dict, estimate_usd) -> float:
         if usd is not None:
             prices.append(usd)
     return max(prices) if prices else 0.0
+
+
+def decision_cells(engine: Engine) -> list[dict]:
+    """Every cell's sequential decision (``run --until-decided``): corpus, query type,
+    generator, judge, state, leader, N, runs, bound, stop reason, and the claim the state
+    makes (``claim``; empty for rows written before claims were kept)."""
+    with engine.connect() as conn:
+        rows = [dict(r) for r in conn.execute(text(
+            "SELECT c.name AS corpus, d.qtype, d.generator, d.judge, d.state, d.winner, d.n_queries, d.n_runs, "
+            "d.bound, d.alpha, d.margin, d.stop_reason, d.detail FROM decision_cells d "
+            "JOIN corpora c ON c.id = d.corpus_id ORDER BY c.name, d.qtype, d.generator, d.judge")).mappings()]
+    for row in rows:
+        detail = json_value(row.pop("detail")) or {}
+        row["claim"] = str(detail.get("claim") or "") if isinstance(detail, dict) else ""
+    return rows

@@ -21,9 +21,9 @@ from pathlib import Path
 import pandas as pd
 from sqlalchemy import Engine
 
+from ragrouter.db.frames import read_sql, read_view
 from ragrouter.report import figures, tables
-from ragrouter.report.data import (choose_judge, imported_questions, read_sql, read_view, stage_counts, stage_table,
-                                   with_totals)
+from ragrouter.report.data import choose_judge, imported_questions, stage_counts, stage_table, with_totals
 
 # CSV name -> (view, ORDER BY, stages whose data it needs). The CSVs hold the full-precision rows.
 REPORT_VIEWS: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -512,6 +512,6 @@ def router_tests(engine: Engine) -> pd.DataFrame:
 
 def _decisions(engine) -> dict:
     """(corpus, qtype, generator, judge) → the cell's row of ``decision_cells``."""
-    from ragrouter.reading import decision_cells
+    from ragrouter.decisions.driver import decision_cells
 
     return {(d["corpus"], d["qtype"], d["generator"], d["judge"]): d for d in decision_cells(engine)}

@@ -15,7 +15,7 @@ import pandas as pd
 from sqlalchemy import Engine
 
 from ragrouter.evaluation.agreement import LABELS, binary_figures, fmt_kappa, kappa_from_confusion, kappa_interval
-from ragrouter.report.data import read_view
+from ragrouter.db.frames import read_view
 
 VIEW = "v_judge_calibration"
 CSV_NAME = "judge_calibration"
@@ -134,7 +134,7 @@ def judge_trust(engine: Engine, judge: str | None) -> dict:
         return out
     summ = summary(df).sort_values(["n_cases", "case_set"], ascending=[False, True])
     r = summ.iloc[0]
-    from ragrouter.report.data import read_sql
+    from ragrouter.db.frames import read_sql
 
     when = read_sql(engine, "SELECT MAX(created_at) AS d FROM judgments WHERE is_calibration AND judge = :j",
                     {"j": judge})["d"].iloc[0]
@@ -158,11 +158,10 @@ def human_trust(engine: Engine, judge: str) -> dict | None:
     when no run it judged was reviewed (or the store predates the view)."""
     from sqlalchemy.exc import DBAPIError
 
-    from ragrouter import reading
-    from ragrouter.review.figures import agreement
+    from ragrouter.review.figures import agreement, human_labels
 
     try:
-        rows = [r for r in reading.human_labels(engine) if r["judge"] == judge]
+        rows = [r for r in human_labels(engine) if r["judge"] == judge]
     except DBAPIError:
         return None
     if not rows:
@@ -179,7 +178,7 @@ def review_counts(engine: Engine, judge: str) -> tuple[int, int] | None:
     of ``judge``; None for a store before ``judgments.review`` (0012)."""
     from sqlalchemy.exc import DBAPIError
 
-    from ragrouter.report.data import read_sql
+    from ragrouter.db.frames import read_sql
 
     try:
         df = read_sql(engine, "SELECT COUNT(DISTINCT run_id) AS n, COUNT(DISTINCT CASE WHEN review IS NOT NULL "

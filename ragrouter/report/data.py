@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
-
 import pandas as pd
 from sqlalchemy import Engine, text
 
+from ragrouter.db.frames import read_sql
 from ragrouter.routers.dataset import DEFAULT_PARADIGMS, INDICATORS
 
 # Tables whose row counts tell which stage has produced data (report's "stages" section).
@@ -23,27 +22,6 @@ STAGE_TABLES: dict[str, str] = {
     "score": "answer_scores",
     "routers": "router_predictions",
 }
-
-
-def _plain(value):
-    if isinstance(value, Decimal):
-        return float(value)
-    return value
-
-
-def read_sql(engine: Engine, sql: str, params: dict | None = None) -> pd.DataFrame:
-    """Rows of one SELECT as a DataFrame (Decimal → float, so DuckDB and PostgreSQL agree)."""
-    with engine.connect() as conn:
-        result = conn.execute(text(sql), params or {})
-        columns = list(result.keys())
-        rows = [tuple(_plain(v) for v in row) for row in result.all()]
-    return pd.DataFrame(rows, columns=columns)
-
-
-def read_view(engine: Engine, name: str, order_by: str | None = None) -> pd.DataFrame:
-    """All rows of one view (or table), optionally ordered."""
-    sql = f"SELECT * FROM {name}" + (f" ORDER BY {order_by}" if order_by else "")
-    return read_sql(engine, sql)
 
 
 STAGE_FILTERS: dict[str, str] = {"querygen": "origin IN ('generated', 'human-reviewed')"}

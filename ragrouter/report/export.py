@@ -19,7 +19,7 @@ files and their row counts.
 Provenance: the card's "Provenance" section and the manifest's ``provenance`` name the store id,
 the ragrouter version and git commit that exported it, the effective config's hash, the judge
 keys and paradigm config hashes the rows carry, and each corpus' licence (``unknown`` when the
-ingest recorded none; :func:`ragrouter.reading.export_provenance`).
+ingest recorded none; :func:`export_provenance`).
 
 Real paradigms only: the judge's calibration cases (``paradigm = 'calibration'`` runs, their
 mirror queries and judgments) are left out of ``queries``, ``paradigm_runs`` and ``judgments``;
@@ -39,7 +39,10 @@ import pandas as pd
 from sqlalchemy import JSON, Boolean, DateTime, Double, Engine, Integer, LargeBinary, text
 
 from ragrouter.db import models
-from ragrouter.report.data import read_sql, router_dataset
+from ragrouter.db.values import json_value
+from ragrouter.paths import git_commit
+from ragrouter.db.frames import read_sql
+from ragrouter.report.data import router_dataset
 
 
 class ExportError(ValueError):
@@ -305,16 +308,44 @@ def export_parquet(engine: Engine, out_dir: str | Path, with_trace: bool = True,
     return counts
 
 
+LICENCE_KEYS = ("license", "licence")
+
+
+def export_provenance(engine: Engine) -> dict:
+    """What an export rests on, from the store: its id (``store_info``), the judge keys of the
+    benchmark's judgments (calibration cases left out) with their counts, the paradigm config
+    hashes of the runs with theirs, and each corpus' licence — ``corpora.meta.license`` when
+    the ingest recorded one, else the distinct ``license`` of its documents' metadata (QuALITY,
+    SQuALITY carry one per article), else ``unknown``."""
+    with engine.connect() as conn:
+        sid = conn.execute(text("SELECT store_id FROM store_info ORDER BY created_at LIMIT 1")).scalar()
+        judges = [{"judge": r[0], "n_judgments": int(r[1])} for r in conn.execute(text(
+            "SELECT judge, COUNT(*) FROM judgments WHERE NOT is_calibration GROUP BY judge ORDER BY judge"))]
+        configs = [{"paradigm": r[0], "config_hash": r[1], "n_runs": int(r[2])} for r in conn.execute(text(
+            "SELECT paradigm, config_hash, COUNT(*) FROM paradigm_runs WHERE paradigm <> 'calibration' "
+            "GROUP BY paradigm, config_hash ORDER BY paradigm, config_hash"))]
+        corpora = []
+        stored = conn.execute(text("SELECT id, name, source_format, meta FROM corpora ORDER BY name")).all()
+        for cid, name, fmt, meta in stored:  # fetched first: DuckDB drops a result its connection moves past
+            meta = json_value(meta) or {}
+            found = [str(meta[k]) for k in LICENCE_KEYS if isinstance(meta, dict) and meta.get(k)]
+            if not found:
+                found = sorted({str(r[0]) for key in LICENCE_KEYS for r in conn.execute(text(
+                    f"SELECT DISTINCT meta ->> '{key}' FROM documents WHERE corpus_id = :c"), {"c": cid})
+                    if r[0]})
+            corpora.append({"corpus": name, "source_format": fmt, "licence": ", ".join(found) or "unknown"})
+    return {"store_id": str(sid) if sid else "unknown", "judges": judges, "config_hashes": configs,
+            "corpora": corpora}
+
+
 def provenance(engine: Engine, config=None) -> dict:
     """Store id, ragrouter version and commit, config hash, judge keys, paradigm config hashes
     and the corpora's licences of an export."""
     import ragrouter
-    from ragrouter.reading import export_provenance
-    from ragrouter.routing import config_hash, git_commit
 
     store = export_provenance(engine)
     return {"store_id": store.pop("store_id"), "ragrouter_version": ragrouter.__version__, "git_commit": git_commit(),
-            "config_hash": config_hash(config) if config is not None else "unknown", **store}
+            "config_hash": config.full_hash() if config is not None else "unknown", **store}
 
 
 def _provenance_lines(prov: dict) -> list[str]:

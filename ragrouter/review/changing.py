@@ -25,7 +25,7 @@ def oracle_changing_runs(engine: Engine, judge: str) -> dict[int, tuple[str | No
     """{run id: (its query's oracle label now, the label if that run's correctness flipped)} for
     every current judged run of ``judge`` whose flip changes the oracle label of its (query,
     generator, judge)."""
-    from ragrouter.report.data import read_sql
+    from ragrouter.db.frames import read_sql
     from ragrouter.routers.dataset import oracle_labels
 
     out = read_sql(engine, "SELECT o.query_id, o.generator, o.paradigm, o.run_id, o.correct, o.tokens, o.f1, "

@@ -21,6 +21,9 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from sqlalchemy import text
+from sqlalchemy.engine import Engine
+
 from ragrouter.evaluation.calibration import LABELS, confusion, kappa_from_confusion
 
 Z95 = 1.959963984540054
@@ -133,3 +136,20 @@ def confusion_lines(a: Agreement) -> list[str]:
     head = "reviewer \\ judge".ljust(width + 6) + "".join(x.rjust(width) for x in LABELS)
     return [head] + [lab.ljust(width + 6) + "".join(str(v).rjust(width) for v in row)
                      for lab, row in zip(LABELS, a.confusion)]
+
+
+def human_labels(engine: Engine, corpus: str | None = None) -> list[dict]:
+    """Every reviewed run's human label beside the judge's verdict (``v_human_label``: corpus,
+    paradigm, generator, qtype, judge, judge_label, human_label, reviewer, …); the judge's
+    agreement with them is :func:`by_stratum` of these rows."""
+    with engine.connect() as conn:
+        return [dict(r) for r in conn.execute(text(
+            "SELECT * FROM v_human_label" + (" WHERE corpus = :c" if corpus else "") +
+            " ORDER BY run_id, reviewer"), {"c": corpus}).mappings()]
+
+
+def human_agreement(engine: Engine, corpus: str | None = None) -> list[tuple]:
+    """(dimension, value, :class:`Agreement`) of the judge against the reviewers'
+    labels: all, then per paradigm and query type; empty when nothing was reviewed."""
+    rows = human_labels(engine, corpus)
+    return by_stratum(rows) if rows else []

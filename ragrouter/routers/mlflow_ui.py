@@ -40,7 +40,7 @@ SOURCE_NAME = "cli.py routers train"
 
 def source_tags(git_commit: str | None, name: str = SOURCE_NAME) -> dict[str, str]:
     """The ``mlflow.source.*`` tags of a run: its program (``name``), LOCAL, and the commit
-    (``routing.git_commit()``'s, without its ``+dirty`` mark; none when it is ``unknown``)."""
+    (``paths.git_commit()``'s, without its ``+dirty`` mark; none when it is ``unknown``)."""
     tags = {"mlflow.source.name": name, "mlflow.source.type": "LOCAL"}
     commit = str(git_commit or "").split("+")[0].strip()
     if commit and commit != "unknown":

@@ -6,7 +6,7 @@ Endpoints (base ``http://127.0.0.1:PORT/v1``):
   that routes it (``ragrouter`` field: router, features, encoder, MLflow run, cost share).
 * ``POST /v1/chat/completions`` — the last user message is the question. The corpus is the
   model's (``ragrouter/<corpus>``, or the corpus name alone). The router picks the paradigm
-  (:func:`ragrouter.ask.route`), within ``--max-tokens-budget`` and the calibrated
+  (:func:`ragrouter.answering.ask.route`), within ``--max-tokens-budget`` and the calibrated
   ``--cost-share`` threshold (:mod:`ragrouter.serve.calibration`); the paradigm runs through
   the gateway like every stage (ledger, cache, rate limits), and the question and its run are
   stored with ``origin = 'serve'`` (status 'asked', so they stay out of the benchmark's
@@ -55,8 +55,8 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ragrouter import __version__
-from ragrouter import ask as ask_mod
-from ragrouter import reading
+from ragrouter.answering import ask as ask_mod
+from ragrouter.answering import lookup
 from ragrouter.serve.calibration import Threshold
 from ragrouter.serve.guard import DEFAULT_MAX_BODY, Guard
 from ragrouter.serve.protocol import ChatRequest, ServeError, chat_request, error_body, parse_body
@@ -415,17 +415,17 @@ def prepare(engine, config, services, corpora: list[str], router: str | None, ru
             max_question_tokens: int = 4096, prefetch_embedding: bool = True) -> ServeState:
     """Check every corpus can be routed (its router exists and loads, its indicators exist)
     and calibrate the cost-share threshold; ServeError(503) names what is missing."""
-    from ragrouter import routing
+    from ragrouter.answering import routing
     from ragrouter.serve import calibration
 
     generator = config.generators()[0]
     served: dict[str, Served] = {}
     for corpus in corpora:
         try:
-            reading.corpus_id(engine, corpus)
-        except Exception as exc:  # noqa: BLE001 - reading raises its own error for an unknown corpus
+            lookup.corpus_id(engine, corpus)
+        except Exception as exc:  # noqa: BLE001 - lookup raises its own error for an unknown corpus
             raise ServeError(404, f"corpus '{corpus}': {exc}", "invalid_request_error") from None
-        if reading.corpus_indicators(engine, corpus) is None:
+        if lookup.corpus_indicators(engine, corpus) is None:
             raise ServeError(503, f"corpus '{corpus}' has no indicators yet: run 'python cli.py run --stage metrics "
                              f"--corpus {corpus}'", "server_error")
         try:
@@ -436,15 +436,15 @@ def prepare(engine, config, services, corpora: list[str], router: str | None, ru
         threshold = None
         if cost_share is not None:
             try:
-                threshold = calibration.calibrate(reading.router_cv_probabilities(engine, chosen.run_id), cost_share,
+                threshold = calibration.calibrate(lookup.router_cv_probabilities(engine, chosen.run_id), cost_share,
                                                    cheap)
             except ValueError as exc:
                 raise ServeError(503, str(exc), "server_error") from None
         from ragrouter.db.engine import write_lock
 
-        cid = reading.corpus_id(engine, corpus)
+        cid = lookup.corpus_id(engine, corpus)
         with write_lock(engine), engine.connect() as conn:
-            index = reading.corpus_index(conn, cid, corpus, config)
+            index = lookup.corpus_index(conn, cid, corpus, config)
         served[corpus] = Served(corpus, chosen, threshold, index, created=ask_mod.router_created(config, chosen))
     state = ServeState(engine, config, services, served, router, run_id, budget, max_question_tokens)
     if prefetch_embedding and _embeds(services.gateway):

@@ -93,14 +93,14 @@ class Batcher:
 
 def router_batcher(engine, config, encoder, services, router: str | None = None, max_batch: int = 64) -> Batcher:
     """A batcher: (corpus, router run id, question, query type or None) -> the router's verdict
-    (:class:`ragrouter.ask.Routed`). The questions without a type get theirs from one MiniLM
+    (:class:`ragrouter.answering.ask.Routed`). The questions without a type get theirs from one MiniLM
     pass over all of them (nearest centroid of the store's labelled questions, read and encoded
     here, once; ``encoder`` None: the store has none, the client must send the type); then each
-    corpus' router is called once for all its questions (:func:`ragrouter.ask.route_many`)."""
+    corpus' router is called once for all its questions (:func:`ragrouter.answering.ask.route_many`)."""
     import numpy as np
 
-    from ragrouter import ask as ask_mod
-    from ragrouter.qtype_guess import guess
+    from ragrouter.answering import ask as ask_mod
+    from ragrouter.answering.question_type import guess
 
     centroids = ask_mod.query_type_centroids(engine, encoder, memo=True) if encoder is not None else {}
 

@@ -1,6 +1,6 @@
 """Served questions and their runs written in batches (serve's group commit).
 
-:func:`store_queries` and :func:`store_runs` write what :func:`ragrouter.ask.store` writes for one
+:func:`store_queries` and :func:`store_runs` write what :func:`ragrouter.answering.ask.store` writes for one
 question — the query (origin ``serve``, status ``asked``), its paradigm run as the answer stage writes runs
 (:meth:`ragrouter.stages.answer.AnswerStage.write`: the same row, the same
 ``(query, paradigm, generator, config hash)`` key, its ``run_calls`` links to the ledger) — for
@@ -20,7 +20,7 @@ from __future__ import annotations
 from sqlalchemy import bindparam, select
 from sqlalchemy.dialects.postgresql import insert
 
-from ragrouter.ask import asked_external_id as external_id
+from ragrouter.answering.ask import asked_external_id as external_id
 from ragrouter.db import models
 
 _Q, _R, _L = models.Query.__table__, models.ParadigmRun.__table__, models.RunCall.__table__
@@ -32,7 +32,7 @@ _INSERT_LINK = insert(_L)
 
 
 def store_queries(conn, items: list[tuple], origin: str = "serve") -> list[int]:
-    """``items``: (corpus id, :class:`ragrouter.ask.Answer` routed, not yet answered). Writes
+    """``items``: (corpus id, :class:`ragrouter.answering.ask.Answer` routed, not yet answered). Writes
     the questions (a question asked before keeps its row) in the caller's transaction and
     returns their query ids. ``serve`` writes them while the paradigms run, so a reply waits
     only for its run (:func:`store_runs`)."""
@@ -54,12 +54,12 @@ def store_queries(conn, items: list[tuple], origin: str = "serve") -> list[int]:
 
 
 def store_runs(conn, config, items: list[tuple]) -> list[int | None]:
-    """``items``: (query id from :func:`store_queries`, generator, :class:`ragrouter.ask.Answer`,
+    """``items``: (query id from :func:`store_queries`, generator, :class:`ragrouter.answering.ask.Answer`,
     paradigm result or None[, the paradigms' Settings with a client's sampling, or None]).
     Writes the runs in the caller's transaction, sets each answer's ``run_id`` and returns the
     run ids (None for a question whose paradigm failed). A run made with a client's sampling
-    has the config and hash of those settings (:func:`ragrouter.ask.run_key`)."""
-    from ragrouter import ask as ask_mod
+    has the config and hash of those settings (:func:`ragrouter.answering.ask.run_key`)."""
+    from ragrouter.answering import ask as ask_mod
 
     runs: dict[tuple, dict] = {}
     calls: dict[tuple, list] = {}

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 from sqlalchemy import text
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
+
+from ragrouter.db.values import json_value
 
 
 def chunker_key(config) -> str:
@@ -91,3 +93,40 @@ def corpus_ids(conn: Connection, name: str | None) -> list[tuple[int, str]]:
     else:
         rows = conn.execute(text("SELECT id, name FROM corpora ORDER BY id")).all()
     return [(int(r[0]), r[1]) for r in rows]
+
+
+def graph_queries(engine: Engine, corpus: str) -> list[dict]:
+    """The corpus' accepted queries with what a graph-retrieval measurement needs: the question,
+    its evidence, the chunks it was built from, whether it is unanswerable, and the query
+    entities its latest graph-reading run (graph, hybrid, iterative) recorded in its trace
+    (``entities`` of the retrieval details; None when no such run exists)."""
+    def _entities(trace) -> list[str] | None:
+        stack = [trace]
+        while stack:  # the first retrieval details holding graph query entities
+            node = stack.pop(0)
+            if isinstance(node, dict):
+                if node.get("kind") == "graph" and isinstance(node.get("entities"), list):
+                    return [str(e) for e in node["entities"]]
+                stack.extend(node.values())
+            elif isinstance(node, list):
+                stack.extend(node)
+        return None
+
+    with engine.connect() as conn:
+        cid = corpus_ids(conn, corpus)[0][0]
+        queries = conn.execute(text(
+            "SELECT id, question, evidence, supporting_chunk_ids, unanswerable FROM queries "
+            "WHERE corpus_id = :c AND status = 'accepted' ORDER BY id"), {"c": cid}).all()
+        traces = conn.execute(text(
+            "SELECT r.query_id, r.paradigm, r.trace FROM paradigm_runs r JOIN queries q ON q.id = r.query_id "
+            "WHERE q.corpus_id = :c AND (r.paradigm IN ('graph', 'hybrid') OR r.paradigm LIKE 'iterative%') "
+            "ORDER BY r.query_id, r.paradigm = 'graph' DESC, r.id DESC"),
+            {"c": cid}).all()
+    entities: dict[int, list[str]] = {}
+    for qid, _paradigm, trace in traces:
+        if qid not in entities:
+            found = _entities(json_value(trace))
+            if found is not None:
+                entities[qid] = found
+    return [{"id": int(q[0]), "question": q[1], "evidence": json_value(q[2]), "chunk_ids": json_value(q[3]) or [],
+             "unanswerable": bool(q[4]), "entities": entities.get(int(q[0]))} for q in queries]

@@ -2,12 +2,12 @@
 token budget, runs it and records the run in the store like any other.
 
 The question's type (factual / reasoning / summary), which the routers' Q features need, is
-given (``--type``) or guessed without a model call (:mod:`ragrouter.qtype_guess`): the cues of
+given (``--type``) or guessed without a model call (:mod:`ragrouter.answering.question_type`): the cues of
 its wording, else the nearest type centroid of the store's labelled questions blended with the
 shared corpora's in the sentence-encoder space. The guess is weak on an unseen corpus (about
 two in three right, ``benchmarks/bench_query_type.py``), so ``ask`` says it guessed, and how
 often such a guess was right. Everything read from the store goes through
-:mod:`ragrouter.reading`; the router is this store's (see :func:`pick_router`), loaded as
+:mod:`ragrouter.answering.lookup`; the router is this store's (see :func:`pick_router`), loaded as
 the MLflow pyfunc model its run logged.
 """
 
@@ -22,12 +22,12 @@ import numpy as np
 from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import insert
 
-from ragrouter import reading, routing
+from ragrouter.answering import lookup, routing
 from ragrouter.db import models
 from ragrouter.db.engine import write_lock
 from ragrouter.stages.base import ScopeError
 
-INDICATOR_COLUMNS = reading.INDICATOR_COLUMNS
+INDICATOR_COLUMNS = lookup.INDICATOR_COLUMNS
 BASELINES = {"random", "oracle", "best_fixed", "by_query_type"}
 
 
@@ -58,27 +58,27 @@ class Answer:
 
 def query_type_centroids(engine, encoder, memo: bool = False) -> dict[str, np.ndarray]:
     """The type centroids the guess uses in ``encoder``'s space: the store's labelled questions
-    blended with the shared corpora's (:func:`ragrouter.qtype_guess.blend`); ``memo`` (serve):
+    blended with the shared corpora's (:func:`ragrouter.answering.question_type.blend`); ``memo`` (serve):
     read and encoded once per process."""
-    from ragrouter import qtype_guess
+    from ragrouter.answering import question_type
 
     def centroids():
         with write_lock(engine):
-            rows = reading.labelled_questions(engine)
+            rows = lookup.labelled_questions(engine)
         if not rows:
             raise AskError("the store has no accepted questions to infer the query type from; pass --type")
-        return qtype_guess.blend(qtype_guess.store_centroids(rows, encoder),
-                                 qtype_guess.reference_centroids(getattr(encoder, "name", "")))
+        return question_type.blend(question_type.store_centroids(rows, encoder),
+                                 question_type.reference_centroids(getattr(encoder, "name", "")))
 
     return _memo(memo, ("centroids", id(engine), getattr(encoder, "name", id(encoder))), centroids)
 
 
 def guess_query_type(engine, question: str, encoder, memo: bool = False) -> tuple[str, str]:
-    """(type, how) of ``question`` (:func:`ragrouter.qtype_guess.guess`): 'cue' or 'centroids'."""
-    from ragrouter import qtype_guess
+    """(type, how) of ``question`` (:func:`ragrouter.answering.question_type.guess`): 'cue' or 'centroids'."""
+    from ragrouter.answering import question_type
 
     cents = query_type_centroids(engine, encoder, memo)
-    return qtype_guess.guess(question, np.asarray(encoder.encode([question])[0], dtype=np.float64), cents)
+    return question_type.guess(question, np.asarray(encoder.encode([question])[0], dtype=np.float64), cents)
 
 
 def infer_query_type(engine, question: str, encoder, memo: bool = False) -> str:
@@ -103,7 +103,7 @@ def pick_router(engine, requested: str | None, generator: str, run_id: str | Non
     a fixed order — correct rate, routing accuracy, macro-F1 (fold means, higher first), then
     router, features and encoder names — so the same store always gives the same router."""
     rows = [(r["router"], r["features"], r["encoder"], r["mlflow_run_id"], r["correct_rate"], r["routing_accuracy"],
-             r["macro_f1"]) for r in reading.trained_routers(engine, generator)]
+             r["macro_f1"]) for r in lookup.trained_routers(engine, generator)]
 
     def key(r):
         neg = [-(v if v is not None else -1.0) for v in (r[4], r[5], r[6])]
@@ -134,7 +134,7 @@ def choose_router(engine, config, generator: str, router: str | None = None,
     promoted champion for ``generator`` (``routers promote``) while it is still one of the
     store's trained routers, else :func:`pick_router`'s best."""
     if router is None and run_id is None:
-        from ragrouter.routers.promotion import champion_run
+        from ragrouter.answering.promotion import champion_run
 
         champion = champion_run(engine, config, generator)
         if champion:
@@ -189,7 +189,7 @@ def _load_router(config, chosen: TrainedRouter, store: str):
 
 
 def expected_tokens(engine, corpus_id: int, generator: str) -> dict[str, float]:
-    return reading.expected_tokens(engine, corpus_id, generator)
+    return lookup.expected_tokens(engine, corpus_id, generator)
 
 
 def choose(probabilities: dict[str, float], costs: dict[str, float], budget: int | None,
@@ -238,7 +238,7 @@ def _router_for(engine, config, corpus: str, router: str | None, run_id: str | N
 
     def constants():
         with write_lock(engine):  # one DuckDB connection per process: readers in threads (serve) take turns
-            return reading.corpus_id(engine, corpus), reading.corpus_indicators(engine, corpus)
+            return lookup.corpus_id(engine, corpus), lookup.corpus_indicators(engine, corpus)
 
     cid, values = _memo(memo, ("corpus", id(engine), corpus), constants)
     if values is None:
@@ -339,7 +339,7 @@ def plan(engine, r: Routed, budget: int | None = None, allowed: set[str] | None 
         with write_lock(engine):  # one DuckDB connection per process: readers in threads (serve) take turns
             # 'cannot_answer' runs the router's own fallback: its training labels' most frequent paradigm
             return (expected_tokens(engine, r.corpus_id, r.generator),
-                    reading.router_fallback(engine, chosen.run_id) or "naive")
+                    lookup.router_fallback(engine, chosen.run_id) or "naive")
 
     costs, fallback = _memo(memo, ("costs", id(engine), r.corpus_id, r.generator, chosen.run_id), costs_and_fallback)
     candidates = r.probabilities
@@ -352,9 +352,9 @@ def plan(engine, r: Routed, budget: int | None = None, allowed: set[str] | None 
         why += f"; {why_not}"
     measured = None
     if r.query_type_source != "given":
-        from ragrouter import qtype_guess
+        from ragrouter.answering import question_type
 
-        measured = qtype_guess.measured(r.query_type, qtype_guess.reference_centroids(r.encoder_name) is not None)
+        measured = question_type.measured(r.query_type, question_type.reference_centroids(r.encoder_name) is not None)
     return Answer(r.question, r.query_type, chosen.router, chosen.features, r.probabilities, paradigm, why,
                   encoder=chosen.encoder, router_run_id=chosen.run_id, query_type_source=r.query_type_source,
                   query_type_measured=measured)
@@ -447,7 +447,7 @@ def ask(engine, config, corpus: str, question: str, router: str | None = None, b
     r = route(engine, config, corpus, question, router, query_type, services, run_id)
     out = plan(engine, r, budget)
     with write_lock(engine), engine.connect() as conn:
-        index = reading.corpus_index(conn, r.corpus_id, corpus, config)
+        index = lookup.corpus_index(conn, r.corpus_id, corpus, config)
     own = services is None
     if own:
         from ragrouter.stages.services import Services

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragrouter import qtype_guess as qg
+from ragrouter.answering import question_type as qg
 
 HELDOUT = Path(__file__).resolve().parent.parent / "benchmarks" / "data" / "query_type_heldout.jsonl"
 
@@ -42,10 +42,10 @@ def test_a_store_centroid_weighs_by_its_questions():
 
 
 def test_plain_factual_questions_on_a_demo_sized_store():
-    from ragrouter import demo
+    from ragrouter.corpus import demo
     from ragrouter.llm.encoder import get_encoder
-    from ragrouter.qtype_guess import nearest as nearest_type
-    from ragrouter.routers.qtype import type_centroids
+    from ragrouter.answering.question_type import nearest as nearest_type
+    from ragrouter.answering.question_type import type_centroids
 
     enc = get_encoder("all-MiniLM-L6-v2")
     ds = demo.medical_slice(demo.default_data_dir(), 12, 3, 0.75)
@@ -68,7 +68,7 @@ def test_plain_factual_questions_on_a_demo_sized_store():
 
 
 def test_the_shipped_figures_are_the_benchmarks():
-    from ragrouter import qtype_reference as ref
+    from ragrouter.answering import type_reference as ref
 
     assert ref.ENCODER == "all-MiniLM-L6-v2" and {len(v) for v in ref.CENTROIDS.values()} == {384}
     for method in ("rules+blend", "rules+store", "store"):
@@ -81,8 +81,8 @@ def test_the_shipped_figures_are_the_benchmarks():
 
 
 def test_ask_says_it_guessed_and_how_often_such_a_guess_was_right(tmp_path):
-    from ragrouter import ask as ask_mod
-    from ragrouter import routing
+    from ragrouter.answering import ask as ask_mod
+    from ragrouter.answering import routing
     from ragrouter.db import engine as eng
     from tests.support.router_store import config_for, make_store
 
@@ -90,7 +90,7 @@ def test_ask_says_it_guessed_and_how_often_such_a_guess_was_right(tmp_path):
     _, engine = make_store(tmp_path / "s.duckdb", seed=0)
     try:
         routing.train(engine, cfg, routing.store_dataset(engine, cfg), ["lr"], ["qc"], log=lambda m: None)
-        from tests.test_ask import _corpus_with_profile
+        from tests.test_answering_ask import _corpus_with_profile
 
         corpus = _corpus_with_profile(engine)
         routed = ask_mod.route(engine, cfg, corpus, "Summarize the main risks the annual report lists.")

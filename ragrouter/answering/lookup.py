@@ -1,5 +1,6 @@
-"""The reading layer of `ask`: what answering one new question reads from the store, in one
-place (instead of borrowing SQL from ``report/`` and loading code from ``stages/``).
+"""What answering one new question looks up in the store (``ask``, ``serve``, ``routers
+promote``), in one place: a corpus' id, indicators and retrieval state, the labelled questions,
+the trained routers and their fallbacks, and the questions asked so far.
 
 Every function takes an engine (or, for the index, a connection) and returns plain Python
 values; none writes. The SQL reads the same views the benchmark tables read
@@ -88,21 +89,6 @@ def corpus_index(conn: Connection, corpus_id: int, corpus: str, config):
     return load_index(conn, corpus_id, corpus, config)
 
 
-def decision_cells(engine: Engine) -> list[dict]:
-    """Every cell's sequential decision (``run --until-decided``): corpus, query type,
-    generator, judge, state, leader, N, runs, bound, stop reason, and the claim the state
-    makes (``claim``; empty for rows written before claims were kept)."""
-    with engine.connect() as conn:
-        rows = [dict(r) for r in conn.execute(text(
-            "SELECT c.name AS corpus, d.qtype, d.generator, d.judge, d.state, d.winner, d.n_queries, d.n_runs, "
-            "d.bound, d.alpha, d.margin, d.stop_reason, d.detail FROM decision_cells d "
-            "JOIN corpora c ON c.id = d.corpus_id ORDER BY c.name, d.qtype, d.generator, d.judge")).mappings()]
-    for row in rows:
-        detail = json_value(row.pop("detail")) or {}
-        row["claim"] = str(detail.get("claim") or "") if isinstance(detail, dict) else ""
-    return rows
-
-
 def router_cv_probabilities(engine: Engine, run_id: str) -> list[dict[str, float]]:
     """The class probabilities of every cross-validated prediction of the router of ``run_id``
     on this store's labelled queries (``router_predictions``): what ``serve --cost-share``
@@ -115,92 +101,6 @@ def router_cv_probabilities(engine: Engine, run_id: str) -> list[dict[str, float
         p = json_value(p)
         out.append({str(k): float(v) for k, v in dict(p).items()})
     return out
-
-
-def human_labels(engine: Engine, corpus: str | None = None) -> list[dict]:
-    """Every reviewed run's human label beside the judge's verdict (``v_human_label``: corpus,
-    paradigm, generator, qtype, judge, judge_label, human_label, reviewer, …); the judge's
-    agreement with them is ``ragrouter.review.figures.by_stratum`` of these rows."""
-    with engine.connect() as conn:
-        return [dict(r) for r in conn.execute(text(
-            "SELECT * FROM v_human_label" + (" WHERE corpus = :c" if corpus else "") +
-            " ORDER BY run_id, reviewer"), {"c": corpus}).mappings()]
-
-
-def human_agreement(engine: Engine, corpus: str | None = None) -> list[tuple]:
-    """(dimension, value, ``review.figures.Agreement``) of the judge against the reviewers'
-    labels: all, then per paradigm and query type; empty when nothing was reviewed."""
-    from ragrouter.review.figures import by_stratum
-
-    rows = human_labels(engine, corpus)
-    return by_stratum(rows) if rows else []
-
-
-LICENCE_KEYS = ("license", "licence")
-
-
-def export_provenance(engine: Engine) -> dict:
-    """What an export rests on, from the store: its id (``store_info``), the judge keys of the
-    benchmark's judgments (calibration cases left out) with their counts, the paradigm config
-    hashes of the runs with theirs, and each corpus' licence — ``corpora.meta.license`` when
-    the ingest recorded one, else the distinct ``license`` of its documents' metadata (QuALITY,
-    SQuALITY carry one per article), else ``unknown``."""
-    with engine.connect() as conn:
-        sid = conn.execute(text("SELECT store_id FROM store_info ORDER BY created_at LIMIT 1")).scalar()
-        judges = [{"judge": r[0], "n_judgments": int(r[1])} for r in conn.execute(text(
-            "SELECT judge, COUNT(*) FROM judgments WHERE NOT is_calibration GROUP BY judge ORDER BY judge"))]
-        configs = [{"paradigm": r[0], "config_hash": r[1], "n_runs": int(r[2])} for r in conn.execute(text(
-            "SELECT paradigm, config_hash, COUNT(*) FROM paradigm_runs WHERE paradigm <> 'calibration' "
-            "GROUP BY paradigm, config_hash ORDER BY paradigm, config_hash"))]
-        corpora = []
-        stored = conn.execute(text("SELECT id, name, source_format, meta FROM corpora ORDER BY name")).all()
-        for cid, name, fmt, meta in stored:  # fetched first: DuckDB drops a result its connection moves past
-            meta = json_value(meta) or {}
-            found = [str(meta[k]) for k in LICENCE_KEYS if isinstance(meta, dict) and meta.get(k)]
-            if not found:
-                found = sorted({str(r[0]) for key in LICENCE_KEYS for r in conn.execute(text(
-                    f"SELECT DISTINCT meta ->> '{key}' FROM documents WHERE corpus_id = :c"), {"c": cid})
-                    if r[0]})
-            corpora.append({"corpus": name, "source_format": fmt, "licence": ", ".join(found) or "unknown"})
-    return {"store_id": str(sid) if sid else "unknown", "judges": judges, "config_hashes": configs,
-            "corpora": corpora}
-
-
-def graph_queries(engine: Engine, corpus: str) -> list[dict]:
-    """The corpus' accepted queries with what a graph-retrieval measurement needs: the question,
-    its evidence, the chunks it was built from, whether it is unanswerable, and the query
-    entities its latest graph-reading run (graph, hybrid, iterative) recorded in its trace
-    (``entities`` of the retrieval details; None when no such run exists)."""
-    def _entities(trace) -> list[str] | None:
-        stack = [trace]
-        while stack:  # the first retrieval details holding graph query entities
-            node = stack.pop(0)
-            if isinstance(node, dict):
-                if node.get("kind") == "graph" and isinstance(node.get("entities"), list):
-                    return [str(e) for e in node["entities"]]
-                stack.extend(node.values())
-            elif isinstance(node, list):
-                stack.extend(node)
-        return None
-
-    cid = corpus_id(engine, corpus)
-    with engine.connect() as conn:
-        queries = conn.execute(text(
-            "SELECT id, question, evidence, supporting_chunk_ids, unanswerable FROM queries "
-            "WHERE corpus_id = :c AND status = 'accepted' ORDER BY id"), {"c": cid}).all()
-        traces = conn.execute(text(
-            "SELECT r.query_id, r.paradigm, r.trace FROM paradigm_runs r JOIN queries q ON q.id = r.query_id "
-            "WHERE q.corpus_id = :c AND (r.paradigm IN ('graph', 'hybrid') OR r.paradigm LIKE 'iterative%') "
-            "ORDER BY r.query_id, r.paradigm = 'graph' DESC, r.id DESC"),
-            {"c": cid}).all()
-    entities: dict[int, list[str]] = {}
-    for qid, _paradigm, trace in traces:
-        if qid not in entities:
-            found = _entities(json_value(trace))
-            if found is not None:
-                entities[qid] = found
-    return [{"id": int(q[0]), "question": q[1], "evidence": json_value(q[2]), "chunk_ids": json_value(q[3]) or [],
-             "unanswerable": bool(q[4]), "entities": entities.get(int(q[0]))} for q in queries]
 
 
 ASKED_PREFIX = "asked-"  # the id a questions file gives an asked question (``corpus asked``)

@@ -9,14 +9,16 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
-from ragrouter import ask as ask_mod  # noqa: E402
-from ragrouter import routing  # noqa: E402
-from ragrouter.routers import promotion, tracking  # noqa: E402
+from ragrouter.answering import ask as ask_mod  # noqa: E402
+from ragrouter.answering import promotion  # noqa: E402
+from ragrouter.answering import routing  # noqa: E402
+from ragrouter.routers import tracking  # noqa: E402
 from tests.support.router_store import config_for, make_store  # noqa: E402
 
 
@@ -112,6 +114,33 @@ def test_the_model_loads_by_alias_in_a_fresh_python_without_store_or_clone(promo
                            run_id=out["run_id"])
     for k, v in routed.probabilities.items():
         assert first[k] == pytest.approx(v, abs=1e-6)  # the DNN computes in float32
+
+
+def test_a_model_promoted_before_the_class_moved_still_loads(promoted, tmp_path):
+    """Models promoted before the answering package pickled their pyfunc class as
+    ``ragrouter.routers.promotion.QuestionRouter``: such a model still loads in a process that
+    imported this ragrouter (the old path is kept) and answers as one promoted now."""
+    import pickle
+    import shutil
+
+    import mlflow
+    import pandas as pd
+
+    mlflow.set_tracking_uri(promoted["uri"])
+    new = Path(mlflow.artifacts.download_artifacts(f"models:/{promoted['out']['name']}@champion",
+                                                   dst_path=str(tmp_path / "new")))
+    old = tmp_path / "old"
+    shutil.copytree(new, old)
+    pickled = pickle.dumps(promotion.QuestionRouter(), protocol=0)  # the class by its module path, as text
+    assert b"ragrouter.answering.promotion" in pickled
+    (pkl,) = old.rglob("python_model.pkl")
+    pkl.write_bytes(pickled.replace(b"ragrouter.answering.promotion", b"ragrouter.routers.promotion"))
+    m_old, m_new = mlflow.pyfunc.load_model(str(old)), mlflow.pyfunc.load_model(str(new))
+    (routing_json,) = new.rglob("routing.json")
+    corpus = sorted(json.loads(routing_json.read_text())["indicators"])[0]
+    rows = pd.DataFrame([{"question": "What about it?", "corpus": corpus, "query_type": "factual"},
+                         {"question": "Summarise it all.", "corpus": corpus}])
+    pd.testing.assert_frame_equal(m_old.predict(rows), m_new.predict(rows))
 
 
 def test_routers_train_promote_picks_the_best_by_the_stated_metric(tmp_path):

@@ -16,9 +16,9 @@ import pytest
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
-from ragrouter import ask as ask_mod  # noqa: E402
-from ragrouter import routing  # noqa: E402
-from ragrouter.routers import promotion  # noqa: E402
+from ragrouter.answering import ask as ask_mod  # noqa: E402
+from ragrouter.answering import routing  # noqa: E402
+from ragrouter.answering import promotion  # noqa: E402
 from tests.support.router_store import config_for, make_store  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ragrouter.commands.corpus import evidence_in  # noqa: F401 - re-exported (used by tests)
+from ragrouter.corpus.slicing import slice_dataset
 from ragrouter.ingest import loaders
 from ragrouter.ingest.records import Dataset
 from ragrouter.paths import REPO_ROOT
@@ -36,10 +36,8 @@ def default_data_dir() -> Path:
 def medical_slice(data_dir: Path, n_chunks: int, per_type: int, overlap: float,
                   window: int = 512, overlap_tokens: int = 100) -> Dataset:
     """The first ``n_chunks`` chunks of the medical textbook and ``per_type`` questions per
-    type: ``corpus slice``'s rule (:func:`ragrouter.commands.corpus.slice_dataset`) applied to
+    type: ``corpus slice``'s rule (:func:`ragrouter.corpus.slicing.slice_dataset`) applied to
     the medical files."""
-    from ragrouter.commands.corpus import slice_dataset
-
     full = loaders.load("graphrag-bench", [data_dir / "medical.json", data_dir / "medical_questions.json"])
     return slice_dataset(full, chunks=n_chunks, per_type=per_type, window=window, overlap_tokens=overlap_tokens,
                          evidence_overlap=overlap)

@@ -10,8 +10,8 @@ from sqlalchemy import text
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
-from ragrouter import ask as ask_mod  # noqa: E402
-from ragrouter import routing  # noqa: E402
+from ragrouter.answering import ask as ask_mod  # noqa: E402
+from ragrouter.answering import routing  # noqa: E402
 from ragrouter.routers import tracking  # noqa: E402
 from tests.support.router_store import config_for, make_store  # noqa: E402
 
@@ -49,7 +49,7 @@ def test_store_ids_differ_and_runs_carry_them(two_stores):
 
 
 def test_reading_layer_fallback_is_the_training_rule(two_stores):
-    from ragrouter import reading
+    from ragrouter.answering import lookup
     from ragrouter.routers.evaluate import fallback_paradigm
 
     b = two_stores["b"]
@@ -57,9 +57,9 @@ def test_reading_layer_fallback_is_the_training_rule(two_stores):
         labels = [r[0] for r in conn.execute(text("SELECT true_label FROM router_predictions WHERE mlflow_run_id = :r"),
                                              {"r": two_stores["run_b"]})]
     paradigms = sorted(set(labels) - {"cannot_answer"})
-    assert reading.router_fallback(b, two_stores["run_b"]) == fallback_paradigm(labels, paradigms)
-    assert reading.router_fallback(b, "no-such-run") is None
-    assert len(reading.corpus_indicators(b, _corpus_with_profile(b))) == 6
+    assert lookup.router_fallback(b, two_stores["run_b"]) == fallback_paradigm(labels, paradigms)
+    assert lookup.router_fallback(b, "no-such-run") is None
+    assert len(lookup.corpus_indicators(b, _corpus_with_profile(b))) == 6
 
 
 def test_ask_on_store_b_never_loads_a_router_of_store_a(two_stores, monkeypatch):
@@ -163,7 +163,7 @@ def test_a_corpus_whose_graph_is_empty_has_indicators_and_one_without_metrics_ha
     clustering: its indicators read (the undefined ones 0, as in training) instead of 'no
     indicators yet: run the metrics stage', advice that led nowhere; a corpus the stage never
     measured still has none."""
-    from ragrouter import reading
+    from ragrouter.answering import lookup
     from ragrouter.corpus.indicators import structural_indicators
     from ragrouter.graph.kg import KnowledgeGraph
 
@@ -177,11 +177,11 @@ def test_a_corpus_whose_graph_is_empty_has_indicators_and_one_without_metrics_ha
         for metric, value in measured.items():
             conn.execute(text("INSERT INTO corpus_metrics (corpus_id, metric, variant, value) VALUES (:c, :m, 'x', :v)"),
                          {"c": cid, "m": metric, "v": value if value == value else None})  # NaN stored as NULL
-    values = reading.corpus_indicators(engine, "empty-graph")
+    values = lookup.corpus_indicators(engine, "empty-graph")
     assert values is not None and len(values) == 6
     from ragrouter.routers.dataset import INDICATORS
 
     got = dict(zip(INDICATORS, values))
     assert got["lcc_ratio"] == 0.0 and got["density"] == 0.0 and got["clustering"] == 0.0
     assert got["hubness"] == 0.4 and got["intrinsic_dim"] == 7.5
-    assert reading.corpus_indicators(engine, "unmeasured") is None
+    assert lookup.corpus_indicators(engine, "unmeasured") is None

@@ -12,7 +12,6 @@ and every fold's metrics to ``router_fold_metrics`` (what ``v_router_scores`` ag
 from __future__ import annotations
 
 import math
-import subprocess
 import uuid
 from collections.abc import Callable, Sequence
 
@@ -22,8 +21,9 @@ from sqlalchemy.engine import Engine
 
 from ragrouter.db import models
 from ragrouter.db.engine import write_lock
+from ragrouter.db.frames import read_sql
 from ragrouter.db.values import json_value
-from ragrouter.paths import REPO_ROOT
+from ragrouter.paths import git_commit
 from ragrouter.routers.dataset import CANNOT_ANSWER, DEFAULT_PARADIGMS, paradigms_of
 from ragrouter.routers.features import ONEHOT
 
@@ -46,25 +46,6 @@ def store_id(engine: Engine) -> str:
     if not sid:
         raise RuntimeError("the store has no id (store_info is empty): run 'python cli.py db upgrade'")
     return str(sid)
-
-
-def git_commit() -> str:
-    """The checkout's commit (``unknown`` outside a git checkout), ``+dirty`` with local changes."""
-    try:
-        head = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              timeout=10)
-        if head.returncode != 0:
-            return "unknown"
-        dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10)
-        return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def config_hash(config) -> str:
-    """Hash of the whole effective config (every section)."""
-    return config.hash(*sorted(config.data))
 
 
 def encoder_names(config, requested: Sequence[str] | None = None) -> list[str]:
@@ -111,7 +92,7 @@ def store_dataset(engine: Engine, config) -> pd.DataFrame:
         return pd.DataFrame()
     full = data.router_dataset(engine, judge=judge, complete=False)
     df, dropped = dropped_rows(full)
-    undecided = data.read_sql(engine, "SELECT COUNT(*) AS n FROM v_oracle_label WHERE judge = :j AND label IS NULL",
+    undecided = read_sql(engine, "SELECT COUNT(*) AS n FROM v_oracle_label WHERE judge = :j AND label IS NULL",
                               {"j": judge})
     n_undecided = int(undecided["n"].iloc[0]) if len(undecided) else 0
     if n_undecided:
@@ -224,7 +205,7 @@ def train(engine: Engine, config, df: pd.DataFrame, routers: Sequence[str], feat
     corpora = ",".join(sorted(df["corpus"].astype(str).unique())) if "corpus" in df.columns else ""
     context = {"store_id": sid, "judge": judge or "", "corpora": corpora, "dataset": dataset,
                "dataset_source": dataset_source or (f"ragrouter-store:{sid}" if dataset == "store" else dataset),
-               "config_hash": config_hash(config), "git_commit": git_commit(), "training_session": session}
+               "config_hash": config.full_hash(), "git_commit": git_commit(), "training_session": session}
     folds = n_splits_for(df, int(config.get("routers.folds")))
     services = None
     if gateway is None and any(n != ONEHOT for n in names):

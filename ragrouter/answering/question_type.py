@@ -1,7 +1,7 @@
 """A question's type (factual / reasoning / summary) without a model call, for ``ask`` and ``serve``.
 
 Two steps, measured by ``benchmarks/bench_query_type.py`` (its figures are in
-:mod:`ragrouter.qtype_reference`, ``MEASURED``):
+:mod:`ragrouter.answering.type_reference`, ``MEASURED``):
 
 1. **Cues** (:func:`rule_type`): wording that the benchmarks' types are defined by — asking
    for a summary, an overview, the main points, what holds across or throughout the texts →
@@ -12,7 +12,7 @@ Two steps, measured by ``benchmarks/bench_query_type.py`` (its figures are in
    about a fifth of the questions and are right on 81 % (reasoning) and 93 % (summary) of them.
 2. **Type centroids** in the sentence encoder's space (cosine): the store's labelled
    questions, blended with **reference centroids** of those shared corpora's typed questions
-   (:mod:`ragrouter.qtype_reference`, when the store's encoder is the one they were made
+   (:mod:`ragrouter.answering.type_reference`, when the store's encoder is the one they were made
    with). A store's own centroid gets weight ``n / (n + BLEND_N0)`` for its ``n`` questions of
    the type: a store with three questions per type (the demo's) leans on the reference, which
    alone was right on 86 % of plain factual questions where the store's three were right on
@@ -57,7 +57,7 @@ def _unit(v) -> np.ndarray:
 
 def reference_centroids(encoder_name: str) -> dict[str, np.ndarray] | None:
     """The shared corpora's type centroids for ``encoder_name``, or None (another encoder)."""
-    from ragrouter import qtype_reference as ref
+    from ragrouter.answering import type_reference as ref
 
     if str(encoder_name) != ref.ENCODER:
         return None
@@ -74,6 +74,12 @@ def store_centroids(rows: list[tuple[str, str]], encoder) -> dict[str, tuple[np.
         mask = np.array([r[0] == t for r in rows])
         out[t] = (vecs[mask].mean(axis=0), int(mask.sum()))
     return out
+
+
+def type_centroids(rows: list[tuple[str, str]], encoder) -> dict[str, np.ndarray]:
+    """{query type: mean embedding} of ``rows`` = (query type, question) pairs: what the promoted
+    router model carries (:mod:`ragrouter.answering.promotion`) to guess types as ``ask`` does."""
+    return {t: c for t, (c, _n) in store_centroids(rows, encoder).items()}
 
 
 def blend(store: dict[str, tuple[np.ndarray, int]], reference: dict[str, np.ndarray] | None,
@@ -117,7 +123,7 @@ def measured(qtype: str, with_reference: bool) -> dict | None:
     """What ``benchmarks/bench_query_type.py`` measured of the guess for questions of ``qtype``:
     {"unseen": share right on an unseen corpus' typed questions, "heldout": on the held-out
     user-style questions}, or None where it was not measured."""
-    from ragrouter import qtype_reference as ref
+    from ragrouter.answering import type_reference as ref
 
     got = ref.MEASURED.get("rules+blend" if with_reference else "rules+store", {})
     out = {k: v.get(qtype) for k, v in got.items() if v.get(qtype) is not None}
