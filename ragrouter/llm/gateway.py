@@ -7,7 +7,8 @@ and writes it to the ledger (``llm_calls``) or, when it fails for good, to ``llm
 Only :class:`GatewayError` (with a ``.reason``) ever leaves :meth:`Gateway.chat` and
 :meth:`Gateway.embed`.
 
-Cache keys, ledger rows and durability: :mod:`ragrouter.llm.ledger`. A lost store connection
+Cache keys, ledger rows and durability: :mod:`ragrouter.llm.ledger`; a reply's checks, tokens and
+ledger row: :mod:`ragrouter.llm.replies`. A lost store connection
 is waited for (``worker.store_outage_s``) and paid replies that cannot be committed are spooled
 to local disk and replayed by the next gateway: :mod:`ragrouter.db.outage`, :mod:`.spool`.
 
@@ -57,8 +58,8 @@ from ragrouter.llm import slots, spool, tokens
 from ragrouter.llm.backends import HTTP_CLIENTS, Backend
 from ragrouter.llm.errors import ChatReply, GatewayError, redact
 from ragrouter.llm.kinds import make_backend
-from ragrouter.llm.jsonparse import JSONParseError, parse_reply
 from ragrouter.llm.prepare import check_texts, check_timeout, prepare_chat
+from ragrouter.llm.replies import Rejected, chat_record, embed_record
 from ragrouter.llm.retries import BACKOFF_BASE_S, BACKOFF_CAP_S, attempt_with_retries, backoff_delay
 from ragrouter.llm.ledger_writer import LINGER_S, _Job, _LedgerWriter
 from ragrouter.llm.ledger import (
@@ -506,35 +507,10 @@ class Gateway:
 
         reply, attempts, latency = self._attempts(be, h, stage, phase, attempt, timeout,
                                                   estimate=lambda: message_tokens(sent) + int(max_tokens))
-        text_out = reply.text
-        if reply.prompt_tokens is not None and reply.completion_tokens is not None:
-            p_tok, c_tok, source = reply.prompt_tokens, reply.completion_tokens, "usage"
-        else:
-            p_tok, c_tok, source = message_tokens(sent), tokens.count(text_out or ""), "tiktoken"
-        data = None
-        if text_out is None or not text_out.strip():
-            why = f"the model refused: {reply.refusal}" if reply.refusal else "the reply has no content"
-            self._fail(be, h, stage, phase, "empty_content", why, attempts, response=text_out,
-                       prompt_tokens=p_tok, completion_tokens=c_tok, reasoning_tokens=reply.reasoning_tokens)
-        if json_schema is not None:
-            try:
-                data = parse_reply(text_out, json_schema)
-            except JSONParseError as exc:
-                detail = exc.detail + (" (reply cut at max_tokens)" if reply.finish_reason == "length" else "")
-                self._fail(be, h, stage, phase, exc.reason, detail, attempts, response=text_out,
-                           prompt_tokens=p_tok, completion_tokens=c_tok, reasoning_tokens=reply.reasoning_tokens)
-        params = {"temperature": float(temperature), "max_tokens": int(max_tokens),
-                  "response_format": key["response_format"], "sample": key["sample"],
-                  "finish_reason": reply.finish_reason, **(sampling or {})}
-        if key.get("settings"):
-            params["settings"] = key["settings"]
-        if reply.cached_prompt_tokens:
-            params["cached_prompt_tokens"] = int(reply.cached_prompt_tokens)  # priced at cached_input
-        rec = _Record(id=None, text=text_out, data=data, vectors=None, prompt_tokens=int(p_tok),
-                      completion_tokens=int(c_tok), token_source=source, latency_s=latency, attempts=attempts,
-                      finish_reason=reply.finish_reason)
-        row = {"kind": "chat", "messages": sent, "params": params, "response": text_out, "response_json": data,
-               "response_vectors": None, "reasoning_tokens": reply.reasoning_tokens}  # part of c_tok already
+        try:
+            rec, row = chat_record(reply, sent, json_schema, key, temperature, max_tokens, sampling, latency, attempts)
+        except Rejected as bad:
+            self._fail(be, h, stage, phase, bad.reason, bad.detail, attempts, **bad.billed)
         self._store(be, h, stage, phase, rec, row)
         return rec
 
@@ -543,22 +519,10 @@ class Gateway:
         reply, attempts, latency = self._attempts(be, h, stage, phase,
                                                   lambda t: be.embed_once(batch, timeout_s=t), timeout,
                                                   estimate=lambda: sum(tokens.count(t) for t in batch))
-        vecs = np.asarray(reply.vectors, dtype=np.float32)
-        p_tok = reply.prompt_tokens
-        source = "encoder" if not be.http else "usage"
-        if p_tok is None:
-            p_tok, source = sum(tokens.count(t) for t in batch), "tiktoken"
-        if vecs.ndim != 2 or vecs.shape[0] != len(batch) or vecs.shape[1] < 1 or not np.isfinite(vecs).all():
-            self._fail(be, h, stage, phase, "bad_response",
-                       f"embeddings of shape {vecs.shape} (finite: {bool(np.isfinite(vecs).all())}) "
-                       f"for {len(batch)} inputs", attempts, prompt_tokens=p_tok, completion_tokens=0)
-        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
-        vecs = np.divide(vecs, norms, out=np.zeros_like(vecs), where=norms > 0).astype("<f4")
-        rec = _Record(id=None, text=None, data=None, vectors=vecs.tobytes(), prompt_tokens=int(p_tok),
-                      completion_tokens=0, token_source=source, latency_s=latency, attempts=attempts)
-        row = {"kind": "embedding", "messages": batch,
-               "params": {"dimensions": be.dimensions, "dim": int(vecs.shape[1]), "n": len(batch)},
-               "response": None, "response_json": None, "response_vectors": rec.vectors, "reasoning_tokens": None}
+        try:
+            rec, row = embed_record(reply, batch, be.http, be.dimensions, latency, attempts)
+        except Rejected as bad:
+            self._fail(be, h, stage, phase, bad.reason, bad.detail, attempts, **bad.billed)
         self._store(be, h, stage, phase, rec, row)
         return rec
 
