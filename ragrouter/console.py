@@ -18,6 +18,8 @@ import warnings
 from pathlib import Path
 from typing import Callable, Iterator
 
+from ragrouter.paths import sub
+
 LIBRARY_LOGGERS = ("mlflow", "alembic", "sklearn", "xgboost", "torch", "matplotlib", "sentence_transformers",
                    "transformers", "urllib3", "httpx", "numexpr")
 
@@ -28,8 +30,6 @@ QUIET_ENV = {"MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}
 
 
 def log_path() -> Path:
-    from ragrouter.paths import sub
-
     return sub("logs") / "warnings.log"
 
 

@@ -26,6 +26,11 @@ from pathlib import Path
 import click
 import yaml
 
+from ragrouter.cli import cli
+from ragrouter.config import DEFAULT_CONFIG
+from ragrouter.db import comments
+from ragrouter.db.migrate import view_files
+from ragrouter.db.models import Base
 from ragrouter.paths import REPO_ROOT
 
 REFERENCE = REPO_ROOT / "docs" / "reference"
@@ -169,8 +174,6 @@ _anchor = anchor
 
 
 def cli_markdown() -> str:
-    from ragrouter.cli import cli
-
     root = click.Context(cli, info_name="ragrouter")
     entries = list(_commands(cli, root))
     lines = [HEADER.format(cmd=COMMAND, source="the click commands of `ragrouter/cli.py`"),
@@ -209,18 +212,12 @@ def cli_markdown() -> str:
 
 def command_paths() -> list[str]:
     """Every command path of the CLI below the root, e.g. ``ragrouter db upgrade``."""
-    from ragrouter.cli import cli
-
     return [ctx.command_path for _, ctx in list(_commands(cli, click.Context(cli, info_name="ragrouter")))[1:]]
 
 
 # ------------------------------------------------------------------------------- schema
 
 def schema_markdown() -> str:
-    from ragrouter.db import comments
-    from ragrouter.db.migrate import view_files
-    from ragrouter.db.models import Base
-
     described = comments.table_comments()
     lines = [HEADER.format(cmd=COMMAND, source="the ORM (`ragrouter/db/models.py`), "
                            "`ragrouter/db/comments.py` and the header comments of `queries/views/*.sql`"),
@@ -263,8 +260,6 @@ def schema_markdown() -> str:
 # ------------------------------------------------------------------------------- config
 
 def _default_file() -> Path:
-    from ragrouter.config import DEFAULT_CONFIG
-
     return Path(DEFAULT_CONFIG)
 
 

@@ -22,10 +22,17 @@ import numpy as np
 from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import insert
 
-from ragrouter.answering import lookup, routing
+from ragrouter.answering import lookup, question_type, routing
 from ragrouter.db import models
 from ragrouter.db.engine import write_lock
-from ragrouter.stages.base import ScopeError
+from ragrouter.llm.encoder import get_encoder
+from ragrouter.paradigms import paradigms
+from ragrouter.routers import tracking
+from ragrouter.routers.features import GatewayEncoder
+from ragrouter.stages import storeio
+from ragrouter.stages.answer import AnswerStage, run_hash
+from ragrouter.stages.base import ScopeError, Unit
+from ragrouter.stages.services import Services
 
 INDICATOR_COLUMNS = lookup.INDICATOR_COLUMNS
 BASELINES = {"random", "oracle", "best_fixed", "by_query_type"}
@@ -60,8 +67,6 @@ def query_type_centroids(engine, encoder, memo: bool = False) -> dict[str, np.nd
     """The type centroids the guess uses in ``encoder``'s space: the store's labelled questions
     blended with the shared corpora's (:func:`ragrouter.answering.question_type.blend`); ``memo`` (serve):
     read and encoded once per process."""
-    from ragrouter.answering import question_type
-
     def centroids():
         with write_lock(engine):
             rows = lookup.labelled_questions(engine)
@@ -75,8 +80,6 @@ def query_type_centroids(engine, encoder, memo: bool = False) -> dict[str, np.nd
 
 def guess_query_type(engine, question: str, encoder, memo: bool = False) -> tuple[str, str]:
     """(type, how) of ``question`` (:func:`ragrouter.answering.question_type.guess`): 'cue' or 'centroids'."""
-    from ragrouter.answering import question_type
-
     cents = query_type_centroids(engine, encoder, memo)
     return question_type.guess(question, np.asarray(encoder.encode([question])[0], dtype=np.float64), cents)
 
@@ -134,6 +137,7 @@ def choose_router(engine, config, generator: str, router: str | None = None,
     promoted champion for ``generator`` (``routers promote``) while it is still one of the
     store's trained routers, else :func:`pick_router`'s best."""
     if router is None and run_id is None:
+        # deferred (start-up): pulls in mlflow
         from ragrouter.answering.promotion import champion_run
 
         champion = champion_run(engine, config, generator)
@@ -160,15 +164,11 @@ def load_router(config, chosen: TrainedRouter, store: str):
 
 def router_created(config, chosen: TrainedRouter) -> int:
     """Unix seconds at which the router's MLflow run started (when the model was made)."""
-    from ragrouter.routers import tracking
-
     run = tracking.client(routing.tracking_uri(config)).get_run(chosen.run_id)
     return int((run.info.start_time or 0) // 1000)
 
 
 def _load_router(config, chosen: TrainedRouter, store: str):
-    from ragrouter.routers import tracking
-
     client = tracking.client(routing.tracking_uri(config))
     try:
         run = client.get_run(chosen.run_id)
@@ -265,21 +265,16 @@ def route(engine, config, corpus: str, question: str, router: str | None = None,
     generator, cid, values, chosen, model = _router_for(engine, config, corpus, router, run_id, memo)
     source, type_encoder = "given", ""
     if query_type is None:
-        from ragrouter.llm.encoder import get_encoder
-
         type_encoder = str(config.get("scoring.encoder"))
         query_type, source = guess_query_type(engine, question, get_encoder(type_encoder), memo)
+    # deferred (start-up): pulls in mlflow
     from ragrouter.routers.mlflow_model import class_probabilities, model_input
 
     indicators = np.array([values])
     q_emb = None
     if chosen.encoder not in ("onehot", "none"):
-        from ragrouter.routers.features import GatewayEncoder
-
         own = services is None
         if own:
-            from ragrouter.stages.services import Services
-
             services = Services(config, engine, command="ask")
         try:
             q_emb = GatewayEncoder(services.gateway, chosen.encoder)([question])
@@ -311,6 +306,7 @@ def route_many(engine, config, corpus: str, questions: list[str], query_types: l
     generator, cid, values, chosen, model = _router_for(engine, config, corpus, router, run_id, memo)
     if chosen.encoder not in ("onehot", "none"):
         return [route(engine, config, corpus, q, router, t, services, run_id, memo) for q, t in zip(questions, query_types)]
+    # deferred (start-up): pulls in mlflow
     from ragrouter.routers.mlflow_model import class_probabilities, model_input
 
     frame = model_input(list(query_types), np.repeat(np.array([values]), len(questions), axis=0), None)
@@ -352,8 +348,6 @@ def plan(engine, r: Routed, budget: int | None = None, allowed: set[str] | None 
         why += f"; {why_not}"
     measured = None
     if r.query_type_source != "given":
-        from ragrouter.answering import question_type
-
         measured = question_type.measured(r.query_type, question_type.reference_centroids(r.encoder_name) is not None)
     return Answer(r.question, r.query_type, chosen.router, chosen.features, r.probabilities, paradigm, why,
                   encoder=chosen.encoder, router_run_id=chosen.run_id, query_type_source=r.query_type_source,
@@ -365,10 +359,6 @@ def run_paradigm(config, out: Answer, index, gateway, generator: str, settings=N
     ``out.tokens`` and returns the paradigm's result (for :func:`store`). ``settings``: the
     paradigms' settings with a client's generation parameters (serve,
     :meth:`ragrouter.paradigms.settings.Settings.for_answer`); None: the config's."""
-    from ragrouter.paradigms import paradigms
-
-    from ragrouter.stages import storeio
-
     result = paradigms.run(out.paradigm, out.question, None, index, gateway, generator,
                            config if settings is None else settings)
     # the graph (extraction variant) the run could read, as the answer stage records it: v_run_latest charges it
@@ -381,8 +371,6 @@ def run_paradigm(config, out: Answer, index, gateway, generator: str, settings=N
 
 
 def _stage(config, paradigm: str, generator: str):
-    from ragrouter.stages.answer import AnswerStage, run_hash
-
     def make():
         stage = AnswerStage()
         stage._combos(type("S", (), {"config": config, "paradigms": [paradigm], "models": [generator]})())
@@ -399,11 +387,10 @@ def run_key(config, paradigm: str, generator: str, settings=None) -> tuple[dict,
     stage, h = _stage(config, paradigm, generator)
     if settings is None:
         return stage._configs.get((paradigm, generator)), h
-    from ragrouter.paradigms.paradigms import get
 
     model = str(config.backend(generator)["model"])  # not memoised: a client's values are unbounded
-    base = get(paradigm).config_hash(settings)
-    return ({**get(paradigm).config(settings), "generator_model": model},
+    base = paradigms.get(paradigm).config_hash(settings)
+    return ({**paradigms.get(paradigm).config(settings), "generator_model": model},
             hashlib.sha256(f"{base}|{model}".encode()).hexdigest()[:16])
 
 
@@ -426,7 +413,6 @@ def store(conn, config, corpus_id: int, generator: str, out: Answer, result=None
                            {"c": corpus_id, "e": ext}).scalar_one()
     if result is None:
         return qid
-    from ragrouter.stages.base import Unit
 
     stage, h = _stage(config, out.paradigm, generator)
     unit = Unit(f"q{qid}:{out.paradigm}:{generator}:{h}", {"query_id": qid, "corpus_id": corpus_id,
@@ -450,8 +436,6 @@ def ask(engine, config, corpus: str, question: str, router: str | None = None, b
         index = lookup.corpus_index(conn, r.corpus_id, corpus, config)
     own = services is None
     if own:
-        from ragrouter.stages.services import Services
-
         services = Services(config, engine, command="ask")
     try:
         try:

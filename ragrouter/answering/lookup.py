@@ -13,6 +13,8 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
 from ragrouter.db.values import json_value
+from ragrouter.stages import storeio
+from ragrouter.stages.answer import load_index
 
 # router-dataset indicator → v_corpus_profile column
 INDICATOR_COLUMNS = {"lcc_ratio": "lcc_ratio", "density": "density", "clustering": "clustering",
@@ -25,8 +27,6 @@ class ReadError(LookupError):
 
 def corpus_id(engine: Engine, corpus: str) -> int:
     """``corpora.id`` of ``corpus`` (a ScopeError naming the ingest command when unknown)."""
-    from ragrouter.stages import storeio
-
     with engine.connect() as conn:
         return storeio.corpus_ids(conn, corpus)[0][0]
 
@@ -35,6 +35,7 @@ def corpus_indicators(engine: Engine, corpus: str) -> list[float] | None:
     """The six router indicators of ``corpus`` in ``routers.dataset.INDICATORS`` order (an
     undefined one is 0, as in training: a corpus whose graph is empty has no LCC ratio, density
     or clustering), or None when the metrics stage has not run (no metric of the corpus at all)."""
+    # deferred (start-up): pulls in pandas, sklearn, torch
     from ragrouter.routers.dataset import INDICATORS
 
     with engine.connect() as conn:
@@ -84,8 +85,6 @@ def expected_tokens(engine: Engine, corpus_id: int, generator: str) -> dict[str,
 
 def corpus_index(conn: Connection, corpus_id: int, corpus: str, config):
     """The corpus' retrieval state (chunks, vectors, graph) as the answer stage reads it."""
-    from ragrouter.stages.answer import load_index
-
     return load_index(conn, corpus_id, corpus, config)
 
 

@@ -33,6 +33,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+import ragrouter
+from ragrouter.answering.question_type import guess, type_centroids
+from ragrouter.llm.encoder import get_encoder
+
 try:
     import mlflow.pyfunc
 
@@ -72,18 +76,16 @@ class QuestionRouter(_Base):
 
     def _encoder(self, name: str):
         if name not in self._encoders:
-            from ragrouter.llm.encoder import get_encoder
-
             self._encoders[name] = get_encoder(name)
         return self._encoders[name]
 
     # model_input: pd.DataFrame, a hint MLflow takes as "validate by the signature" (an untyped
     # predict warned "Add type hints ..." on every import and load, under MLflow's own filter)
     def predict(self, context, model_input: pd.DataFrame, params=None):  # noqa: D401 - MLflow's signature
+        # deferred (start-up): pulls in sklearn, torch
         from ragrouter.routers.dataset import QUERY_TYPES
         from ragrouter.routers.inputs import model_input as inner_input
         from ragrouter.routers.mlflow_model import class_probabilities
-        from ragrouter.answering.question_type import guess
 
         frame = model_input if isinstance(model_input, pd.DataFrame) else pd.DataFrame(model_input)
         for col in ("question", "corpus"):
@@ -145,12 +147,10 @@ def promote(engine, config, chosen, alias: str = DEFAULT_ALIAS, name: str | None
     :class:`QuestionRouter` logged model in its run, register it and set ``alias``."""
     import mlflow
 
-    import ragrouter
+    # deferred (start-up): pulls in sklearn, torch
     from ragrouter.answering import lookup, routing
-    from ragrouter.llm.encoder import get_encoder
     from ragrouter.routers import tracking
     from ragrouter.routers.mlflow_model import pip_requirements
-    from ragrouter.answering.question_type import type_centroids
 
     if chosen.encoder not in ("onehot", "none") and chosen.encoder not in LOCAL_ENCODERS:
         raise PromoteError(f"router {chosen.router} reads '{chosen.encoder}' embeddings: a model cannot carry a "
@@ -224,6 +224,7 @@ def promote(engine, config, chosen, alias: str = DEFAULT_ALIAS, name: str | None
 def champion_run(engine, config, generator: str, alias: str = DEFAULT_ALIAS) -> str | None:
     """The MLflow run behind ``alias`` of this store's registered router for ``generator``
     (None when nothing of this store is promoted)."""
+    # deferred (start-up): pulls in sklearn, torch
     from ragrouter.answering import routing
     from ragrouter.routers import tracking
 

@@ -25,6 +25,8 @@ import re
 
 import numpy as np
 
+from ragrouter.answering import type_reference as ref
+
 TYPES = ("factual", "reasoning", "summary")
 BLEND_N0 = 30
 
@@ -57,8 +59,6 @@ def _unit(v) -> np.ndarray:
 
 def reference_centroids(encoder_name: str) -> dict[str, np.ndarray] | None:
     """The shared corpora's type centroids for ``encoder_name``, or None (another encoder)."""
-    from ragrouter.answering import type_reference as ref
-
     if str(encoder_name) != ref.ENCODER:
         return None
     return {t: np.asarray(v, dtype=np.float64) for t, v in ref.CENTROIDS.items()}
@@ -123,8 +123,6 @@ def measured(qtype: str, with_reference: bool) -> dict | None:
     """What ``benchmarks/bench_query_type.py`` measured of the guess for questions of ``qtype``:
     {"unseen": share right on an unseen corpus' typed questions, "heldout": on the held-out
     user-style questions}, or None where it was not measured."""
-    from ragrouter.answering import type_reference as ref
-
     got = ref.MEASURED.get("rules+blend" if with_reference else "rules+store", {})
     out = {k: v.get(qtype) for k, v in got.items() if v.get(qtype) is not None}
     return out or None

@@ -23,16 +23,22 @@ from ragrouter.db import models
 from ragrouter.db.engine import write_lock
 from ragrouter.db.frames import read_sql
 from ragrouter.db.values import json_value
+from ragrouter.evaluation.judge import judge_key
 from ragrouter.paths import git_commit
-from ragrouter.routers.dataset import CANNOT_ANSWER, DEFAULT_PARADIGMS, paradigms_of
-from ragrouter.routers.features import ONEHOT
+from ragrouter.report import data
+from ragrouter.routers import tracking
+from ragrouter.routers.dataset import CANNOT_ANSWER, DEFAULT_PARADIGMS, INDICATORS, paradigms_of
+from ragrouter.routers.evaluate import METRICS
+from ragrouter.routers.features import GatewayEncoder, ONEHOT
+from ragrouter.routers.registry import ROUTERS
+from ragrouter.routers.tracking import default_tracking_uri
+from ragrouter.stages.services import Services
 
 
 def tracking_uri(config) -> str:
     uri = config.get("routers.mlflow_uri", None)
     if uri:
         return str(uri)
-    from ragrouter.routers.tracking import default_tracking_uri
 
     return default_tracking_uri()
 
@@ -73,8 +79,6 @@ class EncoderConfigError(ValueError):
 
 def make_encoders(names: Sequence[str], gateway) -> list:
     """Encoder objects for :func:`ragrouter.routers.tracking.train_and_track` (``None`` = one-hot)."""
-    from ragrouter.routers.features import GatewayEncoder
-
     return [None if n == ONEHOT else GatewayEncoder(gateway, n) for n in names]
 
 
@@ -83,10 +87,6 @@ def store_dataset(engine: Engine, config) -> pd.DataFrame:
     ``df.attrs['judge']`` names the judge, ``df.attrs['dropped']`` says which judged queries
     are not in it and why ({reason: queries}, :func:`dropped_rows`), ``df.attrs['judged']``
     how many (query, generator) pairs the judge has outcomes for."""
-    from ragrouter.report import data
-
-    from ragrouter.evaluation.judge import judge_key
-
     judge = data.choose_judge(engine, judge_key(str(config.role("judge")), config))
     if judge is None:
         return pd.DataFrame()
@@ -101,7 +101,6 @@ def store_dataset(engine: Engine, config) -> pd.DataFrame:
         df = df.drop(columns=["judge"])
     # An indicator that is undefined for a corpus (e.g. hubness needs more than k = 10 chunk
     # vectors) is set to 0 — no signal — rather than dropping the corpus' queries.
-    from ragrouter.routers.dataset import INDICATORS
 
     for col in INDICATORS:
         if col in df.columns and df[col].isna().any():
@@ -118,8 +117,6 @@ def dropped_rows(full: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
     """The complete rows of a router dataset (every paradigm present with correct, tokens and
     F1), and the others counted by why: a paradigm that did not answer or was not judged on
     the query (named, most often missing first), or answers without a semantic F1 yet."""
-    from ragrouter.routers.dataset import paradigms_of
-
     if full.empty:
         return full, {}
     paradigms = paradigms_of(full)
@@ -187,10 +184,6 @@ def train(engine: Engine, config, df: pd.DataFrame, routers: Sequence[str], feat
     ``encoders``: encoder names (default: ``routers.encoders``); neural routers run once per
     encoder, classical routers and baselines once on the one-hot query type. Query
     embeddings go through the gateway, so they are ledger rows (cached across trainings)."""
-    from ragrouter.routers import tracking
-    from ragrouter.routers.evaluate import METRICS
-    from ragrouter.routers.registry import ROUTERS
-
     if df.empty or len(df) < 4:
         log(f"routers: {len(df)} labelled queries — too few to cross-validate (need ≥ 4); skipped"
             + describe_dropped(df))
@@ -209,8 +202,6 @@ def train(engine: Engine, config, df: pd.DataFrame, routers: Sequence[str], feat
     folds = n_splits_for(df, int(config.get("routers.folds")))
     services = None
     if gateway is None and any(n != ONEHOT for n in names):
-        from ragrouter.stages.services import Services
-
         services = Services(config, engine, command="routers train")
         gateway = services.gateway
     try:

@@ -38,6 +38,7 @@ def ask_command(ctx: Ctx, corpus: str, question: str, router: str | None, max_to
       python cli.py --config configs/demo.yaml ask --corpus medical-demo \\
         "What is the most common type of skin cancer?" --max-tokens-budget 2000
     """
+    # deferred (start-up): pulls in pandas, sklearn, torch
     from ragrouter.answering import ask as ask_mod
 
     register_user_error(ask_mod.AskError)

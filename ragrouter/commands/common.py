@@ -15,7 +15,9 @@ from typing import Any
 import click
 
 from ragrouter.config import Config, ConfigError
+from ragrouter.db import migrate, outage
 from ragrouter.db.engine import StoreError, StoreLockedError, duckdb_path, forget, make_engine, resolve_url
+from ragrouter.llm import spool
 
 # Exit statuses (README "Exit codes").
 EXIT_OK, EXIT_INTERNAL, EXIT_USER, EXIT_FAILED_UNITS = 0, 1, 2, 3
@@ -42,8 +44,6 @@ class Ctx:
         readers (commands, notebooks, the duckdb CLI) share it; a store whose schema or views
         are behind this code is first brought up to date in a brief read-write open. A DuckDB
         file that does not exist is created only with ``create`` (``db upgrade``) or --create."""
-        from ragrouter.db import migrate
-
         url = resolve_url(self.db_url)
         if not read_only or duckdb_path(url) is None:
             engine = make_engine(url, create=create or self.create)
@@ -97,8 +97,6 @@ class Ctx:
 def check_at_head(engine) -> None:
     """StoreError (one line) naming the store's revision when it is behind this code's head:
     reading commands leave migrating to ``db upgrade``."""
-    from ragrouter.db import migrate
-
     rev, head = migrate.check_revision(engine), migrate.head_revision()
     if rev != head:
         raise StoreError(f"store is at revision {rev or 'base (no tables)'}, behind this code's head {head}: "
@@ -167,9 +165,6 @@ def file_system_error(exc: BaseException, where: str | None = None) -> str | Non
 def outage_line(exc: BaseException) -> str | None:
     """The worker's one line when the store went away (db/outage.py): what happened, what was
     kept and how to resume; None for any other error."""
-    from ragrouter.db import outage
-    from ragrouter.llm import spool
-
     if not (isinstance(exc, outage.StoreUnavailable) or outage.is_disconnect(exc)):
         return None
     what = str(exc).strip().splitlines()[0] if isinstance(exc, outage.StoreUnavailable) else \

@@ -21,10 +21,19 @@ import math
 import click
 from sqlalchemy import text
 
+from ragrouter.answering import lookup
 from ragrouter.commands.common import Ctx, fail, pass_ctx
+from ragrouter.commands.ingest import corpus_name_problem
+from ragrouter.config import Config, ConfigError, DEFAULT_CONFIG
 from ragrouter.corpus.slicing import CHUNK_EVIDENCE, describe_drops, requirements, slice_dataset
+from ragrouter.db import migrate
+from ragrouter.db.engine import DEFAULT_URL, write_lock
+from ragrouter.db.redact import redact_secrets
 from ragrouter.db.values import json_value
+from ragrouter.decisions.budget import BudgetError, hms as clock, propose
+from ragrouter.ingest import store as ingest_store
 from ragrouter.ingest.records import Dataset, Document, Question
+from ragrouter.stages import storeio
 from ragrouter.stages.timing import load_line
 
 
@@ -32,8 +41,6 @@ def stored_dataset(conn, corpus: str) -> tuple[Dataset, str]:
     """The documents and accepted benchmark questions of a stored corpus, in stored order:
     imported questions, and generated or reviewed ones with their source chunks as evidence
     (:data:`~ragrouter.corpus.slicing.CHUNK_EVIDENCE`; they join the slice as its own questions)."""
-    from ragrouter.stages import storeio
-
     cid = storeio.corpus_ids(conn, corpus)[0][0]
     fmt = conn.execute(text("SELECT source_format FROM corpora WHERE id = :c"), {"c": cid}).scalar() or "slice"
 
@@ -97,8 +104,6 @@ def _refusal(source: str, ds: Dataset, part: Dataset, docs, chunks, tokens_, win
 def _existing_differs(conn, new: str, source: str, part: Dataset) -> str | None:
     """Why corpus ``new`` in the store is not this very slice (None: absent, or the same slice,
     which a second run leaves as it is)."""
-    from ragrouter.ingest import store as ingest_store
-
     cid = ingest_store.corpus_id(conn, new)
     if cid is None:
         return None
@@ -119,9 +124,6 @@ def make_slice(ctx: Ctx, source: str, new: str, ds: Dataset, fmt: str, *, docs=N
     """Slice ``ds`` (stored corpus ``source``) and write it as corpus ``new``; refuses (exit 2,
     nothing written) a slice that keeps none of the source's questions unless asked for none,
     and a name the store holds for another corpus or another slice (never merged into it)."""
-    from ragrouter.db.engine import write_lock
-    from ragrouter.ingest import store as ingest_store
-
     window, overlap = int(ctx.config.get("chunking.window")), int(ctx.config.get("chunking.overlap"))
     try:
         part = slice_dataset(ds, docs=docs, chunks=chunks, tokens=tokens, per_type=per_type, seed=seed,
@@ -190,9 +192,6 @@ def slice_command(ctx: Ctx, source: str, new: str, docs: int | None, doc_ids: tu
       python cli.py corpus slice cuad cuad-2h --for-budget 2          # propose
       python cli.py corpus slice cuad cuad-2h --for-budget 2 --make   # and make it
     """
-    from ragrouter.commands.ingest import corpus_name_problem
-    from ragrouter.db import migrate
-
     problem = corpus_name_problem(new)
     if problem:
         fail(f"NEW {new!r}: {problem}")
@@ -219,7 +218,6 @@ def slice_command(ctx: Ctx, source: str, new: str, docs: int | None, doc_ids: tu
         make_slice(ctx, source, new, ds, fmt, docs=docs, chunks=chunks, tokens=tokens, per_type=per_type, seed=seed,
                    evidence_overlap=evidence_overlap, doc_ids=list(doc_ids) or None)
         return
-    from ragrouter.decisions.budget import BudgetError, propose
 
     try:
         prop = propose(ctx.config, engine, source, ds, hours, evidence_overlap=evidence_overlap,
@@ -240,9 +238,6 @@ def _other_configs(ctx: Ctx, engine, source: str, ds: Dataset, hours: float, evi
     propose (or their smallest slice's time), as the rest of the one refusal line."""
     import os
 
-    from ragrouter.config import DEFAULT_CONFIG, Config, ConfigError
-    from ragrouter.decisions.budget import BudgetError, hms, propose
-
     if getattr(exc, "smallest_s", None) is None:
         return ""
     others = []
@@ -260,7 +255,7 @@ def _other_configs(ctx: Ctx, engine, source: str, ds: Dataset, hours: float, evi
             prop = propose(cfg, engine, source, ds, hours, evidence_overlap=evidence_overlap)
         except BudgetError as other:
             if getattr(other, "smallest_s", None) is not None:
-                said.append(f"with {name} the smallest takes {hms(other.smallest_s)}")
+                said.append(f"with {name} the smallest takes {clock(other.smallest_s)}")
             continue
         except (ConfigError, ValueError):
             continue
@@ -270,9 +265,6 @@ def _other_configs(ctx: Ctx, engine, source: str, ds: Dataset, hours: float, evi
 
 def _global_options(ctx: Ctx) -> str:
     """The --db / --config a printed command needs to reach the same store and config."""
-    from ragrouter.db.engine import DEFAULT_URL
-    from ragrouter.db.redact import redact_secrets
-
     out = ""
     if ctx.db_url and ctx.db_url != DEFAULT_URL:
         out += f" --db {redact_secrets(ctx.db_url)}"
@@ -315,8 +307,6 @@ def asked_command(ctx: Ctx, corpus: str, out: str, include_ingested: bool, force
     import json
     import os
     from pathlib import Path
-
-    from ragrouter.answering import lookup
 
     path = Path(out)
     if path.exists() and not force:

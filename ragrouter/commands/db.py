@@ -6,6 +6,7 @@ import click
 
 from ragrouter.commands.common import Ctx, pass_ctx
 from ragrouter.db import migrate
+from ragrouter.db.engine import duckdb_path, make_engine, resolve_url
 
 
 @click.group("db")
@@ -57,8 +58,6 @@ def downgrade(ctx: Ctx, revision: str, yes: bool) -> None:
 @pass_ctx
 def current(ctx: Ctx) -> None:
     """Print the store's revision and the newest one available (opens the store read-only)."""
-    from ragrouter.db.engine import duckdb_path, make_engine, resolve_url
-
     url = resolve_url(ctx.db_url)
     # Read-only without the up-to-date step of Ctx.engine: this command reports, never migrates.
     engine = make_engine(url, read_only=duckdb_path(url) is not None, create=False)

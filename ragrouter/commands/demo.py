@@ -8,18 +8,21 @@ from pathlib import Path
 import click
 from sqlalchemy import text
 
-from ragrouter.corpus import demo as demo_data
 from ragrouter.commands.common import Ctx, pass_ctx
 from ragrouter.commands.interrupt import Steps, stoppable
+from ragrouter.corpus import demo as demo_data
 from ragrouter.db import migrate, progress
 from ragrouter.db.engine import write_lock
+from ragrouter.decisions import speedprobe
+from ragrouter.evaluation import calibration as cal
 from ragrouter.ingest import store as ingest_store
+from ragrouter.llm import weights
+from ragrouter.stages import expect
 from ragrouter.stages import registry
 from ragrouter.stages.base import Scope
-from ragrouter.stages import expect
 from ragrouter.stages.runner import dry_run, run_stage
-from ragrouter.stages.timing import wall_estimates
 from ragrouter.stages.services import Services
+from ragrouter.stages.timing import wall_estimates
 
 PIPELINE = ["chunk", "extract", "embed", "metrics", "answer", "judge", "score"]
 
@@ -41,7 +44,6 @@ def _calibrate_judge(engine, services, config, corpus: str, n: int, quiet: bool)
     how far its labels can be trusted. A set that cannot be built is reported, not fatal."""
     if n < 1:
         return
-    from ragrouter.evaluation import calibration as cal
 
     judge = str(config.role("judge"))
     try:
@@ -139,8 +141,6 @@ def _demo(ctx: Ctx, data_dir: Path | None, out: Path, quiet: bool, steps: Steps)
     engine = ctx.engine(create=True)  # the main job makes its store
     migrate.ensure_current(engine)
 
-    from ragrouter.llm import weights
-
     for model in _local_models(config):
         weights.install(model)
 
@@ -160,7 +160,6 @@ def _demo(ctx: Ctx, data_dir: Path | None, out: Path, quiet: bool, steps: Steps)
     try:
         # What `run --dry-run` says the pipeline will cost, kept to be set beside what it billed,
         # timed with this machine's measured speed of the local models (once per machine).
-        from ragrouter.decisions import speedprobe
 
         steps.start("estimate")
         speedprobe.probe(config, echo=click.echo, missing_only=True,  # status shows the probe's model
@@ -190,6 +189,7 @@ def _demo(ctx: Ctx, data_dir: Path | None, out: Path, quiet: bool, steps: Steps)
     finally:
         services.finish()
 
+    # deferred (start-up): pulls in pandas, sklearn, torch
     from ragrouter.answering import routing
 
     steps.start("routers")
@@ -205,6 +205,7 @@ def _demo(ctx: Ctx, data_dir: Path | None, out: Path, quiet: bool, steps: Steps)
         click.echo(results[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     steps.finish("routers")
 
+    # deferred (start-up): pulls in matplotlib, pandas, sklearn, torch
     from ragrouter.report.build import build_report
 
     steps.start("report")

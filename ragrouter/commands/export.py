@@ -35,6 +35,7 @@ def export_command(ctx: Ctx, out_dir: Path, fmt: str, with_trace: bool, only: tu
       python -c "import pandas as pd; print(pd.read_parquet('exports/run1/router_dataset.parquet'))"
       python -c "import datasets; print(datasets.load_dataset('exports/run1', 'paradigm_runs'))"
     """
+    # deferred (start-up): pulls in pandas, sklearn, torch
     from ragrouter.report.export import ExportError, export_parquet
 
     engine = ctx.engine(read_only=True)  # readers share a DuckDB file

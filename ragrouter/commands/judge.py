@@ -19,6 +19,8 @@ from ragrouter.db import migrate
 from ragrouter.db.values import json_value
 from ragrouter.evaluation import calibration as cal
 from ragrouter.evaluation import judge as jd
+from ragrouter.evaluation.stages import gate_f1
+from ragrouter.stages.services import Services
 
 register_user_error(cal.CalibrationError)
 
@@ -60,8 +62,6 @@ def calibrate_command(ctx: Ctx, judges: tuple[str, ...], n: int, corpus: str | N
       python cli.py judge calibrate --n 10
       python cli.py judge calibrate --judge local-qwen-0.5b --judge local-qwen-1.5b --corpus medical
     """
-    from ragrouter.stages.services import Services
-
     config = ctx.config
     backends = cal.resolve_judges(config, judges)
     k = int(samples if samples is not None else config.get("judge.samples", 1))
@@ -80,8 +80,6 @@ def calibrate_command(ctx: Ctx, judges: tuple[str, ...], n: int, corpus: str | N
     gate = jd.gate_from_config(config)
 
     def semantic_f1(answer: str, gold: str) -> float:
-        from ragrouter.evaluation.stages import gate_f1
-
         return gate_f1(services, answer, gold)
 
     results = {}

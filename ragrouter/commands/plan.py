@@ -6,8 +6,9 @@ import json
 
 import click
 
-from ragrouter.commands.common import Ctx, pass_ctx, render_rows
+from ragrouter.commands.common import Ctx, hms as _hms, pass_ctx, render_rows
 from ragrouter.db import migrate
+from ragrouter.decisions.plan import plan
 from ragrouter.stages.base import Scope
 from ragrouter.stages.services import Services
 from ragrouter.stages.timing import load_line
@@ -42,8 +43,6 @@ def plan_command(ctx: Ctx, corpus, gap, epsilon, paradigms, models, as_json) -> 
       python cli.py plan --corpus medical
       python cli.py plan --corpus medical --gap 0.05 --epsilon 0.05 --json
     """
-    from ragrouter.decisions.plan import plan
-
     engine = ctx.engine(read_only=True)
     migrate.ensure_current(engine)
     services = Services(ctx.config, engine)
@@ -57,7 +56,6 @@ def plan_command(ctx: Ctx, corpus, gap, epsilon, paradigms, models, as_json) -> 
     if as_json:
         click.echo(json.dumps(rows, default=str))
         return
-    from ragrouter.commands.common import hms as _hms
 
     def money(v):
         return "-" if v is None else f"{v:.2f}"

@@ -8,7 +8,9 @@ import click
 
 from ragrouter.commands.common import Ctx, fail, file_system_error, pass_ctx
 from ragrouter.config import ConfigError
+from ragrouter.console import library_warnings
 from ragrouter.db import migrate
+from ragrouter.evaluation.judge import judge_key
 
 
 @click.command("report")
@@ -33,14 +35,13 @@ def report_command(ctx: Ctx, out_dir: Path, judge: str | None, quiet: bool) -> N
     Example:
       python cli.py report --out reports/latest
     """
+    # deferred (start-up): pulls in matplotlib, pandas, sklearn, torch
     from ragrouter.report.build import build_report
 
     engine = ctx.engine(read_only=True)  # readers share a DuckDB file
     migrate.ensure_current(engine)
     if judge is None:
         try:
-            from ragrouter.evaluation.judge import judge_key
-
             configured = ctx.config.role("judge")
             judge = judge_key(configured, ctx.config) if isinstance(configured, str) else None
         except ConfigError:
@@ -48,7 +49,6 @@ def report_command(ctx: Ctx, out_dir: Path, judge: str | None, quiet: bool) -> N
         preferred_only = True
     else:
         preferred_only = False
-    from ragrouter.console import library_warnings
 
     try:
         with library_warnings("report", echo=lambda line: click.echo(line, err=True)):

@@ -10,6 +10,7 @@ import click
 
 from ragrouter.commands.common import Ctx, echo_err, fail, pass_ctx, render_rows
 from ragrouter.db import migrate
+from ragrouter.review import figures, labels, queries as reviewed, reach, sample, traces
 
 
 @click.group("review")
@@ -32,8 +33,8 @@ def _tracking_uri(ctx: Ctx, timeout: float, must_exist: bool) -> str:
     """The configured tracking URI, refused in one line when its store is not there (a local
     store only when ``must_exist``: ``review start`` may make one) or its server does not answer
     within ``timeout`` seconds; checked before MLflow opens it (which would create it)."""
+    # deferred (start-up): pulls in pandas, sklearn, torch
     from ragrouter.answering import routing
-    from ragrouter.review import reach
 
     uri = routing.tracking_uri(ctx.config)
     try:
@@ -49,8 +50,6 @@ def _mlflow_errors(uri: str, timeout: float):
     naming the URI (not MLflow's retries for minutes, then a traceback)."""
     import requests
     from mlflow.exceptions import MlflowException
-
-    from ragrouter.review import reach
 
     try:
         with reach.bounded(timeout):
@@ -92,8 +91,8 @@ def review_start(ctx: Ctx, corpus, n, what, seed, judge, experiment, timeout, pr
       python cli.py review start --n 20 --prefer-changing
       python cli.py review start --corpus 2wiki --what queries --n 16
     """
+    # deferred (start-up): pulls in pandas, sklearn, torch
     from ragrouter.answering import routing
-    from ragrouter.review import reach, sample, traces
 
     if prefer_changing and what != "judgments":
         fail("--prefer-changing draws judged runs (the oracle label rests on them); it does not apply to --what queries")
@@ -153,9 +152,8 @@ def review_pull(ctx: Ctx, corpus, experiment, timeout) -> None:
     Example:
       python cli.py review pull
     """
+    # deferred (start-up): pulls in pandas, sklearn, torch
     from ragrouter.answering import routing
-    from ragrouter.review import figures, labels, reach, traces
-    from ragrouter.review import queries as reviewed
 
     limit = reach.timeout_s(timeout)
     uri = _tracking_uri(ctx, limit, must_exist=True)

@@ -9,10 +9,12 @@ from pathlib import Path
 import click
 
 from ragrouter.commands.common import Ctx, fail, pass_ctx, render_rows
+from ragrouter.console import library_warnings
 from ragrouter.db import migrate
 
 
 def _router_names() -> list[str]:
+    # deferred (start-up): pulls in pandas, sklearn, torch
     from ragrouter.routers.registry import ROUTERS
 
     return sorted(ROUTERS)
@@ -60,11 +62,13 @@ def train_command(ctx: Ctx, routers: tuple[str, ...], feature_sets: tuple[str, .
       python cli.py routers train --router dnn --router lr --features qc
       python cli.py routers train --router dnn --encoder minilm --encoder openai-embed
     """
+    # deferred (start-up): pulls in pandas, sklearn, torch
     from ragrouter.answering import routing
     from ragrouter.routers.dataset import load_router_dataset
 
     names = list(routers) or _router_names()
     if not routers:  # the whole zoo: leave out (with one note) the routers whose extra is not installed
+        # deferred (start-up): pulls in pandas, sklearn, torch
         from ragrouter.routers.registry import ROUTERS
 
         lacking: dict[str, list[str]] = {}
@@ -92,10 +96,10 @@ def train_command(ctx: Ctx, routers: tuple[str, ...], feature_sets: tuple[str, .
         label = "store"
     lambdas = None
     if cost_sweep:
+        # deferred (start-up): pulls in pandas, sklearn, torch
         from ragrouter.routers.evaluate import DEFAULT_LAMBDAS
 
         lambdas = DEFAULT_LAMBDAS
-    from ragrouter.console import library_warnings
 
     with library_warnings("routers train", echo=click.echo):  # sklearn/MLflow warnings to the log file
         results = routing.train(engine, ctx.config, df, names, list(feature_sets) or ["q", "c", "qc"], label,
@@ -104,7 +108,9 @@ def train_command(ctx: Ctx, routers: tuple[str, ...], feature_sets: tuple[str, .
     if results is not None and len(results):
         _print_results(results)
     if promote_by and results is not None and len(results):
+        # deferred (start-up): pulls in pandas, sklearn, torch
         from ragrouter.answering import ask as ask_mod
+        # deferred (start-up): pulls in mlflow, pandas
         from ragrouter.answering import promotion
 
         eligible = results[~results["router"].isin(sorted(ask_mod.BASELINES))]
@@ -148,8 +154,9 @@ def promote_command(ctx: Ctx, router_or_run: str, alias: str, name: str | None) 
       python cli.py routers promote lr
       python cli.py routers promote 1f2e3d... --alias staging
     """
+    # deferred (start-up): pulls in pandas, sklearn, torch
     from ragrouter.answering import ask as ask_mod
-    from ragrouter.console import library_warnings
+    # deferred (start-up): pulls in mlflow, pandas
     from ragrouter.answering import promotion
 
     engine = ctx.engine()
@@ -256,6 +263,7 @@ def relocate_command(ctx: Ctx, folder: Path | None) -> None:
       cp -r mlflow /mnt/share/mlflow && python cli.py routers relocate /mnt/share/mlflow
       mlflow ui --backend-store-uri sqlite:////mnt/share/mlflow/mlflow.db
     """
+    # deferred (start-up): pulls in pandas, sklearn, torch
     from ragrouter.answering import routing
     from ragrouter.routers import tracking
 
@@ -285,6 +293,7 @@ def copy_command(ctx: Ctx, dest: Path, source: Path | None) -> None:
       python cli.py routers copy /mnt/share/mlflow
       mlflow ui --backend-store-uri sqlite:////mnt/share/mlflow/mlflow.db
     """
+    # deferred (start-up): pulls in pandas, sklearn, torch
     from ragrouter.answering import routing
     from ragrouter.routers import mlflow_store
 
@@ -316,6 +325,7 @@ def mlflow_ui_command(ctx: Ctx, host: str, port: int) -> None:
     """
     import signal
 
+    # deferred (start-up): pulls in pandas, sklearn, torch
     from ragrouter.answering import routing
     from ragrouter.routers import tracking
 

@@ -8,22 +8,26 @@ import click
 
 from ragrouter.commands.common import Ctx, FailedUnits, fail, hms as _hms, pass_ctx, register_user_error, render_rows
 from ragrouter.commands.interrupt import Steps, stoppable
-from ragrouter.commands.status import format_skipped
+from ragrouter.commands.status import NOT_REQUESTED, format_skipped
 from ragrouter.config import PriceError
 from ragrouter.db import migrate, outage
+from ragrouter.decisions import speedprobe
+from ragrouter.decisions.budget import build_over_budget, estimating_services, hms as clock, spent_since
+from ragrouter.decisions.driver import Budget, until_decided
 from ragrouter.llm.pricing import dry_run_usd_rows
+from ragrouter.paradigms.paradigms import PARADIGMS
 from ragrouter.stages import registry
 from ragrouter.stages.base import Scope, ScopeError
+from ragrouter.stages.expect import ledger_mark
 from ragrouter.stages.runner import dry_run, run_stage
 from ragrouter.stages.services import Services
+from ragrouter.stages.timing import load_line, wall_estimates
 
 register_user_error(ScopeError)
 register_user_error(PriceError)
 
 
 def _paradigm_names() -> list[str]:
-    from ragrouter.paradigms.paradigms import PARADIGMS
-
     return list(PARADIGMS)
 
 
@@ -125,8 +129,6 @@ def _run(ctx: Ctx, stages, corpus, paradigms, models, limit, dry, workers, quiet
     if dry:
         try:
             if probe:
-                from ragrouter.decisions import speedprobe
-
                 speedprobe.probe(config, echo=lambda line: click.echo(line, err=True))
             _print_dry_run(config, _dry_run(selected, services, scope, unasked, engine), services, as_json)
         finally:
@@ -203,8 +205,6 @@ def _fits(stage, services, scope, unasked, engine, end: float) -> bool:
     """Whether ``stage`` is expected (as --dry-run times it) to end before ``end``; one line
     when it is not: it is not started (a stage's start alone, the score stage's scorer, can take
     longer than the budget has left)."""
-    from ragrouter.stages.timing import wall_estimates
-
     expected = float(wall_estimates(services.config, _dry_run([stage], services, scope, unasked, engine),
                                     services)["expected_wall_s"])
     left = end - time.monotonic()
@@ -218,8 +218,6 @@ def _fits(stage, services, scope, unasked, engine, end: float) -> bool:
 def graph_paradigms(config, names) -> list[str]:
     """The paradigms of ``names`` that read the knowledge graph (GraphRAG, HybridRAG and an
     IterativeRAG over the graph retriever)."""
-    from ragrouter.paradigms.paradigms import PARADIGMS
-
     out = []
     for name in names:
         params = PARADIGMS[name].config(config).get("params", {}) if name in PARADIGMS else {}
@@ -256,8 +254,6 @@ def _unasked(engine, named, scope) -> dict[str, list[str]]:
     named) on corpora whose questions were imported and none generated (``status`` leaves
     them out of its pending units alike)."""
     from sqlalchemy import text
-
-    from ragrouter.commands.status import NOT_REQUESTED
 
     out = {}
     with engine.connect() as conn:
@@ -331,9 +327,6 @@ def _check_build(config, engine, build, scope, unasked, budget) -> float | None:
     """Refuse (one line, exit 2) before anything runs when the build stages alone are expected
     to exceed the budget; else their expected seconds. Estimated without a worker run of its
     own: the store is unchanged. Says first when other work slows the estimate down."""
-    from ragrouter.decisions.budget import build_over_budget, estimating_services
-    from ragrouter.stages.timing import load_line, wall_estimates
-
     if not build:
         return None
     est = estimating_services(config, engine, "run --budget-* (estimate)")
@@ -356,17 +349,12 @@ def _limited(budget) -> bool:
 
 
 def _ledger_mark(engine) -> int:
-    from ragrouter.stages.expect import ledger_mark
-
     with engine.connect() as conn:
         return ledger_mark(conn)
 
 
 def _budget_left(services, budget, mark: int, elapsed_s: float):
     """What the decision may still spend of ``budget`` after the build stages of this command."""
-    from ragrouter.decisions.driver import Budget
-    from ragrouter.decisions.budget import hms, spent_since
-
     if not _limited(budget):
         return budget or Budget()
     tokens, usd = spent_since(services, mark)
@@ -375,13 +363,13 @@ def _budget_left(services, budget, mark: int, elapsed_s: float):
                   None if budget.hours is None else max(0.0, budget.hours - elapsed_s / 3600))
     parts = []
     if budget.hours is not None:
-        parts.append(f"{hms(left.hours * 3600)} of {hms(budget.hours * 3600)}")
+        parts.append(f"{clock(left.hours * 3600)} of {clock(budget.hours * 3600)}")
     if budget.tokens is not None:
         parts.append(f"{left.tokens:,} of {budget.tokens:,} tokens")
     if budget.usd is not None:
         parts.append(f"US $ {left.usd:.4f} of {budget.usd:g}")
     click.echo(f"budget left for answering and judging: {', '.join(parts)} (the stages before used "
-               f"{hms(elapsed_s)}, {tokens:,} tokens)")
+               f"{clock(elapsed_s)}, {tokens:,} tokens)")
     return left
 
 
@@ -392,8 +380,6 @@ def _skipped(engine, stage, scope) -> dict[str, int]:
 
 def _print_dry_run(config, estimates, services, as_json: bool) -> None:
     import json
-
-    from ragrouter.stages.timing import wall_estimates
 
     timed = wall_estimates(config, estimates, services)
     if as_json:
@@ -419,8 +405,6 @@ def _print_dry_run(config, estimates, services, as_json: bool) -> None:
 
 
 def _decide(services, scope, budget, quiet: bool) -> None:
-    from ragrouter.decisions.driver import until_decided
-
     cells = until_decided(services, scope, budget, progress=not quiet, echo=click.echo)
     cols = ["corpus", "qtype", "generator", "state", "leader", "N", "runs", "bound", "stop"]
     rows = [(c.corpus, c.qtype, c.generator, c.state.state, c.state.leader or "-", c.state.n_queries, c.runs,
@@ -435,8 +419,6 @@ def _decide(services, scope, budget, quiet: bool) -> None:
 # click passes --dry-run as dry_run; keep the body out of the decorated function for clarity.
 def _callback(ctx, stages, corpus, paradigms, models, limit, dry_run, workers, quiet, as_json=False,  # noqa: PLR0913
               until_decided=False, budget_usd=None, budget_tokens=None, budget_hours=None, probe=False, epsilon=None):
-    from ragrouter.decisions.driver import Budget
-
     if epsilon is not None:
         if not until_decided:
             fail("--epsilon goes with --until-decided")

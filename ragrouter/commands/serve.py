@@ -7,6 +7,9 @@ import ipaddress
 import click
 
 from ragrouter.commands.common import Ctx, fail, pass_ctx
+from ragrouter.console import library_warnings
+from ragrouter.db import migrate
+from ragrouter.stages.services import Services
 
 KEY_ENV = "RAGROUTER_SERVE_API_KEY"
 DEBUG_ENV = "RAGROUTER_SERVE_DEBUG"
@@ -77,15 +80,14 @@ def serve_command(ctx: Ctx, corpora: tuple[str, ...], host: str, port: int, rout
     """
     import logging
 
+    # deferred (start-up): pulls in pandas, sklearn, torch
     from ragrouter.answering import ask as ask_mod
-    from ragrouter.db import migrate
+    # deferred (start-up): pulls in anyio, fastapi, pandas, sklearn, starlette, torch
     from ragrouter.serve.app import ServeError, create_app, prepare
+    # deferred (start-up): pulls in uvicorn
     from ragrouter.serve.drain import DrainingServer, server_config
-    from ragrouter.stages.services import Services
 
     import signal
-
-    from ragrouter.console import library_warnings
 
     api_key = (api_key or "").strip() or None
     if not is_loopback(host) and api_key is None:

@@ -25,7 +25,7 @@ import click
 
 from ragrouter.commands.common import Ctx, fail, pass_ctx, render_rows
 from ragrouter.db import migrate
-from ragrouter.db.engine import StoreError
+from ragrouter.db.engine import StoreError, duckdb_path, forget, forget_sandbox, make_engine, resolve_url
 
 
 _HINT_PREFIXES = ("candidate bindings:", "did you mean", "hint:", "perhaps you meant")
@@ -440,8 +440,6 @@ def reader_engine(ctx: Ctx):
     with its views brought up to date by ``Ctx.engine``, then,
     for a DuckDB file, reopened read-only in DuckDB's sandbox (one configuration per file and
     process: the plain reader is closed first)."""
-    from ragrouter.db.engine import duckdb_path, forget, forget_sandbox, make_engine, resolve_url
-
     forget_sandbox(ctx.db_url)  # an earlier sql of this process (tests, notebooks) left it open
     engine = ctx.engine_at_head()  # a store behind head: one line, never upgraded by a reader
     url = resolve_url(ctx.db_url)

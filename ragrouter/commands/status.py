@@ -24,11 +24,14 @@ import json
 import click
 from sqlalchemy import text
 
-from ragrouter.commands.common import Ctx, check_at_head, pass_ctx, render_rows
+from ragrouter.commands.common import Ctx, check_at_head, hms as _hms, pass_ctx, render_rows
 from ragrouter.config import Config, ConfigError
 from ragrouter.db import migrate, progress
 from ragrouter.db.engine import StoreError, StoreLockedError
 from ragrouter.db.values import json_value
+from ragrouter.decisions.driver import decision_cells
+from ragrouter.llm import pricing
+from ragrouter.llm.pricing import usd
 from ragrouter.stages import registry
 from ragrouter.stages.base import Scope, ScopeError
 
@@ -138,7 +141,6 @@ def collect(engine, scope: Scope, from_store: bool = False) -> dict:
     for row in tokens:
         for key in ("calls", "prompt_tokens", "completion_tokens", "total_tokens"):
             row[key] = int(row[key] or 0)
-    from ragrouter.decisions.driver import decision_cells
 
     out = {"stages": stages, "tokens": tokens, "expectations": "store" if from_store else "config",
            "decisions": decision_cells(engine)}
@@ -150,8 +152,6 @@ def collect(engine, scope: Scope, from_store: bool = False) -> dict:
 
 def _money(engine, config) -> dict | None:
     """Billed dollars per stage and backend, when some backend of the config has prices."""
-    from ragrouter.llm import pricing
-
     if config is None or not pricing.backend_prices(config):
         return None
     with engine.connect() as conn:
@@ -162,8 +162,6 @@ def _money(engine, config) -> dict | None:
 
 
 def _echo_money(money: dict) -> None:
-    from ragrouter.llm.pricing import usd
-
     click.echo()
     cols = ["stage", "backend", "calls", "prompt_tokens", "cached_prompt_tokens", "completion_tokens", "usd"]
     click.echo(render_rows(cols, [tuple(usd(r[c]) if c == "usd" else r[c] for c in cols) for r in money["billed"]],
@@ -240,7 +238,6 @@ def show_progress(run: dict, path: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps({"running": run, "eta_s": etas}))
         return
-    from ragrouter.commands.common import hms as _hms
 
     click.echo(f"a run is in progress on {path}: process {run.get('pid')}, since {run.get('started_at')} "
                f"(updated {run.get('updated_at')}): {run.get('command', '')}")

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ragrouter.llm import tokens
+
 CHUNK_SIZE = 512
 CHUNK_OVERLAP = 100
 
@@ -81,8 +83,6 @@ def chunk_text(title: str, text: str, window: int = CHUNK_SIZE, overlap: int = C
     """
     _check(window, overlap)
     if enc is None:
-        from ragrouter.llm import tokens
-
         enc = tokens.encoding()
     combined = combine(title, text)
     try:

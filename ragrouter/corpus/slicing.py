@@ -30,7 +30,9 @@ import random
 import re
 from dataclasses import dataclass, field, replace
 
+from ragrouter.corpus.chunking import chunk_text, combine
 from ragrouter.ingest.records import QTYPES, Dataset, Document, Question
+from ragrouter.llm import tokens
 
 _WORD = re.compile(r"[a-z][a-z0-9-]{3,}")
 
@@ -90,9 +92,6 @@ class _Kept:
 
 
 def _cut_documents(ds: Dataset, docs, chunks, tokens_, rng, window, overlap_tokens, doc_ids=None) -> _Kept:
-    from ragrouter.corpus.chunking import chunk_text, combine
-    from ragrouter.llm import tokens
-
     kept: list[Document] = []
     renamed: dict[str, str] = {}
     kept_tokens: dict[str, int | None] = {}
@@ -175,8 +174,6 @@ def slice_dataset(ds: Dataset, *, docs: int | None = None, chunks: int | None = 
     """The slice of ``ds`` (see the module doc). Exactly one of ``docs`` / ``chunks`` /
     ``tokens`` / ``doc_ids`` (these documents, whole, in stored order). ``dropped``: reason
     (:data:`REASONS`) → questions left out for it."""
-    from ragrouter.corpus.chunking import chunk_text
-
     given = [(n, v) for n, v in (("docs", docs), ("chunks", chunks), ("tokens", tokens), ("doc", doc_ids))
              if v is not None]
     if len(given) != 1:
@@ -261,8 +258,6 @@ def requirements(ds: Dataset, window: int = 512, overlap_tokens: int = 100,
     """The smallest prefix of documents and of chunks that keeps each question of ``ds``, by
     the rules of :func:`slice_dataset` on whole chunks of the source (a cut document's last
     chunk is shorter than the source's: the slice itself decides at the margin)."""
-    from ragrouter.corpus.chunking import chunk_text
-
     doc_index = {d.external_id: i for i, d in enumerate(ds.documents)}
     doc_chunks, first, spans_of = [], [], []
     words: list[set[str]] = []

@@ -11,12 +11,16 @@ from sqlalchemy import bindparam, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.engine import Connection
 
-from ragrouter.graph import extract as ex
-from ragrouter.stages import storeio
+from ragrouter.config import ConfigError
+from ragrouter.corpus import indicators
 from ragrouter.corpus.chunking import chunk_text
 from ragrouter.db import models
+from ragrouter.graph import extract as ex
+from ragrouter.graph.kg import KnowledgeGraph
 from ragrouter.llm import tokens
+from ragrouter.stages import storeio
 from ragrouter.stages.base import Estimate, Scope, Stage, Unit, register
+from ragrouter.stages.expect import expectations
 
 
 def _corpus_filter(conn: Connection, scope: Scope, alias: str = "d") -> tuple[str, dict]:
@@ -28,8 +32,6 @@ def _corpus_filter(conn: Connection, scope: Scope, alias: str = "d") -> tuple[st
 
 def stage_timeout(config, path: str) -> float | None:
     """A per-call timeout setting (seconds) for the gateway; ``None``: the backend's ``timeout_s``."""
-    from ragrouter.config import ConfigError
-
     value = config.get(path, None)
     if value is None:
         return None
@@ -282,8 +284,6 @@ class EmbedStage(Stage):
         chunks not extracted yet (``Expectations.entities_per_chunk``: this store's extractions,
         else the ``dry_run.entities_per_chunk`` prior; a name counted at 4 tokens), in the
         backend's batches."""
-        from ragrouter.stages.expect import expectations
-
         texts = _fresh_chunk_texts(services, scope)
         cfg = services.config
         extractor = storeio.extractor_key(cfg)
@@ -347,9 +347,6 @@ class MetricsStage(Stage):
         return out
 
     def compute(self, unit, services):
-        from ragrouter.corpus import indicators
-        from ragrouter.graph.kg import KnowledgeGraph
-
         cfg = services.config
         cid = unit.payload["corpus_id"]
         with services.db_lock, services.engine.connect() as conn:

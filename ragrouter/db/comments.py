@@ -22,6 +22,8 @@ from pathlib import Path
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from ragrouter.db.models import Base
+
 # Tables outside the ORM: (table comment, {column: comment}).
 BOOKKEEPING = {
     "alembic_version": ("Alembic's record of the schema revision this store is at (`cli.py db current`).",
@@ -44,8 +46,6 @@ def _first_paragraph(doc: str | None) -> str:
 
 def table_comments() -> dict[str, tuple[str, dict[str, str]]]:
     """{table: (comment, {column: comment})} for every ORM table and the bookkeeping tables."""
-    from ragrouter.db.models import Base
-
     out: dict[str, tuple[str, dict[str, str]]] = {}
     classes = {m.local_table.name: m.class_ for m in Base.registry.mappers}
     for table in Base.metadata.sorted_tables:

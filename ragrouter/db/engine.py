@@ -16,6 +16,7 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from ragrouter.db import progress
 from ragrouter.db.redact import redact_secrets
 
 DEFAULT_URL = "duckdb:///ragrouter.duckdb"
@@ -97,7 +98,6 @@ def explain_lock(exc: BaseException, url: str, read_only: bool = False) -> Store
     pid_match = re.search(r"PID (\d+)", text)
     pid = int(pid_match.group(1)) if pid_match else None
     path = duckdb_path(url) or url
-    from ragrouter.db import progress
 
     run = progress.read(path)
     holder = f"process {pid}" if pid else "another process"

@@ -17,6 +17,8 @@ import threading
 import time
 from pathlib import Path
 
+from ragrouter.db.redact import command_line
+
 _STATE: dict[str, dict] = {}
 _LOCK = threading.Lock()
 _MIN_INTERVAL_S = 1.0
@@ -74,8 +76,6 @@ def update(engine, stage: str, *, done: int = 0, failed: int = 0, pending: int =
     with _LOCK:
         state = _STATE.get(db)
         if state is None:
-            from ragrouter.db.redact import command_line
-
             state = _STATE[db] = {"pid": os.getpid(), "started_at": _now(),
                                   "command": command_line()[:300],  # passwords redacted
                                   "stages": {}, "_t": 0.0}

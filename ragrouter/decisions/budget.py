@@ -32,7 +32,17 @@ import math
 import shlex
 from dataclasses import dataclass, field
 
+from ragrouter.corpus.indicators import HUBNESS_K
+from ragrouter.corpus.slicing import requirements, slice_dataset
+from ragrouter.decisions.plan import cost_profile, detectable_gap, questions_for_gap
+from ragrouter.decisions.slicepick import best_pick, value
+from ragrouter.llm import tokens
+from ragrouter.llm.pricing import estimate_usd
+from ragrouter.stages import registry, storeio
 from ragrouter.stages.base import Estimate, Scope, Unit
+from ragrouter.stages.expect import active, expectations
+from ragrouter.stages.services import Services
+from ragrouter.stages.timing import wall_estimates
 
 SAMPLE_PER_TYPE = 10
 MAX_CANDIDATES = 30
@@ -41,8 +51,6 @@ MAX_CANDIDATES = 30
 def min_chunks() -> int:
     """The smallest slice proposed: every corpus indicator the routers read defined (hubness
     needs more chunk vectors than its k neighbours; metrics needs 3)."""
-    from ragrouter.corpus.indicators import HUBNESS_K
-
     return max(3, HUBNESS_K + 1)
 
 
@@ -156,8 +164,6 @@ class Proposal:
 def estimating_services(config, engine, command: str):
     """Services for an estimate: its gateway looks up the ledger and counts tokens, and records
     no worker run (an estimate changes nothing in the store)."""
-    from ragrouter.stages.services import Services
-
     services = Services(config, engine, command=command)
     services.__dict__["worker_run_id"] = None  # the cached property, set: no worker_runs row
     return services
@@ -201,11 +207,6 @@ class _Build:
 def _build(services, req) -> _Build:
     """The extraction requests of every chunk (free where the ledger holds them), estimated as
     the dry run estimates them."""
-    from ragrouter.stages import storeio
-    from ragrouter.llm import tokens
-    from ragrouter.stages import registry
-    from ragrouter.stages.expect import active, expectations
-
     cfg = services.config
     extract = registry.all_stages()["extract"]
     exp = expectations(services)
@@ -231,8 +232,6 @@ def _doc_seconds(config, services, build: _Build, spans: list[range]) -> tuple[l
     """(build seconds each document adds, the build's fixed seconds): one dry run whose rows are
     each document's extraction and embedding, after a one-call row of each model that takes its
     load (and the chunk and metrics stages, timed once)."""
-    from ragrouter.stages.timing import wall_estimates
-
     rows = [Estimate(stage="chunk", model="-", units=len(spans)), Estimate(stage="extract", model=build.model_x, calls=1)]
     rows += [build.extract_row(span) for span in spans]
     rows.append(Estimate(stage="embed", model=build.model_e, calls=1))
@@ -246,8 +245,6 @@ def _doc_seconds(config, services, build: _Build, spans: list[range]) -> tuple[l
 
 def _sample_queries(services, source: str) -> list[int]:
     from sqlalchemy import text
-
-    from ragrouter.stages import storeio
 
     with services.db_lock, services.engine.connect() as conn:
         cid = storeio.corpus_ids(conn, source)[0][0]
@@ -265,9 +262,6 @@ def _sample_queries(services, source: str) -> list[int]:
 def question_costs(services, source: str) -> tuple[float, float | None, float, str]:
     """(seconds per question, US $ per question, fixed seconds, basis) of answering, judging and
     scoring one question of ``source`` by every enabled paradigm and generator."""
-    from ragrouter.decisions.plan import cost_profile
-    from ragrouter.stages.timing import wall_estimates
-
     cfg = services.config
     paradigms = list(cfg.get("paradigms.enabled"))
     sample = _sample_queries(services, source)
@@ -316,10 +310,6 @@ def propose(config, engine, source: str, ds, hours: float, evidence_overlap: flo
     """The slice of stored corpus ``source`` (its :class:`Dataset` ``ds``) that the configured
     backends are expected to finish within ``hours`` and that decides the most (see the module
     doc); :class:`BudgetError` when none fits."""
-    from ragrouter.corpus.slicing import requirements, slice_dataset
-    from ragrouter.decisions.slicepick import best_pick, value
-    from ragrouter.stages.timing import wall_estimates
-
     window, overlap = int(config.get("chunking.window")), int(config.get("chunking.overlap"))
     req = requirements(ds, window, overlap, evidence_overlap)
     if not req.chunk_texts:
@@ -476,8 +466,6 @@ def _trim(best: Proposal, ds, req, budget_s, fixed_s, per_q, prefix, docset, usd
 
 def _decides(best: Proposal, config) -> None:
     """What the slice can decide per type (:func:`ragrouter.decisions.plan.detectable_gap`)."""
-    from ragrouter.decisions.plan import detectable_gap, questions_for_gap
-
     k = len(list(config.get("paradigms.enabled")))
     best.paradigms = k
     best.power = float(config.get("decisions.plan_power", 0.8))
@@ -493,8 +481,6 @@ def build_over_budget(config, services, estimates, budget, corpus: str | None) -
     """One line when the dry-run ``estimates`` of a run's corpus build (the stages before
     answer) exceed ``budget`` (``decisions.driver.Budget``): what it is expected to take or
     bill, over which flag, and the slice that would fit; None when it fits."""
-    from ragrouter.stages.timing import wall_estimates
-
     timed = wall_estimates(config, estimates, services)
     names = list(dict.fromkeys(e.stage for e in estimates if e.calls or e.units))  # the stages with work
     seconds, usd = float(timed["expected_wall_s"]), timed["usd"]
@@ -529,8 +515,6 @@ def spent_since(services, mark: int) -> tuple[int, float]:
     """(tokens, US $) the ledger billed after row ``mark`` (``stages.expect.ledger_mark``), at
     each model's price (unpriced models cost nothing)."""
     from sqlalchemy import text
-
-    from ragrouter.llm.pricing import estimate_usd
 
     with services.db_lock, services.engine.connect() as conn:
         rows = conn.execute(text("SELECT model, SUM(prompt_tokens), SUM(completion_tokens) FROM llm_calls "

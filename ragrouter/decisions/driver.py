@@ -36,6 +36,9 @@ from sqlalchemy.engine import Engine
 from ragrouter.db import models
 from ragrouter.db.values import json_value
 from ragrouter.decisions.sequential import DECIDED, EPS_BEST, CellState, Settings, evaluate, reach_chance
+from ragrouter.evaluation import judge as jd
+from ragrouter.llm.pricing import estimate_usd
+from ragrouter.stages import registry, runner, storeio
 from ragrouter.stages.base import Scope, ScopeError
 
 
@@ -79,8 +82,6 @@ def seeded_order(seed: int, corpus: str, ids: list[tuple[int, str]]) -> list[int
 
 
 def cells_of(conn, scope: Scope, settings: Settings) -> list[Cell]:
-    from ragrouter.stages import storeio
-
     cfg = scope.config
     generators = list(scope.models) or cfg.generators()
     out = []
@@ -203,11 +204,6 @@ def save(conn, cell: Cell, judge: str, settings: Settings) -> None:
 def until_decided(services, scope: Scope, budget: Budget, *, progress: bool = True, echo=print) -> list[Cell]:
     """Run the cells of ``scope`` until each is decided, ε-best, futile, out of queries or the
     budget is spent; returns the cells as they stand."""
-    from ragrouter.evaluation import judge as jd
-    from ragrouter.llm.pricing import estimate_usd
-    from ragrouter.stages import registry
-    from ragrouter.stages.runner import run_stage
-
     cfg = scope.config
     settings = Settings.from_config(cfg)
     judge = jd.judge_key(str(cfg.role("judge")), cfg)
@@ -242,8 +238,8 @@ def until_decided(services, scope: Scope, budget: Budget, *, progress: bool = Tr
                         query_ids=batch)
             before = services.gateway.stats()
             for name in ("answer", "judge"):  # a bar per batch and stage: a batch can take minutes
-                rep = run_stage(stages[name], services, sub, progress=progress, deadline=deadline,
-                                label=f"{cell.corpus}/{cell.qtype} batch {cell.state.n_queries // settings.batch + 1} {name}")
+                rep = runner.run_stage(stages[name], services, sub, progress=progress, deadline=deadline,
+                                       label=f"{cell.corpus}/{cell.qtype} batch {cell.state.n_queries // settings.batch + 1} {name}")
                 failed += rep.failed
                 progressed |= rep.done > 0
                 for err in rep.errors[:3]:

@@ -27,7 +27,15 @@ import dataclasses
 
 from sqlalchemy import text
 
+from ragrouter.decisions.driver import cells_of
+from ragrouter.decisions.sequential import Settings
 from ragrouter.decisions.simulate import mcnemar_exact_n, rho_for_discordance, rule_at, size_rule
+from ragrouter.evaluation import judge as jd
+from ragrouter.llm.pricing import estimate_usd
+from ragrouter.stages import registry
+from ragrouter.stages.base import Estimate, Scope
+from ragrouter.stages.runner import dry_run
+from ragrouter.stages.timing import LOCAL_KINDS, Timing, wall_estimates
 
 MIN_PILOT = 10
 GAPS = tuple(round(0.05 * k, 2) for k in range(1, 11))
@@ -65,11 +73,6 @@ def pilot(conn, corpus_id: int, qtype: str, generator: str, judge: str) -> dict:
 def cost_profile(services, scope, cell_queries: list[int], paradigms: list[str]) -> dict:
     """Per paradigm run (one query × one paradigm): calls, tokens, US $ and seconds, the
     fixed seconds counted once, and per stage (answer, judge) its model, calls and tokens."""
-    from ragrouter.stages import registry
-    from ragrouter.stages.base import Scope
-    from ragrouter.stages.runner import dry_run
-    from ragrouter.stages.timing import wall_estimates
-
     stages = registry.all_stages()
     sub = Scope(corpus=scope.corpus, paradigms=paradigms, models=scope.models, config=scope.config,
                 query_ids=cell_queries)
@@ -105,8 +108,6 @@ def _scaled(e, k: int):
 
 def _history_estimates(services, n_paradigms: int):
     """Estimates of one query × every paradigm from this store's billed answer and judge calls."""
-    from ragrouter.stages.base import Estimate
-
     with services.db_lock, services.engine.connect() as conn:
         runs = conn.execute(text("SELECT COUNT(*) FROM paradigm_runs")).scalar() or 0
         judged = conn.execute(text("SELECT COUNT(DISTINCT run_id) FROM judgments WHERE NOT is_calibration")).scalar() or 0
@@ -143,8 +144,6 @@ def detectable_gap(cfg, n: int, n_paradigms: int) -> float | None:
     type, at plan's stated truth (the best at ``decisions.plan_rate``, every other paradigm at
     the gap, ``decisions.plan_discordance``); None: not even 50 points — a smoke test, not a
     decision."""
-    from ragrouter.decisions.sequential import Settings
-
     if n <= 0 or n_paradigms < 2:
         return None
     settings = Settings.from_config(cfg)
@@ -164,8 +163,6 @@ def detectable_gap(cfg, n: int, n_paradigms: int) -> float | None:
 def questions_for_gap(cfg, gap: float, n_paradigms: int, n_max: int = 300) -> int | None:
     """The fewest questions of one type (in steps of ``decisions.batch``) on which the rule finds
     ``gap`` with ``decisions.plan_power`` at plan's stated truth (None: more than ``n_max``)."""
-    from ragrouter.decisions.sequential import Settings
-
     settings = Settings.from_config(cfg)
     sec = dict(cfg.section("decisions"))
     power, psi = float(sec.get("plan_power", 0.8)), float(sec.get("plan_discordance", 0.3))
@@ -190,8 +187,6 @@ def _cost(size: dict, per: dict, k: int) -> dict:
 
 def _swap_seconds(services, config, per: dict, stages: tuple, model: str) -> tuple[float, float]:
     """(seconds per run, fixed seconds) with the ``stages`` served by ``model``."""
-    from ragrouter.stages.timing import Timing
-
     timing = Timing(services.engine, config, services.db_lock)
     per_s, fixed = 0.0, 0.0
     for row in per["stages"]:
@@ -225,11 +220,6 @@ def build_cost(services, cfg, corpus: str, paradigms: list[str]) -> dict:
     """The corpus's pending build before its questions are answered — chunk, embed, metrics,
     and extraction when a planned paradigm reads the graph — as the dry run estimates and times
     it: seconds, US $, and which stages have work."""
-    from ragrouter.stages import registry
-    from ragrouter.stages.base import Scope
-    from ragrouter.stages.runner import dry_run
-    from ragrouter.stages.timing import wall_estimates
-
     stages = registry.all_stages()
     names = ["chunk"] + (["extract"] if any(needs_graph(cfg, p) for p in paradigms) else []) + ["embed", "metrics"]
     ests = dry_run([stages[n] for n in names if n in stages], services, Scope(corpus=corpus, config=cfg))
@@ -241,9 +231,6 @@ def build_cost(services, cfg, corpus: str, paradigms: list[str]) -> dict:
 def options(services, cfg, settings, rates, psi, power, per: dict, paradigms: list[str], pilot_rates: dict,
             reps: int) -> list[dict]:
     """What would make an unaffordable cell affordable, each with its N and time."""
-    from ragrouter.llm.pricing import estimate_usd
-    from ragrouter.stages.timing import LOCAL_KINDS
-
     out = []
     for eps in (0.05, 0.10):
         if eps > settings.epsilon:
@@ -294,10 +281,6 @@ def options(services, cfg, settings, rates, psi, power, per: dict, paradigms: li
 def plan(services, scope, gap: float | None = None, epsilon: float | None = None) -> list[dict]:
     """One row per cell: the truth it sizes for and its basis, the rule's N and expected cost,
     the fixed-N exact McNemar N and its cost, and the options when unaffordable."""
-    from ragrouter.decisions.driver import cells_of
-    from ragrouter.decisions.sequential import Settings
-    from ragrouter.evaluation import judge as jd
-
     cfg = scope.config
     settings = Settings.from_config(cfg)
     if epsilon is not None:

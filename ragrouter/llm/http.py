@@ -32,6 +32,7 @@ import urllib.request
 from typing import Any
 from urllib.parse import urlsplit
 
+from ragrouter.llm import streaming
 from ragrouter.llm.errors import BackendError, retry_after, ssl_context
 
 USER_AGENT = "ragrouter"
@@ -90,8 +91,6 @@ class LeanPoster:
         if sse is not None and self.proxied:
             sse = None
         if sse is not None:
-            from ragrouter.llm import streaming
-
             body = streaming.request(body)
         data = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         head = {"authorization": f"Bearer {api_key}", "content-type": "application/json",
@@ -133,8 +132,6 @@ class LeanPoster:
                 resp = conn.getresponse()
                 if sse is not None and resp.status == 200 and \
                         (resp.getheader("content-type") or "").startswith("text/event-stream"):
-                    from ragrouter.llm import streaming
-
                     content = streaming.assemble(iter(resp.readline, b""), sse)
                     resp.read()  # what follows [DONE]: the connection is kept alive for the next request
                 else:

@@ -9,9 +9,11 @@ import threading
 
 import numpy as np
 
-from ragrouter.llm import speed
+from ragrouter.llm import encoder, speed, weights
 from ragrouter.llm.backends import DUMMY_KEY, Backend, OpenAIBackend
+from ragrouter.llm.encoder import get_encoder
 from ragrouter.llm.errors import BackendError, EmbedReply, GatewayError
+from ragrouter.llm.local_server import ensure_server
 
 
 # --------------------------------------------------------------------------- local kind
@@ -91,8 +93,6 @@ class LocalBackend(OpenAIBackend):
         return [key] if key else []
 
     def preflight(self) -> None:
-        from ragrouter.llm import weights
-
         try:
             weights.spec(self.model)
         except Exception as exc:  # noqa: BLE001
@@ -102,8 +102,6 @@ class LocalBackend(OpenAIBackend):
         with self._server_lock:
             if self._server is None or not self._server.running:  # stopped to free the cores: restart it
                 try:
-                    from ragrouter.llm.local_server import ensure_server
-
                     kwargs = {"n_ctx": self.n_ctx_per_slot, "n_parallel": self.n_parallel, "threads": self.threads,
                               "poll": self.poll}
                     if self.n_predict is not None:
@@ -146,8 +144,6 @@ class LocalEncoderBackend(Backend):
         with self._lock:
             if self._encoder is None:
                 try:
-                    from ragrouter.llm.encoder import get_encoder
-
                     self._encoder = get_encoder(self.model)
                 except Exception as exc:  # noqa: BLE001
                     raise GatewayError("backend_unavailable",
@@ -156,8 +152,6 @@ class LocalEncoderBackend(Backend):
             return self._encoder
 
     def preflight(self) -> None:
-        from ragrouter.llm import encoder
-
         if self.model not in encoder.ENCODERS:
             raise GatewayError("config", f"{self.where}.model: unknown encoder {self.model!r} "
                                f"(known: {', '.join(sorted(encoder.ENCODERS))})", backend=self.name)

@@ -17,6 +17,8 @@ import os
 import platform
 from pathlib import Path
 
+from ragrouter.paths import home
+
 TIMEOUT_SCALE = 10.0  # a local call may take this many times its expected latency ...
 TIMEOUT_FLOOR_S = 120.0  # ... and never less than this (a server's first call allocates its buffers)
 
@@ -42,7 +44,6 @@ def cache_path() -> Path:
     env = os.environ.get("RAGROUTER_TIMING_DIR")
     if env:
         return Path(env) / f"{machine_key()}.json"
-    from ragrouter.paths import home
 
     return home() / "timing" / f"{machine_key()}.json"
 

@@ -31,6 +31,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
 
+from ragrouter.common.sentences import split_sentences
 from ragrouter.llm import tokens
 
 FACTS_HEADER = "Knowledge graph facts:"
@@ -257,8 +258,6 @@ class SentenceSplitter:
     def __call__(self, chunk_id: int) -> list[tuple[str, str, set[str]]]:
         hit = self._cache.get(chunk_id)
         if hit is None:
-            from ragrouter.common.sentences import split_sentences
-
             sents = [" ".join(x.split()) for x in split_sentences(self.texts[chunk_id])]
             hit = [(x, x.casefold(), set(_WORD_RE.findall(x.casefold()))) for x in sents if x]
             self._cache[chunk_id] = hit  # benign race: same value

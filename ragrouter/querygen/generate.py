@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ragrouter.config import ConfigError
 from ragrouter.querygen import checks, prompts
 from ragrouter.querygen.sampling import CorpusGraph, NoCandidate, find_chain
 from ragrouter.querygen.summaries import sample_summary
@@ -84,8 +85,6 @@ class Settings:
 
     @classmethod
     def from_config(cls, config) -> Settings:
-        from ragrouter.config import ConfigError
-
         src = getattr(config, "source", "<config>")
         sec = config.section("querygen")
 

@@ -36,15 +36,15 @@ from collections import Counter
 from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import insert
 
-from ragrouter.stages import storeio
 from ragrouter.db import models
 from ragrouter.db.values import json_value
 from ragrouter.llm.backends import GatewayError
-from ragrouter.querygen import checks, prompts, stepwise
 from ragrouter.querygen import generate as gen
+from ragrouter.querygen import checks, prompts, stepwise
 from ragrouter.querygen.linking import Linking, link_names
 from ragrouter.querygen.sampling import ChunkInfo, CorpusGraph, choose_walk_unit
 from ragrouter.querygen.summaries import pagerank
+from ragrouter.stages import storeio
 from ragrouter.stages.base import Estimate, Scope, Stage, Unit, register
 
 
@@ -449,8 +449,6 @@ class ValidateStage(Stage):
         settle(conn, ids, storeio.model_key(services.config, "judge"))
 
     def estimate(self, conn, units, services):
-        from ragrouter.querygen import prompts
-
         ev = evaluator(services)
         gw = services.gateway
         est = Estimate(stage=self.name, model=storeio.model_key(services.config, "judge"))

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ragrouter.graph.kg import KnowledgeGraph
+from ragrouter.graph.ppr import PPR
 from ragrouter.querygen.sampling import CorpusGraph, NoCandidate, weighted_order
 
 
@@ -39,9 +41,6 @@ class SummaryPick:
 
 def pagerank(graph: CorpusGraph, alpha: float = 0.85) -> dict[str, float]:
     """Plain PageRank of every entity (PPR with a uniform personalisation vector)."""
-    from ragrouter.graph.kg import KnowledgeGraph
-    from ragrouter.graph.ppr import PPR
-
     kg = KnowledgeGraph.from_triples(graph.triples)
     if kg.n_nodes == 0:
         return {}

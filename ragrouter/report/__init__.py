@@ -18,14 +18,17 @@ __all__ = ["build_report", "export_parquet", "router_dataset"]
 def __getattr__(name: str):
     # Lazy: importing the package must not pull in matplotlib/pyarrow.
     if name == "build_report":
+        # deferred (start-up): pulls in matplotlib, pandas, sklearn, torch
         from ragrouter.report.build import build_report
 
         return build_report
     if name == "export_parquet":
+        # deferred (start-up): pulls in pandas, sklearn, torch
         from ragrouter.report.export import export_parquet
 
         return export_parquet
     if name == "router_dataset":
+        # deferred (start-up): pulls in pandas, sklearn, torch
         from ragrouter.report.data import router_dataset
 
         return router_dataset

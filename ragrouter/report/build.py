@@ -21,9 +21,13 @@ from pathlib import Path
 import pandas as pd
 from sqlalchemy import Engine
 
+from ragrouter import console
+from ragrouter.common import stats
 from ragrouter.db.frames import read_sql, read_view
-from ragrouter.report import figures, tables
+from ragrouter.decisions.driver import decision_cells
+from ragrouter.report import calibration, figures, html, money, tables
 from ragrouter.report.data import choose_judge, imported_questions, stage_counts, stage_table, with_totals
+from ragrouter.routers.dataset import best_fixed
 
 # CSV name -> (view, ORDER BY, stages whose data it needs). The CSVs hold the full-precision rows.
 REPORT_VIEWS: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -111,8 +115,6 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
     runs); the tables list every judge. The views must exist (run ``db upgrade`` first).
     ``with_figures=False`` writes the tables only (quick; the figures cost most of the time);
     ``show_progress`` draws a bar on stderr, one step per view read, section and figure."""
-    from ragrouter.console import bar
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     _clean(out)
@@ -123,7 +125,8 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
     empty = [s for s, n in counts.items() if n == 0 and s not in not_asked]
     frames: dict[str, pd.DataFrame] = {}
     report = Report(out_dir=out, markdown=out / "report.md", empty_stages=empty)
-    steps = bar(len(REPORT_VIEWS) + N_SECTIONS + 1, "report (views, sections, figures)", show_progress, unit="step")
+    steps = console.bar(len(REPORT_VIEWS) + N_SECTIONS + 1, "report (views, sections, figures)", show_progress,
+                        unit="step")
 
     def tick(what: str, more: int = 0) -> None:
         steps.total += more  # figures are known as they come
@@ -138,8 +141,6 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
         report.csv[name] = path
     report.judge = judge = choose_judge(engine, judge)
     acc_all = with_totals(frames["accuracy_by_type"], frames["accuracy_overall"])  # Table 2 shows both
-
-    from ragrouter.report import calibration
 
     trust_cache: dict = {}
 
@@ -255,7 +256,6 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
             "amortised over the answered queries (Build share = their sum, Build/query = the share per query); "
             "Total inf. is the inference-only total. Empty ctx = runs whose retrieval put nothing into the context.")
     if config is not None:  # money next to the tokens (ragrouter/report/money.py)
-        from ragrouter.report import money
 
         md.append(money.markdown_section(engine, config))
     md.append("### Empty-context runs\n")
@@ -394,7 +394,6 @@ def build_report(engine: Engine, out_dir: str | Path, judge: str | None = None,
     md.append("")
     text_md = "\n".join(md)
     report.markdown.write_text(text_md, encoding="utf-8")
-    from ragrouter.report import html
 
     report.html = html.write_html(text_md, out, out / "report.html")
     tick("report.html")
@@ -450,9 +449,6 @@ def router_tests(engine: Engine) -> pd.DataFrame:
     """Paired tests of every store router (router, features, encoder, generator, judge) on its
     predicted queries: vs. the best fixed paradigm and vs. the oracle (exact McNemar on correct),
     and tokens vs. the best fixed paradigm (seeded paired bootstrap of the mean difference)."""
-    from ragrouter.common import stats
-    from ragrouter.routers.dataset import best_fixed
-
     routed = read_sql(engine, "SELECT router, features, encoder, generator, judge, query_id, correct, tokens, "
                               "hit, true_label FROM v_router_routed WHERE dataset = 'store' AND judge IS NOT NULL "
                               "AND correct IS NOT NULL")
@@ -512,6 +508,4 @@ def router_tests(engine: Engine) -> pd.DataFrame:
 
 def _decisions(engine) -> dict:
     """(corpus, qtype, generator, judge) → the cell's row of ``decision_cells``."""
-    from ragrouter.decisions.driver import decision_cells
-
     return {(d["corpus"], d["qtype"], d["generator"], d["judge"]): d for d in decision_cells(engine)}

@@ -14,8 +14,10 @@ from pathlib import Path
 import pandas as pd
 from sqlalchemy import Engine
 
+from ragrouter.common.stats import wilson_interval
+from ragrouter.db.frames import read_sql, read_view
 from ragrouter.evaluation.agreement import LABELS, binary_figures, fmt_kappa, kappa_from_confusion, kappa_interval
-from ragrouter.db.frames import read_view
+from ragrouter.review.figures import agreement, human_labels
 
 VIEW = "v_judge_calibration"
 CSV_NAME = "judge_calibration"
@@ -134,7 +136,6 @@ def judge_trust(engine: Engine, judge: str | None) -> dict:
         return out
     summ = summary(df).sort_values(["n_cases", "case_set"], ascending=[False, True])
     r = summ.iloc[0]
-    from ragrouter.db.frames import read_sql
 
     when = read_sql(engine, "SELECT MAX(created_at) AS d FROM judgments WHERE is_calibration AND judge = :j",
                     {"j": judge})["d"].iloc[0]
@@ -158,8 +159,6 @@ def human_trust(engine: Engine, judge: str) -> dict | None:
     when no run it judged was reviewed (or the store predates the view)."""
     from sqlalchemy.exc import DBAPIError
 
-    from ragrouter.review.figures import agreement, human_labels
-
     try:
         rows = [r for r in human_labels(engine) if r["judge"] == judge]
     except DBAPIError:
@@ -177,8 +176,6 @@ def review_counts(engine: Engine, judge: str) -> tuple[int, int] | None:
     """(judged runs a rule left to a person's review — the figures rule abstained —, judged runs)
     of ``judge``; None for a store before ``judgments.review`` (0012)."""
     from sqlalchemy.exc import DBAPIError
-
-    from ragrouter.db.frames import read_sql
 
     try:
         df = read_sql(engine, "SELECT COUNT(DISTINCT run_id) AS n, COUNT(DISTINCT CASE WHEN review IS NOT NULL "
@@ -207,7 +204,6 @@ def human_line(judge: str, human: dict | None) -> str:
     if human is None:
         return (f"> Judge `{judge}` against a person: **not reviewed** (`python cli.py review start`, label the "
                 "traces in the MLflow UI, `python cli.py review pull`).")
-    from ragrouter.common.stats import wilson_interval
 
     n, agree = human["n"], human["agree"]
     lo, hi = wilson_interval(agree, n)
@@ -254,8 +250,6 @@ def _calibration_line(trust: dict) -> str:
     agree = trust.get("binary_agree")
     agreement = ""
     if n and agree is not None:
-        from ragrouter.common.stats import wilson_interval
-
         lo, hi = wilson_interval(agree, n)
         agreement = f", agreement {agree}/{n} = {100 * agree / n:.0f} % [{100 * lo:.0f}, {100 * hi:.0f}]"
     line = (f"> Judge `{judge}`: calibrated on {trust.get('date') or 'an unknown date'} (case set "

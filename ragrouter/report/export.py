@@ -38,10 +38,11 @@ from pathlib import Path
 import pandas as pd
 from sqlalchemy import JSON, Boolean, DateTime, Double, Engine, Integer, LargeBinary, text
 
+import ragrouter
 from ragrouter.db import models
+from ragrouter.db.frames import read_sql
 from ragrouter.db.values import json_value
 from ragrouter.paths import git_commit
-from ragrouter.db.frames import read_sql
 from ragrouter.report.data import router_dataset
 
 
@@ -341,8 +342,6 @@ def export_provenance(engine: Engine) -> dict:
 def provenance(engine: Engine, config=None) -> dict:
     """Store id, ragrouter version and commit, config hash, judge keys, paradigm config hashes
     and the corpora's licences of an export."""
-    import ragrouter
-
     store = export_provenance(engine)
     return {"store_id": store.pop("store_id"), "ragrouter_version": ragrouter.__version__, "git_commit": git_commit(),
             "config_hash": config.full_hash() if config is not None else "unknown", **store}

@@ -33,6 +33,8 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from ragrouter import palette  # noqa: E402
+from ragrouter.evaluation.calibration import LABELS  # noqa: E402
+from ragrouter.report.calibration import confusion  # noqa: E402
 from ragrouter.report.data import paradigm_order  # noqa: E402
 from ragrouter.report.tables import qtype_order  # noqa: E402
 
@@ -222,8 +224,6 @@ def calibration_heatmaps(df: pd.DataFrame, title: str = "") -> Figure | None:
     prints the count and the share. Returns None without calibration rows."""
     if df.empty:
         return None
-    from ragrouter.evaluation.calibration import LABELS
-    from ragrouter.report.calibration import confusion
 
     blocks = list(df.groupby(["judge", "case_set"], sort=True))
     fig, axes = plt.subplots(1, len(blocks), figsize=(3.8 * len(blocks) + 0.8, 3.6), squeeze=False, layout="constrained")

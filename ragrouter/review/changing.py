@@ -16,6 +16,8 @@ import numpy as np
 import pandas as pd
 from sqlalchemy.engine import Engine
 
+from ragrouter.db.frames import read_sql
+
 
 def _label(v) -> str | None:
     return None if v is None or (isinstance(v, float) and np.isnan(v)) else str(v)
@@ -25,7 +27,7 @@ def oracle_changing_runs(engine: Engine, judge: str) -> dict[int, tuple[str | No
     """{run id: (its query's oracle label now, the label if that run's correctness flipped)} for
     every current judged run of ``judge`` whose flip changes the oracle label of its (query,
     generator, judge)."""
-    from ragrouter.db.frames import read_sql
+    # deferred (start-up): pulls in sklearn, torch
     from ragrouter.routers.dataset import oracle_labels
 
     out = read_sql(engine, "SELECT o.query_id, o.generator, o.paradigm, o.run_id, o.correct, o.tokens, o.f1, "

@@ -111,6 +111,7 @@ def sample_runs(engine: Engine, corpus: str | None, n: int, seed: int, judge: st
                      r["judge_label"])
     changing = {}
     if prefer_changing:
+        # deferred (start-up): pulls in pandas
         from ragrouter.review.changing import oracle_changing_runs
 
         changing = oracle_changing_runs(engine, judge)

@@ -49,6 +49,7 @@ def open_experiment(tracking_uri: str, name: str) -> str:
     URI and the active experiment for the fluent tracing API."""
     import mlflow
 
+    # deferred (start-up): pulls in pandas, sklearn, torch
     from ragrouter.routers import tracking
 
     client = tracking.client(tracking_uri)
@@ -65,6 +66,7 @@ def open_experiment(tracking_uri: str, name: str) -> str:
 def find_experiment(tracking_uri: str, name: str) -> str | None:
     """The review experiment's id, or None when the store has none of that name (nothing is
     created: a pull only reads)."""
+    # deferred (start-up): pulls in pandas, sklearn, torch
     from ragrouter.routers import tracking
 
     exp = tracking.client(tracking_uri).get_experiment_by_name(name)
@@ -86,6 +88,7 @@ def _int_tag(tags: dict, key: str) -> int | None:
 
 
 def _traces(tracking_uri: str, exp_id: str, spans: bool = False) -> list:
+    # deferred (start-up): pulls in pandas, sklearn, torch
     from ragrouter.routers import tracking
 
     client = tracking.client(tracking_uri)

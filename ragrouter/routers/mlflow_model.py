@@ -42,6 +42,7 @@ import mlflow.pyfunc  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from ragrouter.paths import DATA_ROOT
 from ragrouter.routers.features import Features  # noqa: E402
 from ragrouter.routers.inputs import features_from_frame, frame_from_features, model_input  # noqa: E402,F401
 
@@ -86,8 +87,6 @@ def skops_trusted_types(pipeline) -> list[str]:
 def pip_requirements(with_skops: bool = False) -> list[str]:
     """The packages a served router needs (pinned as in requirements.txt; ``skops``, which
     loads the scikit-learn flavour, at the installed version: MLflow requires it)."""
-    from ragrouter.paths import DATA_ROOT
-
     wanted = ("mlflow", "scikit-learn", "xgboost-cpu", "torch", "numpy", "pandas")
     out = []
     req = DATA_ROOT / "requirements.txt"

@@ -21,11 +21,11 @@ import sqlite3
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from ragrouter.paths import mlflow_dir
+
 
 def default_tracking_uri() -> str:
     """The clone's ``mlflow/mlflow.db`` (an installed package: ``paths.mlflow_dir()``)."""
-    from ragrouter.paths import mlflow_dir
-
     folder = mlflow_dir()
     folder.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{folder / 'mlflow.db'}"

@@ -56,6 +56,7 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from ragrouter import console
 from ragrouter.routers.dataset import paradigms_of, validate_router_dataset  # noqa: E402
 from ragrouter.routers.evaluate import (  # noqa: E402
     METRICS, CVResult, aiq, cost_quality_curve, cross_validate, fallback_paradigm, fixed_paradigm_points, plan,
@@ -65,6 +66,7 @@ from ragrouter.routers.features import Encoder, Features, build_features  # noqa
 from ragrouter.routers.mlflow_store import (  # noqa: E402,F401  (re-exported: callers name tracking.*)
     default_artifact_location, default_tracking_uri, relocate_store, sqlite_path,
 )
+from ragrouter.routers.mlflow_ui import source_tags
 from ragrouter.routers.registry import ROUTERS, make_router  # noqa: E402
 
 PREDICTION_COLUMNS = ("query_id", "generator", "router", "features", "encoder", "fold", "predicted",
@@ -213,7 +215,9 @@ def _log_dataset(client, run_id: str, part: pd.DataFrame, name: str, source: str
 def _log_cv_result(client, experiment_id: str, res: CVResult, part: pd.DataFrame, features: Features, *,
                    n_splits: int, seed: int, lambdas: Sequence[float] | None, log_models: bool,
                    router_params: dict | None, context: dict | None = None, with_generator: bool = False) -> dict:
+    # deferred (start-up): pulls in mlflow
     from ragrouter.routers.mlflow_model import save_router_model
+    # deferred (start-up): pulls in matplotlib
     from ragrouter.routers.plots import confusion_png, cost_quality_png
 
     context = dict(context or {})
@@ -223,7 +227,6 @@ def _log_cv_result(client, experiment_id: str, res: CVResult, part: pd.DataFrame
     tags = {"ragrouter.kind": "router-cv", "router": res.router, "features": res.feature_set,
             "encoder": res.encoder, "generator": res.generator, "family": ROUTERS[res.router].family,
             **{k: v for k, v in context.items() if k in ("judge", "corpora", "dataset", "config_hash", "git_commit")}}
-    from ragrouter.routers.mlflow_ui import source_tags
 
     tags.update(source_tags(context.get("git_commit")))
     if store_id:
@@ -287,6 +290,7 @@ def _log_cv_result(client, experiment_id: str, res: CVResult, part: pd.DataFrame
                 # what this same refitted router object predicted in memory for every training
                 # row, before it was saved: a loaded model must reproduce it (the stored CV
                 # predictions come from the fold models, not from this one)
+                # deferred (start-up): pulls in mlflow
                 from ragrouter.routers.mlflow_model import in_memory_probabilities
 
                 refit = in_memory_probabilities(model, res.feature_set, res.encoder, features.with_feature_set(fs))
@@ -357,10 +361,8 @@ def train_and_track(
             return True  # reads no query text: the same run as on the first encoder
         return i > 0 and enc is None and encoders[0] is None
 
-    from ragrouter.console import bar
-
     planned = len(generators) * sum(1 for i, enc in enumerate(encoders) for r, fs in pairs if not skipped(i, enc, r, fs))
-    progress_bar = bar(planned * n_splits, "routers (router × features × fold)", enabled=show_progress)
+    progress_bar = console.bar(planned * n_splits, "routers (router × features × fold)", enabled=show_progress)
     for generator, part in df.groupby("generator", sort=True):
         part = part.reset_index(drop=True)
         for i, enc in enumerate(encoders):

@@ -55,8 +55,15 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ragrouter import __version__
-from ragrouter.answering import ask as ask_mod
 from ragrouter.answering import lookup
+from ragrouter.answering import ask as ask_mod, routing
+from ragrouter.db.engine import write_lock
+from ragrouter.llm import streaming, tokens
+from ragrouter.llm.encoder import get_encoder
+from ragrouter.llm.errors import GatewayError
+from ragrouter.paradigms.query_context import EMBEDDER, embed_query
+from ragrouter.paradigms.settings import Settings
+from ragrouter.serve import calibration, pipeline
 from ragrouter.serve.calibration import Threshold
 from ragrouter.serve.guard import DEFAULT_MAX_BODY, Guard
 from ragrouter.serve.protocol import ChatRequest, ServeError, chat_request, error_body, parse_body
@@ -109,8 +116,6 @@ class ServeState:
         if all(v is None for v in sampling.values()):
             return None
         if self.settings is None:
-            from ragrouter.paradigms.settings import Settings
-
             self.settings = Settings.from_config(self.config)
         return self.settings.for_answer(**sampling)
 
@@ -133,8 +138,6 @@ class ServeState:
 
 
 def _prefetch(gateway, question: str) -> None:
-    from ragrouter.paradigms.query_context import embed_query
-
     try:
         embed_query(gateway, question)
     except Exception:  # noqa: BLE001 - speculative: the paradigm's own call raises it again
@@ -195,8 +198,6 @@ def execute(state: ServeState, d: Decision, served: Served, sink=None) -> ask_mo
     it is made) and store its run (origin 'serve') through the batched writer, once its
     question (written by :func:`decide`'s query writer meanwhile) is; returns once both are
     committed."""
-    from ragrouter.llm import streaming
-
     out, routed = d.answer, d.routed
 
     def store(result):
@@ -222,8 +223,6 @@ def failure(state: ServeState, exc: BaseException, served: Served | None = None)
     """The OpenAI-shaped error of a request that failed past its checks, logged in one line
     (its traceback too with --debug): a model call that failed is the upstream's (502; 504 on a
     timeout), anything else an internal error (500). Never the traceback to the client."""
-    from ragrouter.llm.errors import GatewayError
-
     if isinstance(exc, ServeError):
         return exc
     first = (str(exc).strip().splitlines() or [""])[0]
@@ -240,8 +239,6 @@ def failure(state: ServeState, exc: BaseException, served: Served | None = None)
 
 
 def _count_tokens(text: str) -> int:
-    from ragrouter.llm import tokens
-
     return tokens.count(text)
 
 
@@ -289,8 +286,6 @@ async def _events(state: ServeState, served: Served, d: Decision, created: int, 
     whatever of the answer was not streamed (all of it for a cached reply or the iterative
     paradigm, whose rounds each generate), then the last chunk with ``finish_reason``,
     ``usage`` and the ``ragrouter`` decision (its stored run id included), then ``[DONE]``."""
-    from ragrouter.llm import streaming
-
     loop = asyncio.get_running_loop()
     pieces: asyncio.Queue = asyncio.Queue()
     end = object()
@@ -415,9 +410,6 @@ def prepare(engine, config, services, corpora: list[str], router: str | None, ru
             max_question_tokens: int = 4096, prefetch_embedding: bool = True) -> ServeState:
     """Check every corpus can be routed (its router exists and loads, its indicators exist)
     and calibrate the cost-share threshold; ServeError(503) names what is missing."""
-    from ragrouter.answering import routing
-    from ragrouter.serve import calibration
-
     generator = config.generators()[0]
     served: dict[str, Served] = {}
     for corpus in corpora:
@@ -440,7 +432,6 @@ def prepare(engine, config, services, corpora: list[str], router: str | None, ru
                                                    cheap)
             except ValueError as exc:
                 raise ServeError(503, str(exc), "server_error") from None
-        from ragrouter.db.engine import write_lock
 
         cid = lookup.corpus_id(engine, corpus)
         with write_lock(engine), engine.connect() as conn:
@@ -457,8 +448,6 @@ def prepare(engine, config, services, corpora: list[str], router: str | None, ru
 
 def _embeds(gateway) -> bool:
     """Whether the config's embedder role is a backend that serves embeddings."""
-    from ragrouter.paradigms.query_context import EMBEDDER
-
     try:
         return bool(gateway.backend(EMBEDDER).supports_embeddings)
     except Exception:  # noqa: BLE001 - no embedder role: nothing to prefetch
@@ -469,11 +458,6 @@ def _warm(state: ServeState) -> None:
     """Everything a request would otherwise do once, done before the first: the MiniLM
     encoder loaded and run (micro-batched from here on), the type centroids encoded, each
     corpus' router loaded and its constants memoised; the store's batched writer started."""
-    from ragrouter.llm.encoder import get_encoder
-    from ragrouter.serve import pipeline
-
-    from ragrouter.llm import tokens
-
     tokens.count("warm up")  # the tokenizer of --max-question-tokens
     encoder = get_encoder(str(state.config.get("scoring.encoder")))
     try:

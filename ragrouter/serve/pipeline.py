@@ -28,6 +28,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
+from ragrouter.answering.question_type import guess
+from ragrouter.db.engine import write_lock
+
 _STOP = object()
 
 
@@ -99,8 +102,8 @@ def router_batcher(engine, config, encoder, services, router: str | None = None,
     corpus' router is called once for all its questions (:func:`ragrouter.answering.ask.route_many`)."""
     import numpy as np
 
+    # deferred (start-up): pulls in pandas, sklearn, torch
     from ragrouter.answering import ask as ask_mod
-    from ragrouter.answering.question_type import guess
 
     centroids = ask_mod.query_type_centroids(engine, encoder, memo=True) if encoder is not None else {}
 
@@ -133,7 +136,7 @@ def query_writer(engine, max_batch: int = 64) -> Batcher:
     written together (:func:`ragrouter.serve.store.store_queries`) in one transaction under the
     store's write lock. ``serve`` submits each question once it is routed, so the write is done
     while its paradigm runs."""
-    from ragrouter.db.engine import write_lock
+    # deferred (start-up): pulls in pandas, sklearn, torch
     from ragrouter.serve.store import store_queries
 
     def write(items):
@@ -149,6 +152,7 @@ def store_writer(config, gateway, max_batch: int = 64) -> Batcher:
     commits the gateway's queued ledger rows, which the runs' ``run_calls`` point at
     (:meth:`ragrouter.llm.gateway.Gateway.commit_with`: one commit, not a ledger flush and then
     one of its own)."""
+    # deferred (start-up): pulls in pandas, sklearn, torch
     from ragrouter.serve.store import store_runs
 
     def write(items):

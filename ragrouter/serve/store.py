@@ -20,6 +20,7 @@ from __future__ import annotations
 from sqlalchemy import bindparam, select
 from sqlalchemy.dialects.postgresql import insert
 
+from ragrouter.answering import ask as ask_mod
 from ragrouter.answering.ask import asked_external_id as external_id
 from ragrouter.db import models
 
@@ -59,8 +60,6 @@ def store_runs(conn, config, items: list[tuple]) -> list[int | None]:
     Writes the runs in the caller's transaction, sets each answer's ``run_id`` and returns the
     run ids (None for a question whose paradigm failed). A run made with a client's sampling
     has the config and hash of those settings (:func:`ragrouter.answering.ask.run_key`)."""
-    from ragrouter.answering import ask as ask_mod
-
     runs: dict[tuple, dict] = {}
     calls: dict[tuple, list] = {}
     keys: list[tuple | None] = []

@@ -24,23 +24,25 @@ from collections import OrderedDict
 from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import insert
 
-from ragrouter.stages import storeio
 from ragrouter.db import models
+from ragrouter.paradigms import paradigms, prompts
+from ragrouter.paradigms.index import CorpusIndex
+from ragrouter.paradigms.paradigms import PARADIGMS, get as get_paradigm
+from ragrouter.paradigms.query_context import QueryContext
+from ragrouter.paradigms.settings import Settings
+from ragrouter.stages import storeio
 from ragrouter.stages.base import Estimate, Scope, ScopeError, Stage, Unit, register
+from ragrouter.stages.expect import expectations
 
 
 def run_hash(paradigm: str, generator: str, config) -> str:
-    from ragrouter.paradigms.paradigms import get
-
     model = str(config.backend(generator)["model"])
-    base = get(paradigm).config_hash(config)
+    base = get_paradigm(paradigm).config_hash(config)
     return hashlib.sha256(f"{base}|{model}".encode()).hexdigest()[:16]
 
 
 def load_index(conn, corpus_id: int, name: str, config):
     """The retrieval state of one corpus, read from the store."""
-    from ragrouter.paradigms.index import CorpusIndex
-
     emb = storeio.model_key(config, "embedder")
     rows = conn.execute(text("SELECT id, text, n_tokens FROM chunks WHERE corpus_id = :c ORDER BY id"),
                         {"c": corpus_id}).all()
@@ -100,8 +102,6 @@ class AnswerStage(Stage):
         return services.config.generators()[0]
 
     def _combos(self, scope: Scope) -> list[tuple[str, str, str]]:
-        from ragrouter.paradigms.paradigms import PARADIGMS, get
-
         cfg = scope.config
         paradigms = list(scope.paradigms) or list(cfg.get("paradigms.enabled"))
         unknown = [p for p in paradigms if p not in PARADIGMS]
@@ -110,7 +110,7 @@ class AnswerStage(Stage):
         gens = list(scope.models) or cfg.generators()
         for g in gens:
             cfg.backend(g)
-        self._configs = {(p, g): {**get(p).config(cfg), "generator_model": str(cfg.backend(g)["model"])}
+        self._configs = {(p, g): {**get_paradigm(p).config(cfg), "generator_model": str(cfg.backend(g)["model"])}
                          for g in gens for p in paradigms}
         self._weights = {p: expected_calls(p, cfg) for p in paradigms}
         return [(p, g, run_hash(p, g, cfg)) for g in gens for p in paradigms]
@@ -162,8 +162,6 @@ class AnswerStage(Stage):
                 services.memo(("index", cid), lambda cid=cid, name=name: load_index(conn, cid, name, services.config))
 
     def _context(self, unit, services):
-        from ragrouter.paradigms.query_context import QueryContext
-
         p = unit.payload
         index = services.memo(("index", p["corpus_id"]), lambda: None)
         with self._ctx_lock:
@@ -177,8 +175,6 @@ class AnswerStage(Stage):
         return ctx, index
 
     def compute(self, unit, services):
-        from ragrouter.paradigms import paradigms
-
         ctx, index = self._context(unit, services)
         p = unit.payload
         result = paradigms.run(p["paradigm"], p["question"], ctx, index, services.gateway, p["generator"],
@@ -218,10 +214,6 @@ class AnswerStage(Stage):
         IterativeRAG's rounds are this store's mean, else ``dry_run.iterative_rounds``, else
         the maximum. Completion tokens are the max_tokens caps here; the dry run turns them into
         expectations (``stages.runner.dry_run``)."""
-        from ragrouter.paradigms import prompts
-        from ragrouter.paradigms.settings import Settings
-        from ragrouter.stages.expect import expectations
-
         s = Settings.from_config(services.config)
         gw = services.gateway
         exp = expectations(services)

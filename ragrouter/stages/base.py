@@ -15,6 +15,8 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
+from ragrouter.stages.expect import expected_reply
+
 
 @dataclass
 class Scope:
@@ -66,8 +68,6 @@ class Estimate:
         """Add a call's prompt tokens and its reply: the cap to ``completion_cap``, the expected
         length (``stages.expect``: this store's history, else a prior; the cap outside a dry
         run) to ``completion_tokens``; ``times`` scales both (expected repeats of the call)."""
-        from ragrouter.stages.expect import expected_reply
-
         expected, basis = expected_reply(self.stage, self.model, cap)
         self.prompt_tokens += round(times * prompt)
         self.completion_tokens += round(times * expected)

@@ -23,10 +23,12 @@ from sqlalchemy import delete, func, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from tqdm import tqdm
 
-from ragrouter.db import models, outage
 from ragrouter.db import progress as progress_file
-from ragrouter.llm import slots
+from ragrouter.db import models, outage
+from ragrouter.llm import local_server, slots
 from ragrouter.stages.base import Estimate, Scope, Stage, Unit
+from ragrouter.stages.expect import active, expectations
+from ragrouter.stages.leases import LeaseManager
 from ragrouter.stages.services import Services
 from ragrouter.stages.timing import StageWatch
 
@@ -208,8 +210,6 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
 
     leases = None
     if engine.dialect.name == "postgresql":
-        from ragrouter.stages.leases import LeaseManager
-
         leases = LeaseManager(engine, stage.name, int(services.config.get("worker.lease_seconds", 600)))
         leases.outage_s = outage_s
         leases.register([u.key for u in units], ordered=bool(getattr(stage, "ordered_units", False)))
@@ -390,8 +390,6 @@ def free_cores(stage: Stage, services: Services, scope: Scope) -> list[str]:
     cores are its own, and choose the automatic threads and poll of those it calls again for
     the other work on the machine now (a server whose choice changed restarts: one line says
     so); the names of the models stopped."""
-    from ragrouter.llm import local_server
-
     models = stage_local_models(stage, services, scope)
     stopped = local_server.stop_idle_except(models) if services.config.get("worker.one_local_model", True) else []
     for said in local_server.retune(models):
@@ -430,8 +428,6 @@ def dry_run(stages: list[Stage], services: Services, scope: Scope) -> list[Estim
     A stage with an ``estimate_fresh(services, scope)`` hook also estimates the units its
     inputs will make once the earlier stages ran (extraction of chunks not made yet, judging
     of runs not made yet), so a dry run on a freshly ingested corpus is not empty."""
-    from ragrouter.stages.expect import active, expectations
-
     services.cache.pop(("dry-run-expectations",), None)  # read the store as it is now
     estimates: list[Estimate] = []
     future_runs = 0

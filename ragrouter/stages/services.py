@@ -14,7 +14,7 @@ from sqlalchemy import insert, update
 from sqlalchemy.engine import Engine
 
 from ragrouter.config import Config
-from ragrouter.db import models
+from ragrouter.db import models, outage
 from ragrouter.db.engine import write_lock
 from ragrouter.db.redact import command_line
 
@@ -64,8 +64,6 @@ class Services:
         if self.__dict__.get("worker_run_id") is not None:
             from sqlalchemy import func
 
-            from ragrouter.db import outage
-
             try:
                 with self.db_lock, self.engine.begin() as conn:
                     conn.execute(update(models.WorkerRun).where(models.WorkerRun.id == self.worker_run_id)
@@ -76,6 +74,7 @@ class Services:
 
     @cached_property
     def gateway(self):
+        # deferred (start-up): pulls in json_repair, jsonschema
         from ragrouter.llm.gateway import Gateway
 
         with self._gateway_lock:  # one gateway whichever unit thread asks first (no lock in cached_property >= 3.12)

@@ -7,6 +7,8 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection, Engine
 
 from ragrouter.db.values import json_value
+from ragrouter.graph.extract import PROMPT_VERSION
+from ragrouter.stages.base import ScopeError
 
 
 def chunker_key(config) -> str:
@@ -21,8 +23,6 @@ def model_key(config, role: str) -> str:
 def extractor_key(config) -> str:
     """The store key of an extraction: model, prompt version and output limit (a reply cut at
     another ``extraction.max_tokens`` holds other triples, so it is another graph)."""
-    from ragrouter.graph.extract import PROMPT_VERSION
-
     key = f"{model_key(config, 'extractor')}|{PROMPT_VERSION}|mt{int(config.get('extraction.max_tokens'))}"
     cap = config.get("extraction.max_triples", None)
     return f"{key}|t{int(cap)}" if cap else key  # a capped reply holds other triples: another graph
@@ -87,8 +87,6 @@ def corpus_ids(conn: Connection, name: str | None) -> list[tuple[int, str]]:
     if name:
         rows = conn.execute(text("SELECT id, name FROM corpora WHERE name = :n"), {"n": name}).all()
         if not rows:
-            from ragrouter.stages.base import ScopeError
-
             raise ScopeError(f"corpus '{name}' is not in the store (ingest it first: python cli.py ingest --corpus {name} …)")
     else:
         rows = conn.execute(text("SELECT id, name FROM corpora ORDER BY id")).all()

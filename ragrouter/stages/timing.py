@@ -56,6 +56,7 @@ import numpy as np
 from sqlalchemy import text
 
 from ragrouter.llm import cpuload
+from ragrouter.llm.pricing import estimate_usd
 from ragrouter.llm.speed import load as load_probed
 
 HISTORY_ROWS = 5000
@@ -338,8 +339,6 @@ def wall_estimates(config, estimates, services) -> dict:
     ``expected_wall_s`` with ``time_basis``; totals; advice (``profile: local``) when the
     local backends would take longer than ``dry_run.advise_hours``; and ``busy``: the share of
     the cores other work keeps busy, the slowdown it brings and :func:`load_line`."""
-    from ragrouter.llm.pricing import estimate_usd
-
     timing = Timing(services.engine, config, services.db_lock)
     rows, total, usd_total, local_s = [], 0.0, None, 0.0
     for e in estimates:
