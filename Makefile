@@ -53,9 +53,11 @@ run: setup
 # module fixtures are built once; the local-model files are collected first (tests/conftest.py)
 # and kept first (--no-loadscope-reorder: xdist would sort the files by their number of tests,
 # putting those one-test files last) so they start at once instead of running alone at the end.
-# TEST_WORKERS=0 runs in one process.
+# TEST_WORKERS=0 runs in one process. First, lint-imports checks the layer contract
+# (pyproject.toml, [tool.importlinter]): no import up into a higher layer, no import circle.
 TEST_WORKERS ?= 2
 test: setup
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q -p no:cacheprovider $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder) tests
 
 clean-venv:
