@@ -601,7 +601,7 @@ def test_a_stage_stops_the_servers_of_models_it_does_not_call(monkeypatch):
 
 def test_mcnemar_sample_size_is_exact_and_gives_the_stated_power():
     """The exact power (binomial sums) at plan's n is ≥ 0.8 and a simulation of the report's
-    exact McNemar test (evaluation.stats) agrees; Connor's normal formula gives 234 here."""
+    exact McNemar test (common.stats) agrees; Connor's normal formula gives 234 here."""
     from ragrouter.decisions.plan import mcnemar_n
     from ragrouter.decisions.simulate import mcnemar_exact_power
     from ragrouter.common.stats import mcnemar_exact
