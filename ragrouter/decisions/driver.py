@@ -238,8 +238,8 @@ def until_decided(services, scope: Scope, budget: Budget, *, progress: bool = Tr
                         query_ids=batch)
             before = services.gateway.stats()
             for name in ("answer", "judge"):  # a bar per batch and stage: a batch can take minutes
-                rep = runner.run_stage(stages[name], services, sub, progress=progress, deadline=deadline,
-                                       label=f"{cell.corpus}/{cell.qtype} batch {cell.state.n_queries // settings.batch + 1} {name}")
+                label = f"{cell.corpus}/{cell.qtype} batch {cell.state.n_queries // settings.batch + 1} {name}"
+                rep = runner.run_stage(stages[name], services, sub, progress=progress, deadline=deadline, label=label)
                 failed += rep.failed
                 progressed |= rep.done > 0
                 for err in rep.errors[:3]:
