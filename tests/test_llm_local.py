@@ -12,6 +12,9 @@ import json
 import re
 import socket
 import struct
+import subprocess
+import sys
+import textwrap
 import zipfile
 from pathlib import Path
 
@@ -293,6 +296,33 @@ def test_context_manager_stops_the_server():
     assert not srv.running
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port), timeout=5).close()
+
+
+def test_a_server_stopped_at_once_after_it_started_stops():
+    """llama.cpp's task loop starts on its own thread; a stop before it ran was lost and the
+    destructor's join hung for good (within 3 starts beside two busy processes, before start()
+    waited for the loop). Beside two busy loops in sessions of their own, as other people's
+    jobs would be, and in a child process, so that a hang fails this test instead of holding
+    the worker."""
+    script = textwrap.dedent(f"""
+        from ragrouter.llm.local_server import LocalServer
+        for i in range(10):
+            srv = LocalServer({MODEL!r}, n_ctx=256, n_parallel=1, threads=2 - i % 2, poll=50 * (1 - i % 2))
+            srv.start()
+            srv.stop()
+            assert not srv.running
+        print("stopped 10 of 10")
+    """)
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True) for _ in range(2)]
+    try:
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=150)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a server stopped right after it started did not stop within 150 s")
+    finally:
+        for proc in busy:
+            proc.kill()
+            proc.wait()
+    assert done.returncode == 0 and done.stdout.strip() == "stopped 10 of 10", done.stderr[-2000:]
 
 
 def test_bad_settings_are_rejected():

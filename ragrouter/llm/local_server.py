@@ -158,6 +158,7 @@ class LocalServer:
         p.cache_ram_mib = 512 if self.cache_prompt else 0
         p.api_keys = [self.api_key]
         p.ui = False
+        p.endpoint_metrics = True  # start() waits on a metrics task: see there
         p.verbosity = self.verbosity
         return p
 
@@ -196,6 +197,11 @@ class LocalServer:
                     f"local server {self.model_name!r} failed to start on {gguf} "
                     f"(n_ctx={self.n_ctx} per slot, n_parallel={self.n_parallel}, threads={self.threads}): {exc}"
                 ) from exc
+            # llama.cpp's task loop starts on a thread of its own, and a stop that comes before
+            # it has started is lost: the loop then runs on and the destructor's join never
+            # returns (stop() at once after start() hung every time, measured). A metrics task
+            # is answered by that loop, so once it returns, the loop runs and stop() works.
+            server.handle_metrics()
             self._server = server
             self._address = server.listening_address.rstrip("/")
             return self
