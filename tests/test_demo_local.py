@@ -132,6 +132,10 @@ def test_demo_on_the_local_model_and_its_report(tmp_path):
                    and ("could not be measured" in ln or "not measured:" in ln)]
     assert len(probe_lines) == 1, first.stdout
     assert "Traceback" not in first.stderr
+    # the libraries' own lines (MLflow's "Creating initial MLflow database tables", its and
+    # scikit-learn's UserWarnings while the routers train) go to the log file, not the console
+    for said in (first.stdout, first.stderr):
+        assert "Warning:" not in said and " INFO mlflow" not in said, said[-3000:]
     stages = {}
     for stage in ("extract", "answer", "judge", "score"):
         m = re.search(rf"^{stage}\s+(\d+) done, (\d+) failed of (\d+) pending", first.stdout, re.MULTILINE)

@@ -108,12 +108,12 @@ def _config(prepared, name: str, **worker) -> Path:
     return path
 
 
-def _worker(url: str, cfg: Path, work: Path) -> subprocess.Popen:
+def _worker(url: str, cfg: Path, work: Path, stderr=subprocess.PIPE) -> subprocess.Popen:
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1",
            "RAGROUTER_SPOOL_DIR": str(work / "spool")}
     return subprocess.Popen([sys.executable, "cli.py", "--db", url, "--config", str(cfg), "run", "--stage", "answer",
                              "--corpus", "toy", "--quiet"], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=stderr, text=True)
 
 
 def _bodies(requests: list[dict]) -> collections.Counter:
@@ -562,38 +562,49 @@ def test_postgres_engines_time_out_connecting_and_keep_the_session_alive(pg_url)
 
 
 class _OutageStartingAWorker(Outage):
-    """An Outage that starts a second worker (``start()``) just before it shuts PostgreSQL down:
-    that worker opens its store while the server shuts down and is away."""
+    """An Outage that starts a second worker (``start(stderr_file)``) just before it shuts
+    PostgreSQL down: that worker opens its store while the server shuts down and is away. The
+    server comes back ``down_s`` after the stop, but not before the second worker has said that
+    it waits for the store (at most 60 s): on a busy machine its Python took over 3 s to start
+    and found the server back up, which tested nothing."""
 
-    def __init__(self, pg, at: int, down_s: float, start) -> None:
+    def __init__(self, pg, at: int, down_s: float, start, stderr_path: Path) -> None:
         super().__init__(pg, at, down_s)
-        self.start, self.second = start, None
+        self.start, self.second, self.stderr_path = start, None, stderr_path
 
     def __call__(self, req: dict):
         with self.lock:
             fire = self.seen + 1 == self.at
         if fire:
-            self.second = self.start()
+            self.second = self.start(open(self.stderr_path, "w"))
         return super().__call__(req)
+
+    def _start(self) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and "cannot reach the store" not in self.stderr_path.read_text():
+            time.sleep(0.1)
+        super()._start()
 
 
 def test_two_workers_wait_out_a_server_shutdown_and_restart(pg, srv, prepared, restoring):
     """Two workers on one store; PostgreSQL shut down ("fast": sessions ended by an
     administrator command, connections refused while it shuts down and once it is down) in the
     middle of the first one's run, the second started just then, and the server started again
-    3 s later: each waits for the store (worker.store_outage_s) and finishes with exit 0 — the
-    second one quit at once ("cannot open store ...: Connection refused") — and the store is
+    3 s later (not before the second has said it waits): each waits for the store
+    (worker.store_outage_s) and finishes with exit 0 — the second one quit at once ("cannot open store ...: Connection refused") — and the store is
     that of an uninterrupted run."""
     url = _copy(pg, "two")
     cfg, work = prepared["work"] / "cfg.yaml", prepared["work"]
-    trigger = _OutageStartingAWorker(pg, at=prepared["at"], down_s=3.0, start=lambda: _worker(url, cfg, work))
+    trigger = _OutageStartingAWorker(pg, at=prepared["at"], down_s=3.0, start=lambda err: _worker(url, cfg, work, err),
+                                     stderr_path=work / "second.err")
     srv.responder = trigger
     before = len(srv.requests)
     first = _worker(url, cfg, work)
     out1, err1 = first.communicate(timeout=300)
     assert trigger.second is not None, "the outage did not happen mid-run"
-    out2, err2 = trigger.second.communicate(timeout=300)
+    out2, _ = trigger.second.communicate(timeout=300)
     trigger.timer.join()
+    err2 = (work / "second.err").read_text()
     assert first.returncode == 0, err1[-3000:]
     assert trigger.second.returncode == 0, err2[-3000:]
     assert "Traceback" not in err1 + err2

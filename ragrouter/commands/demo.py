@@ -10,6 +10,7 @@ from sqlalchemy import text
 
 from ragrouter.commands.common import Ctx, pass_ctx
 from ragrouter.commands.interrupt import Steps, stoppable
+from ragrouter.console import library_warnings
 from ragrouter.corpus import demo as demo_data
 from ragrouter.db import migrate, progress
 from ragrouter.db.engine import write_lock
@@ -193,24 +194,26 @@ def _demo(ctx: Ctx, data_dir: Path | None, out: Path, quiet: bool, steps: Steps)
     from ragrouter.answering import routing
 
     steps.start("routers")
-    try:
-        results = routing.train_from_store(engine, config, routers=list(d.get("routers", [])),
-                                        feature_sets=list(d.get("features", ["qc"])), log=click.echo)
-    except ValueError as exc:  # e.g. a router dataset too small or degenerate to cross-validate
-        click.echo(f"routers: skipped — {exc}", err=True)
-        results = None
-    if results is not None and len(results):
-        cols = [c for c in ("router", "features", "routing_accuracy", "macro_f1", "correct_rate", "avg_tokens")
-                if c in results.columns]
-        click.echo(results[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    steps.finish("routers")
+    # MLflow's and scikit-learn's own log lines and warnings go to the log file, one line here
+    with library_warnings("demo", echo=lambda line: click.echo(line, err=True)):
+        try:
+            results = routing.train_from_store(engine, config, routers=list(d.get("routers", [])),
+                                            feature_sets=list(d.get("features", ["qc"])), log=click.echo)
+        except ValueError as exc:  # e.g. a router dataset too small or degenerate to cross-validate
+            click.echo(f"routers: skipped — {exc}", err=True)
+            results = None
+        if results is not None and len(results):
+            cols = [c for c in ("router", "features", "routing_accuracy", "macro_f1", "correct_rate", "avg_tokens")
+                    if c in results.columns]
+            click.echo(results[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        steps.finish("routers")
 
-    # deferred (start-up): pulls in matplotlib, pandas, sklearn, torch
-    from ragrouter.report.build import build_report
+        # deferred (start-up): pulls in matplotlib, pandas, sklearn, torch
+        from ragrouter.report.build import build_report
 
-    steps.start("report")
-    report = build_report(engine, out)
-    steps.finish("report")
+        steps.start("report")
+        report = build_report(engine, out)
+        steps.finish("report")
     with engine.connect() as conn:
         n_runs = conn.execute(text("SELECT COUNT(*) FROM paradigm_runs")).scalar()
     db = ctx.db_url.split("///", 1)[-1] if ctx.db_url.startswith("duckdb") else ctx.db_url

@@ -32,7 +32,7 @@ model calls) is scaled by :func:`ragrouter.llm.cpuload.slowdown` of the share of
 other processes keep busy right now and the other sessions ready to run (measured over half a
 second, :func:`machine_load`; ``$RAGROUTER_OTHER_CORES`` fixes it, in cores), and every basis so
 scaled ends in ``busy×F``; :func:`load_line` says it in one line ("the cores are 100 % busy with
-other work, 2.0 other sessions running: times ×2.1").
+other work, 2.0 other sessions running: times ×2.6").
 A store's own history is not scaled: it was measured on this machine as it was.
 
 Stages that make no model call (chunk, metrics, score) take a fixed start
