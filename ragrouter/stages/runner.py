@@ -140,7 +140,7 @@ def run_stage(stage: Stage, services: Services, scope: Scope, *, workers: int | 
     # with a deadline, one unit per request slot: the units running when it passes end within a unit's time
     threads = workers or (stage_workers(stage, services) if deadline is not None else stage_threads(stage, services))
     workers = threads
-    watch = StageWatch(services, stage.name) if getattr(stage, "uses_llm", False) else None
+    watch = StageWatch(services, stage.name, in_flight=threads) if getattr(stage, "uses_llm", False) else None
     batch_size = batch_size or int(services.config.get("worker.batch_size", 50))
     leases = None
     bar = tqdm(total=len(units), desc=label or stage.name, unit="unit", disable=not progress, dynamic_ncols=True)
