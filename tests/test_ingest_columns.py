@@ -138,6 +138,19 @@ def test_a_left_over_column_that_looks_like_sources_or_types_is_refused(tmp_path
         questions.load_questions([path], catalog)
 
 
+def test_a_labels_example_type_follows_its_rows_sources_when_its_name_gives_no_cue(tmp_path):
+    """'Cross-Contract' says nothing a cue reads; its rows each name two documents, so the
+    message's example maps it to reasoning (the rule for a row without a type), not factual."""
+    catalog = questions.Catalog(["docs/a.txt", "docs/b.txt"])
+    path = tmp_path / "q.csv"
+    path.write_text("Question,Answer,Source Docs,Question Type\n"
+                    "Which is older?,A,a.txt;b.txt,Cross-Contract\nSame law?,No,a.txt;b.txt,Cross-Contract\n"
+                    "Who signed?,Anna,a.txt,Clause Lookup\nWhen?,2003,b.txt,Clause Lookup\n")
+    with pytest.raises(LoaderError, match=r"e\.g\. --type-map 'Cross-Contract=reasoning' "
+                                          r"--type-map 'Clause Lookup=factual'$"):
+        questions.load_questions([path], catalog)
+
+
 def test_jsonl_keys_are_recognised_alike(tmp_path):
     path = tmp_path / "q.jsonl"
     path.write_text(json.dumps({"Prompt": "Who?", "Reference Answer": "Anna", "Category": "Lookup",

@@ -115,9 +115,12 @@ def looks_like(column: str) -> str | None:
     return None
 
 
-def _type_example(label: str) -> str:
+def _type_example(label: str, multi_source: float = 0.0) -> str:
+    """The type a label's example in the message maps to: a cue in its name, else reasoning
+    when most of its rows name two or more sources (the rule for a row without a type), else
+    factual."""
     low = label.lower()
-    return next((t for cue, t in _CUES if cue in low), "factual")
+    return next((t for cue, t in _CUES if cue in low), "reasoning" if multi_source > 0.5 else "factual")
 
 
 def parse_map(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
@@ -307,6 +310,7 @@ def _label_check(path: Path, rows: list[tuple[_Rec, dict[str, str]]], type_map: 
     """The type labels of the user's own (label → (type, count)); labels neither a query type nor
     in ``type_map`` refuse the file, each listed with its count."""
     counts: Counter = Counter()
+    multi: Counter = Counter()  # rows of the label that name two or more sources
     column = None
     for rec, cols in rows:
         if "type" in cols:
@@ -314,12 +318,17 @@ def _label_check(path: Path, rows: list[tuple[_Rec, dict[str, str]]], type_map: 
             if raw:
                 counts[raw] += 1
                 column = column or cols["type"]
+                if "sources" in cols:
+                    try:
+                        multi[raw] += len(_sources(rec, cols["sources"])) >= 2
+                    except LoaderError:  # a malformed sources cell is reported where it is read
+                        pass
     unknown = [(lab, n) for lab, n in counts.most_common()
                if _norm_label(lab) not in type_map and _norm_label(lab) not in TYPE_NAMES]
     if unknown:
         shown = ", ".join(f"{lab!r} x {n}" for lab, n in unknown[:12]) + (
             f" and {len(unknown) - 12} more" if len(unknown) > 12 else "")
-        example = " ".join(f"--type-map '{lab}={_type_example(lab)}'" for lab, _n in unknown[:3])
+        example = " ".join(f"--type-map '{lab}={_type_example(lab, multi[lab] / n)}'" for lab, n in unknown[:3])
         raise LoaderError(path, None, f"column {column!r} holds {len(unknown)} type label(s) that are not query types: "
                                       f"{shown}; map each to factual, reasoning or summary, e.g. {example}")
     return {lab: (type_map.get(_norm_label(lab)) or TYPE_NAMES[_norm_label(lab)], n)
