@@ -89,3 +89,23 @@ def test_importing_the_router_models_warns_nothing(tmp_path):
                        env={**__import__("os").environ, "MLFLOW_DISABLE_TELEMETRY": "true"})
     assert p.returncode == 0, p.stderr
     assert "type hints" not in p.stderr.lower(), p.stderr
+
+
+def test_review_start_says_its_lines_without_mlflows_info_lines(tmp_path, monkeypatch):
+    """`review start` on a new MLflow folder printed MLflow's 'Creating initial MLflow database
+    tables...' and 'Updating database tables' and, at exit, 'Flushing the async trace logging
+    queue before program exit'; now only its own lines."""
+    from ragrouter.db import engine as eng
+    from tests.support.router_store import make_store
+    from tests.test_store_cli import run_fast
+
+    monkeypatch.setenv("RAGROUTER_HOME", str(tmp_path / "home"))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    url, _engine = make_store(tmp_path / "s.duckdb", seed=4, queries_per_corpus=10)
+    eng.dispose_all()
+    env = {"RAGROUTER_DB": url, "RAGROUTER__routers__mlflow_uri": uri, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    out = run_fast("review", "start", "--n", "4", env=env)
+    assert out.returncode == 0, out.stderr
+    assert "logged as traces, 0 already there" in out.stdout, out.stdout
+    for said in (out.stdout, out.stderr):
+        assert " INFO mlflow" not in said and "Flushing" not in said, said

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 import click
 
 from ragrouter.commands.common import Ctx, echo_err, fail, pass_ctx, render_rows
+from ragrouter.console import library_warnings
 from ragrouter.db import migrate
 from ragrouter.review import figures, labels, queries as reviewed, reach, sample, traces
 
@@ -110,12 +111,14 @@ def review_start(ctx: Ctx, corpus, n, what, seed, judge, experiment, timeout, pr
     sid = routing.store_id(engine)
     name = experiment or traces.experiment_name(sid)
     kind = "run" if what == "judgments" else "query"
-    with _mlflow_errors(uri, limit):
+    # MLflow's own lines ("Creating initial MLflow database tables...") go to the log file
+    with library_warnings("review start", echo=echo_err), _mlflow_errors(uri, limit):
         exp_id = traces.open_experiment(uri, name)
         done = traces.logged_keys(uri, exp_id, sid)
         new = [it for it in items if (kind, int(it["run_id" if kind == "run" else "query_id"])) not in done]
         for it in new:
             traces.log_run(it, judge, sid) if kind == "run" else traces.log_query(it, sid)
+        traces.finish()
     what_txt = f"judged runs (judge {judge})" if kind == "run" else "generated queries"
     short = f" (the store has only {len(items)} to sample)" if len(items) < n else ""
     click.echo(f"review: {len(new)} {what_txt} logged as traces, {len(items) - len(new)} already there{short}, "
@@ -161,7 +164,7 @@ def review_pull(ctx: Ctx, corpus, experiment, timeout) -> None:
     migrate.ensure_current(engine)
     sid = routing.store_id(engine)
     name = experiment or traces.experiment_name(sid)
-    with _mlflow_errors(uri, limit):
+    with library_warnings("review pull", echo=echo_err), _mlflow_errors(uri, limit):
         exp_id = traces.find_experiment(uri, name)
         pulled = traces.human_assessments(uri, exp_id, sid) if exp_id else traces.Pulled([], 0, [])
     found, unknown = labels.known(engine, pulled.labels)

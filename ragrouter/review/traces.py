@@ -123,6 +123,14 @@ def _documents(chunks: list[dict]):
                      id=str(c["chunk_id"])) for i, c in enumerate(chunks)]
 
 
+def finish() -> None:
+    """Write what is still queued and stop MLflow's trace-logging threads, so that nothing is
+    left for its exit hook (which said "Flushing the async trace logging queue" on the console)."""
+    import mlflow
+
+    mlflow.flush_trace_async_logging(terminate=True)
+
+
 def log_run(item: dict, judge: str, store_id: str) -> str:
     """Log one judged run as a trace (see module docstring); returns the trace id."""
     import mlflow
