@@ -69,6 +69,7 @@ def test_a_slow_backends_first_calls_replace_the_prior_in_the_next_estimate(stor
 def test_a_stage_far_from_its_estimate_says_its_new_time_left_once(store, capsys, monkeypatch):
     ingest(store)
     monkeypatch.setattr(StageWatch, "EVERY_S", 0.0)
+    monkeypatch.setattr(StageWatch, "MIN_LEFT_S", 0.0)  # the fake's stage is over in seconds
     with FakeOpenAI(responder=responder, latency_s=LATENCY, embedding_dim=16) as srv:
         cfg = _config(srv, concurrency=1)
         cfg.data["worker"]["batch_size"] = 1  # a flush (and a look at the ledger) after every unit

@@ -380,6 +380,7 @@ class StageWatch:
     FAR = 1.5
     MIN_CALLS = 2
     MIN_UNITS = 3
+    MIN_LEFT_S = 60.0  # a time left under a minute is not worth a line (a batch's last units)
     EVERY_S = 10.0  # the ledger is read at most this often
 
     def __init__(self, services, stage: str, in_flight: int = 1):
@@ -415,9 +416,11 @@ class StageWatch:
         said = sum(self._timing.call_seconds(str(m), int(n), int(p or 0), int(c or 0))[0] for m, n, _, p, c in rows)
         if said <= 0 or 1.0 / self.FAR < took / said < self.FAR:
             return None
-        self.said = True
         ratio = took / said
         left_s = elapsed_s / done * max(0, left)
+        if left_s < self.MIN_LEFT_S:
+            return None
+        self.said = True
         until = time.strftime("%H:%M", time.localtime(time.time() + left_s))
         return (f"{self.stage}: its calls take {ratio:.1f}× the estimate ({took / calls:.1f} s a call, "
                 f"expected {said / calls:.1f} s): at this rate the {left} unit{'s' if left != 1 else ''} left "
