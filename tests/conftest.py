@@ -60,10 +60,56 @@ def _migrated(url: str):
     eng.dispose_all()
 
 
+# A migrated store is made once per test process and copied for each test that asks for one
+# (a migration takes about 1.3 s; a copy a few ms): the copy is the migrated store byte for
+# byte, given its own store id as each migrated store has. tests/test_db*.py and
+# tests/test_migrations_walk.py migrate for real.
+_TEMPLATES: dict[str, str] = {}
+
+
+def _new_store_id(engine) -> None:
+    from sqlalchemy import text
+
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE store_info SET store_id = :sid"), {"sid": str(uuid.uuid4())})
+
+
+def _migrate_and_release(url: str) -> None:
+    """Migrate the store at ``url`` and close its engine (no other engine is touched)."""
+    from ragrouter.db import engine as eng
+    from ragrouter.db import migrate
+
+    engine = eng.make_engine(url)
+    migrate.upgrade(engine)
+    eng.forget(engine)
+
+
+def _duck_template() -> str:
+    if "duckdb" not in _TEMPLATES:
+        import tempfile
+
+        path = Path(tempfile.mkdtemp(prefix="ragrouter-template-")) / "store.duckdb"
+        _migrate_and_release(f"duckdb:///{path}")
+        assert not path.with_name(path.name + ".wal").exists()  # the file alone holds the store
+        _TEMPLATES["duckdb"] = str(path)
+    return _TEMPLATES["duckdb"]
+
+
 @pytest.fixture
-def pg_store(pg_url):
-    """A migrated PostgreSQL store (a fresh database); yields its engine, disposed afterwards."""
-    yield from _migrated(pg_url)
+def pg_store(pg_cluster):
+    """A migrated PostgreSQL store (a fresh database made from a migrated template); yields its
+    engine, disposed afterwards."""
+    from ragrouter.db import engine as eng
+
+    if "postgresql" not in _TEMPLATES:
+        name = "tmpl_" + uuid.uuid4().hex[:12]
+        _migrate_and_release(pg_cluster.create_database(name))
+        _TEMPLATES["postgresql"] = name
+    url = pg_cluster.create_database("t_" + uuid.uuid4().hex[:12], template=_TEMPLATES["postgresql"])
+    engine = eng.make_engine(url)
+    _new_store_id(engine)
+    yield engine
+    eng.dispose_all()
 
 
 @pytest.fixture
@@ -74,8 +120,17 @@ def duck_url(tmp_path) -> str:
 
 @pytest.fixture
 def store(duck_url):
-    """A migrated DuckDB store; yields its engine and releases the file afterwards."""
-    yield from _migrated(duck_url)
+    """A migrated DuckDB store (a copy of a migrated template) at ``duck_url``; yields its engine
+    and releases the file afterwards."""
+    import shutil
+
+    from ragrouter.db import engine as eng
+
+    shutil.copyfile(_duck_template(), eng.duckdb_path(duck_url))
+    engine = eng.make_engine(duck_url)
+    _new_store_id(engine)
+    yield engine
+    eng.dispose_all()
 
 
 # The test files that run the local models take minutes; collected first, they start at once on

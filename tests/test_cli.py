@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import click
 import pytest
 
 from ragrouter.db import migrate
@@ -132,10 +134,29 @@ def _all_command_paths():
 
     def walk(cmd, path):
         yield path
-        for name, sub in sorted(getattr(cmd, "commands", {}).items()):
-            yield from walk(sub, path + [name])
+        if isinstance(cmd, click.Group):  # the root group loads each command's module when asked
+            ctx = click.Context(cmd)
+            for name in sorted(cmd.list_commands(ctx)):
+                yield from walk(cmd.get_command(ctx, name), path + [name])
 
     return list(walk(cli, []))
+
+
+def test_a_command_loads_only_its_own_modules():
+    """The root group imports a command's module when that command runs: `sql` and `status` do
+    not load scipy, the paradigms or the decision rule (every command used to, about a second of
+    start-up on each call), and --help still lists every command in pipeline order."""
+    probe = ("import sys\nfrom ragrouter.cli import main\nmain([{args}])\n"
+             "print(sorted(m for m in ('scipy', 'ragrouter.decisions.budget', 'ragrouter.paradigms', "
+             "'ragrouter.commands.run') if m in sys.modules))")
+    for args in ('"sql", "--help"', '"status", "--help"', '"db", "current", "--help"'):
+        out = subprocess.run([sys.executable, "-c", probe.format(args=args)], cwd=REPO, capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip().splitlines()[-1] == "[]", (args, out.stdout[-300:])
+    listed = run_cli("--help").stdout
+    names = re.findall(r"^  ([a-z][\w-]*)\s", listed.split("Commands:")[1], flags=re.M)
+    assert names[:4] == ["db", "ingest", "run", "status"] and {"corpus", "plan", "mlflow-ui"} <= set(names)
 
 
 def test_the_installed_command_names_itself_in_every_help_and_hint(tmp_path, capsys):
@@ -164,3 +185,19 @@ def test_the_installed_command_names_itself_in_every_help_and_hint(tmp_path, cap
     assert out.returncode == 2 and "python cli.py" not in out.stderr and "ragrouter " in out.stderr, out.stderr
     clone = run_cli("ask", "--corpus", "nope", "why?", env={"RAGROUTER_DB": env["RAGROUTER_DB"]})
     assert clone.returncode == 2 and "python cli.py" in clone.stderr, clone.stderr
+
+
+def test_every_user_error_named_by_module_is_an_exception_class():
+    """The errors printed as one line with exit 2 are named by module (a command imports only its
+    own modules): each name resolves to an exception class, so a rename cannot drop one silently."""
+    import importlib
+
+    from ragrouter.commands import common
+
+    for module, names in common.USER_ERROR_NAMES.items():
+        for name in names:
+            cls = getattr(importlib.import_module(module), name)
+            assert isinstance(cls, type) and issubclass(cls, Exception), (module, name)
+            exc = cls.__new__(cls)  # some take several arguments; being one is what counts here
+            assert common.is_user_error(exc), (module, name)
+    assert not common.is_user_error(ValueError("x")) and not common.is_user_error(KeyError("x"))

@@ -42,7 +42,7 @@ CONFIG = {
     "roles": {"generators": ["smol"], "extractor": "smol", "judge": "smol", "query_generator": "smol",
               "embedder": "minilm"},
     "paradigms": {"enabled": PARADIGMS, "llm_only": {"max_tokens": 60}, "iterative": {"max_rounds": 1}},
-    "extraction": {"max_tokens": 250},
+    "extraction": {"max_tokens": 160},  # a reply cut here keeps its complete triples
     "generation": {"max_tokens": 60},
     "retrieval": {"token_budget": 500},
     # every call of the speed probe times out: the demo goes on on the priors, one warning per model

@@ -68,7 +68,9 @@ def test_generated_reference_equals_the_committed_page(name):
 def click_paths(cmd: click.Command, path: str) -> list[str]:
     out = []
     if isinstance(cmd, click.Group):
-        for name, sub in sorted(cmd.commands.items()):
+        ctx = click.Context(cmd)
+        for name in sorted(cmd.list_commands(ctx)):  # the root group loads its commands when asked
+            sub = cmd.get_command(ctx, name)
             if not sub.hidden:
                 out.append(f"{path} {name}")
                 out.extend(click_paths(sub, f"{path} {name}"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ragrouter.commands.common import Ctx, pass_ctx, register_user_error
+from ragrouter.commands.common import Ctx, pass_ctx
 from ragrouter.db import migrate
 
 
@@ -41,7 +41,6 @@ def ask_command(ctx: Ctx, corpus: str, question: str, router: str | None, max_to
     # deferred (start-up): pulls in pandas, sklearn, torch
     from ragrouter.answering import ask as ask_mod
 
-    register_user_error(ask_mod.AskError)
     engine = ctx.engine()
     migrate.ensure_current(engine)
     a = ask_mod.ask(engine, ctx.config, corpus, question, router=router, budget=max_tokens_budget,

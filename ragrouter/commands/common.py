@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from ragrouter.config import Config, ConfigError
+from ragrouter.config import Config, ConfigError, PriceError
 from ragrouter.db import migrate, outage
 from ragrouter.db.engine import StoreError, StoreLockedError, duckdb_path, forget, make_engine, resolve_url
 from ragrouter.llm import spool
@@ -105,14 +105,28 @@ def check_at_head(engine) -> None:
 
 pass_ctx = click.make_pass_decorator(Ctx)
 
-# Errors the user can act on: printed as one line, exit status 2, no traceback.
-USER_ERRORS: tuple[type[BaseException], ...] = (StoreError, ConfigError)
+# Errors the user can act on: printed as one line, exit status 2, no traceback. Named by module
+# so that a command does not import what it never raises (the root group loads one command's
+# module): an exception can only be one of these when its module is already loaded.
+USER_ERRORS: tuple[type[BaseException], ...] = (StoreError, ConfigError, PriceError)
+USER_ERROR_NAMES: dict[str, tuple[str, ...]] = {
+    "ragrouter.stages.base": ("ScopeError",),
+    "ragrouter.ingest.records": ("LoaderError",),
+    "ragrouter.evaluation.calibration": ("CalibrationError",),
+    "ragrouter.llm.weights": ("WeightsError",),
+    "ragrouter.answering.ask": ("AskError",),
+}
 
 
-def register_user_error(exc_type: type[BaseException]) -> None:
-    global USER_ERRORS
-    if exc_type not in USER_ERRORS:
-        USER_ERRORS = USER_ERRORS + (exc_type,)
+def is_user_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is one of the errors the user can act on (USER_ERRORS, USER_ERROR_NAMES)."""
+    if isinstance(exc, USER_ERRORS):
+        return True
+    for module, names in USER_ERROR_NAMES.items():
+        loaded = sys.modules.get(module)
+        if loaded is not None and isinstance(exc, tuple(getattr(loaded, n) for n in names)):
+            return True
+    return False
 
 
 class UserError(click.ClickException):

@@ -7,13 +7,11 @@ from pathlib import Path
 
 import click
 
-from ragrouter.commands.common import Ctx, fail, pass_ctx, register_user_error, render_rows
+from ragrouter.commands.common import Ctx, fail, pass_ctx, render_rows
 from ragrouter.db import migrate
 from ragrouter.db.engine import duckdb_path, resolve_url, write_lock
 from ragrouter.ingest import files, loaders, questions, store
-from ragrouter.ingest.records import LoaderError
 
-register_user_error(LoaderError)
 
 
 @click.command("ingest")

@@ -14,7 +14,7 @@ import time
 
 import click
 
-from ragrouter.commands.common import Ctx, echo_err, pass_ctx, register_user_error, render_rows
+from ragrouter.commands.common import Ctx, echo_err, pass_ctx, render_rows
 from ragrouter.db import migrate
 from ragrouter.db.values import json_value
 from ragrouter.evaluation import calibration as cal
@@ -22,7 +22,6 @@ from ragrouter.evaluation import judge as jd
 from ragrouter.evaluation.stages import gate_f1
 from ragrouter.stages.services import Services
 
-register_user_error(cal.CalibrationError)
 
 
 @click.group("judge")

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import click
 
-from ragrouter.commands.common import register_user_error, render_rows
+from ragrouter.commands.common import render_rows
 from ragrouter.llm import weights
 
-register_user_error(weights.WeightsError)
 
 
 @click.group("models")

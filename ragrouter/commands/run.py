@@ -6,10 +6,9 @@ import time
 
 import click
 
-from ragrouter.commands.common import Ctx, FailedUnits, fail, hms as _hms, pass_ctx, register_user_error, render_rows
+from ragrouter.commands.common import Ctx, FailedUnits, fail, hms as _hms, pass_ctx, render_rows
 from ragrouter.commands.interrupt import Steps, stoppable
 from ragrouter.commands.status import NOT_REQUESTED, format_skipped
-from ragrouter.config import PriceError
 from ragrouter.db import migrate, outage
 from ragrouter.decisions import speedprobe
 from ragrouter.decisions.budget import build_over_budget, estimating_services, hms as clock, spent_since
@@ -17,14 +16,12 @@ from ragrouter.decisions.driver import Budget, until_decided
 from ragrouter.llm.pricing import dry_run_usd_rows
 from ragrouter.paradigms.paradigms import PARADIGMS
 from ragrouter.stages import registry
-from ragrouter.stages.base import Scope, ScopeError
+from ragrouter.stages.base import Scope
 from ragrouter.stages.expect import ledger_mark
 from ragrouter.stages.runner import dry_run, run_stage
 from ragrouter.stages.services import Services
 from ragrouter.stages.timing import load_line, wall_estimates
 
-register_user_error(ScopeError)
-register_user_error(PriceError)
 
 
 def _paradigm_names() -> list[str]:

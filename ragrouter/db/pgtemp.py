@@ -89,12 +89,13 @@ class TempPostgres:
     def url(self, database: str = "postgres") -> str:
         return f"postgresql+psycopg://{self.user}@127.0.0.1:{self.port}/{database}"
 
-    def create_database(self, name: str) -> str:
+    def create_database(self, name: str, template: str | None = None) -> str:
+        """Create database ``name`` (a copy of database ``template`` if given); its URL."""
         import psycopg
 
         with psycopg.connect(f"host=127.0.0.1 port={self.port} user={self.user} dbname=postgres",
                              autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
+            conn.execute(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
         return self.url(name)
 
     def stop(self) -> None:
