@@ -40,7 +40,7 @@ def _local_models(config) -> list[str]:
 
 
 def _calibrate_judge(engine, services, config, corpus: str, n: int, quiet: bool) -> None:
-    """Judge a small calibration set (``demo.calibration_sources`` source questions × 6 cases
+    """Judge a small calibration set (``demo.calibration_sources`` source questions × up to 8 cases
     whose labels are known by construction) with the demo's judge, so that the report names
     how far its labels can be trusted. A set that cannot be built is reported, not fatal."""
     if n < 1:
@@ -121,7 +121,7 @@ def demo_command(ctx: Ctx, data_dir: Path | None, out: Path, quiet: bool) -> Non
 
     chunk → extract → embed → metrics → import questions (balanced over the three types) →
     answer (all paradigms) → judge → score → judge calibration on a few cases whose label is
-    known by construction (demo.calibration_sources × 6) → labels (views) → routers → report. Everything
+    known by construction (demo.calibration_sources × up to 8) → labels (views) → routers → report. Everything
     is resumable: a second run finds every unit done and makes no model call. Ctrl-C or SIGTERM
     stops it with one line: what is done, what is pending, the command that resumes.
 

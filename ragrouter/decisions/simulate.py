@@ -22,13 +22,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.stats import binom, multivariate_normal, norm
 
 from ragrouter.decisions.sequential import Race, Settings
 
 
 def outcomes(rates, reps: int, n: int, rho: float, rng) -> np.ndarray:
     """(reps, n, K) booleans from the copula above."""
+    from scipy.stats import norm  # deferred: scipy.stats is ~0.6 s of start-up
+
     k = len(rates)
     z = rng.standard_normal((reps, n, 1))
     e = rng.standard_normal((reps, n, k))
@@ -38,6 +39,8 @@ def outcomes(rates, reps: int, n: int, rho: float, rng) -> np.ndarray:
 
 def discordance(p1: float, p2: float, rho: float) -> float:
     """P(one of two paradigms with rates p1, p2 right and the other wrong) under the copula."""
+    from scipy.stats import multivariate_normal, norm  # deferred: scipy.stats is ~0.6 s of start-up
+
     a, b = norm.ppf(np.clip([p1, p2], 1e-9, 1 - 1e-9))
     both = float(multivariate_normal(mean=[0, 0], cov=[[1, rho], [rho, 1]]).cdf([a, b])) if rho < 1 else min(p1, p2)
     return p1 + p2 - 2 * both
@@ -127,6 +130,8 @@ def pair_counts(x: np.ndarray, grid) -> np.ndarray:
 
 def fixed_designs(x: np.ndarray, rates, grid, settings: Settings, rng) -> dict:
     """P(correct claim) of the two fixed designs at every N of ``grid`` (see the docstring)."""
+    from scipy.stats import binom, norm  # deferred: scipy.stats is ~0.6 s of start-up
+
     reps, n, K = x.shape
     rates = np.asarray(rates, dtype=float)
     good = rates >= rates.max() - settings.epsilon - 1e-12
@@ -164,6 +169,8 @@ def matching_n(grid, prob, target: float) -> tuple[int, bool]:
 def mcnemar_exact_power(n: int, p10: float, p01: float, alpha: float = 0.05) -> float:
     """Exact power of the two-sided exact McNemar test at ``n`` paired queries with P(10) = p10
     and P(01) = p01: Σ_m P(m discordant) · P(reject | m)."""
+    from scipy.stats import binom  # deferred: scipy.stats is ~0.6 s of start-up
+
     psi = p10 + p01
     if psi <= 0:
         return 0.0
@@ -183,6 +190,8 @@ def mcnemar_exact_power(n: int, p10: float, p01: float, alpha: float = 0.05) -> 
 def mcnemar_exact_n(delta: float, psi: float, alpha: float = 0.05, power: float = 0.8, n_max: int = 20000) -> int | None:
     """The smallest n at which the exact McNemar test (two-sided, α) has ``power`` against a
     gap ``delta`` with discordance ``psi`` (ψ never below δ); None beyond ``n_max``."""
+    from scipy.stats import norm  # deferred: scipy.stats is ~0.6 s of start-up
+
     if not 0 < delta < 1:
         raise ValueError(f"plan: the gap must lie in (0, 1), got {delta}")
     psi = min(1.0, max(psi, delta))
