@@ -24,39 +24,35 @@ from ragrouter import __version__, console  # noqa: E402
 from ragrouter.db.engine import DEFAULT_URL  # noqa: E402
 from ragrouter.llm.errors import BackendError, GatewayError  # noqa: E402
 
-# The order `--help` lists the commands in: the pipeline's, then reading, then tools.
-ORDER = ["db", "ingest", "run", "status", "judge", "review", "routers", "ask", "serve", "report", "export", "sql",
-         "demo", "models", "mlflow-ui"]
-
-
 # Each command's module, imported when the command is run or listed: a command loads only what
 # it needs (`status` or `sql` start in about half the time of loading every command first, which
 # pulls in scipy, the paradigms and the decision rule). This is the one deferred project import
 # of the command line; ragrouter/docsgen.py lists every command through the same group.
-COMMANDS = {
+COMMANDS = {  # in the order --help lists them: the pipeline's, then reading, then tools
     "db": "ragrouter.commands.db:db_group",
     "ingest": "ragrouter.commands.ingest:ingest_command",
-    "corpus": "ragrouter.commands.corpus:corpus_group",
     "run": "ragrouter.commands.run:run_command",
-    "plan": "ragrouter.commands.plan:plan_command",
-    "demo": "ragrouter.commands.demo:demo_command",
-    "ask": "ragrouter.commands.ask:ask_command",
-    "serve": "ragrouter.commands.serve:serve_command",
+    "status": "ragrouter.commands.status:status_command",
     "judge": "ragrouter.commands.judge:judge_group",
     "review": "ragrouter.commands.review:review_group",
-    "models": "ragrouter.commands.models:models_group",
-    "report": "ragrouter.commands.report:report_command",
     "routers": "ragrouter.commands.routers:routers_group",
-    "mlflow-ui": "ragrouter.commands.routers:mlflow_ui_command",
+    "ask": "ragrouter.commands.ask:ask_command",
+    "serve": "ragrouter.commands.serve:serve_command",
+    "report": "ragrouter.commands.report:report_command",
     "export": "ragrouter.commands.export:export_command",
     "sql": "ragrouter.commands.sql:sql_command",
-    "status": "ragrouter.commands.status:status_command",
+    "demo": "ragrouter.commands.demo:demo_command",
+    "models": "ragrouter.commands.models:models_group",
+    "mlflow-ui": "ragrouter.commands.routers:mlflow_ui_command",
+    "corpus": "ragrouter.commands.corpus:corpus_group",
+    "plan": "ragrouter.commands.plan:plan_command",
 }
+ORDER = list(COMMANDS)
 
 
 class PipelineOrder(click.Group):
-    """A group whose --help lists commands in pipeline order (unknown ones last, by name), each
-    loaded from its module (COMMANDS) when first asked for."""
+    """A group whose --help lists commands in COMMANDS' order (others last, by name), each loaded
+    from its module when first asked for."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         names = set(self.commands) | set(COMMANDS)
